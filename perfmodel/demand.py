@@ -1,0 +1,95 @@
+"""Demand: the work an op puts on each hardware resource, plus its launch shape.
+
+An op never knows how fast hardware is; it only says how much work it does per resource (DESIGN.md
+"Data flow"). The engine turns Demand into time. Resource names (DESIGN.md "Resources"):
+
+    tensor:<dtype>  FLOP            fma, fma_heavy, alu, xu, fp64, lsu   thread-ops
+    issue           warp-instrs     smem, l2, hbm                        bytes
+    link:<name>     bytes per GPU
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+SM_PIPES = ("fma", "fma_heavy", "alu", "xu", "fp64", "lsu")
+DEVICE_RESOURCES = ("l2", "hbm")
+FLOOR_BOUNDS = ("latency", "launch")
+
+# Bytes a plain (non-TMA) thread keeps in flight toward HBM: four 16-byte vector loads, the
+# unrolled streaming loop PyTorch/quack elementwise kernels use (vectorized_elementwise_kernel
+# unrolls 4 x 16 B). Feeds Little's law in the engine; a launch shape can override it.
+DEFAULT_BYTES_IN_FLIGHT_PER_THREAD = 64.0
+
+
+def is_sm_resource(resource: str) -> bool:
+    """Resources that live inside each SM (rated per SM per clock)."""
+    return resource.startswith("tensor:") or resource in SM_PIPES or resource in ("issue", "smem")
+
+
+def is_valid_resource(resource: str) -> bool:
+    return (is_sm_resource(resource) or resource in DEVICE_RESOURCES
+            or resource.startswith("link:"))
+
+
+@dataclass(frozen=True)
+class LaunchShape:
+    """How a kernel is launched; sets occupancy, waves and memory-level parallelism."""
+
+    ctas: int
+    threads_per_cta: int
+    registers_per_thread: int = 32
+    smem_per_cta_bytes: int = 0
+    bytes_in_flight_per_cta: float | None = None  # None: threads × DEFAULT_BYTES_IN_FLIGHT
+
+    def __post_init__(self):
+        if self.ctas < 1 or self.threads_per_cta < 1:
+            raise ValueError(f"launch shape needs ctas >= 1 and threads >= 1, got {self}")
+
+    @property
+    def warps_per_cta(self) -> int:
+        return -(-self.threads_per_cta // 32)
+
+    @property
+    def in_flight_bytes(self) -> float:
+        if self.bytes_in_flight_per_cta is not None:
+            return self.bytes_in_flight_per_cta
+        return self.threads_per_cta * DEFAULT_BYTES_IN_FLIGHT_PER_THREAD
+
+
+@dataclass(frozen=True)
+class Demand:
+    """Total work per resource for one op on one GPU.
+
+    `work` holds totals over the whole op (all CTAs, all `count` repeats). `flop` and `hbm_bytes`
+    are the useful FLOP and bytes reported to users (the roofline uses them); `work` may hold
+    more (padded tiles, re-reads). `launch` is None for work that runs on no SM (DMA copies,
+    link transfers). `latency_s` is a serial floor the op adds (e.g. collective step latencies);
+    `kernels` counts launches for the launch overhead; `repeat` runs the whole demand that many
+    times in sequence (each repeat quantizes into waves on its own).
+    """
+
+    work: Mapping[str, float]
+    launch: LaunchShape | None
+    flop: float = 0.0
+    hbm_bytes: float = 0.0
+    kernels: int = 1
+    latency_s: float = 0.0
+    repeat: int = 1  # identical launches back to back (gemm `count`); flop/bytes are per launch
+    details: Mapping[str, object] = field(default_factory=dict)
+
+    def __post_init__(self):
+        for r, w in self.work.items():
+            if not is_valid_resource(r):
+                raise ValueError(f"unknown resource '{r}' in demand")
+            if w < 0:
+                raise ValueError(f"negative work {w} on resource '{r}'")
+
+
+def add_work(*works: Mapping[str, float]) -> dict[str, float]:
+    """Sum work dictionaries resource by resource."""
+    out: dict[str, float] = {}
+    for w in works:
+        for r, x in w.items():
+            out[r] = out.get(r, 0.0) + x
+    return out

@@ -1,0 +1,187 @@
+"""The engine: Demand × Hardware → Estimate, at two levels.
+
+`roofline` — the speed-of-light bound: useful compute over its device-wide datasheet peak (tensor
+FLOP at the tensor clock; CUDA-core pipe ops at max boost) against HBM bytes at peak bandwidth
+(and link bytes for collectives); the maximum of those. Williams, Waterman, Patterson,
+"Roofline", CACM 52(4), 2009. L2, shared memory and issue slots belong to the pipes level.
+
+`pipes` — what a kernel of that launch shape can reach:
+  * per-SM resources (tensor pipe per dtype, fma, fma_heavy, alu, xu, fp64, lsu, issue slots,
+    shared memory) at their per-SM per-clock rates; the busiest SM runs ceil(CTAs / SMs) CTAs, so
+    partial waves cost a full CTA time (wave quantization);
+  * the tensor pipe at the sustained (power-limited) clock, `tensor_sustained_fraction`;
+  * device-wide L2 and HBM; HBM at its achievable fraction and, by Little's law, at most
+    (bytes in flight of the resident CTAs) / (DRAM latency) — small grids cannot fill HBM;
+  * floors: one DRAM round trip before the first tile arrives, the op's own serial latency, and
+    the launch overhead per kernel.
+Time is max over resources plus the floors (a kernel overlaps its resources with each other but
+not with its own start-up). Every Estimate carries the time of each resource, so the binding one
+and the slack of the others are visible, like Nsight Compute's speed-of-light section.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from .demand import Demand, LaunchShape, is_sm_resource
+from .errors import InputError
+from .hardware import Hardware
+
+LEVELS = ("roofline", "pipes")
+ROOFLINE_PIPES = ("fma", "fma_heavy", "alu", "xu", "fp64")  # compute pipes; not issue/smem/lsu
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A predicted time with the resource that binds it and every resource's busy time."""
+
+    time_s: float
+    bound: str
+    resource_time_s: Mapping[str, float]
+    flop: float
+    hbm_bytes: float
+    level: str
+    roofline_time_s: float
+    details: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def utilization(self) -> dict[str, float]:
+        """Busy fraction of each resource over the op's time (0..1)."""
+        return {r: t / self.time_s for r, t in self.resource_time_s.items()}
+
+    @property
+    def fraction_of_roofline(self) -> float:
+        """Roofline time / predicted time: 1.0 means at the speed of light."""
+        return self.roofline_time_s / self.time_s
+
+    @property
+    def achieved_flop_per_s(self) -> float:
+        return self.flop / self.time_s
+
+    def to_dict(self) -> dict:
+        return {"time_s": self.time_s, "bound": self.bound, "flop": self.flop,
+                "hbm_bytes": self.hbm_bytes, "level": self.level,
+                "roofline_time_s": self.roofline_time_s,
+                "resource_time_s": dict(self.resource_time_s)}
+
+
+def occupancy(launch: LaunchShape, hw: Hardware) -> tuple[int, str]:
+    """Resident CTAs per SM and the limiter (CUDA occupancy calculator rules, CPG-CC Table 30)."""
+    if launch.threads_per_cta > hw.max_threads_per_cta:
+        raise InputError(f"launch of {launch.threads_per_cta} threads per CTA exceeds "
+                         f"{hw.name}'s limit of {hw.max_threads_per_cta}")
+    if launch.smem_per_cta_bytes > hw.smem_per_cta_bytes:
+        raise InputError(f"launch needs {launch.smem_per_cta_bytes} B shared memory per CTA; "
+                         f"{hw.name} allows {hw.smem_per_cta_bytes}")
+    regs = min(launch.registers_per_thread, hw.max_registers_per_thread)
+    # registers are allocated per warp in units of 256 (CUDA occupancy calculator)
+    regs_per_warp = math.ceil(regs * 32 / 256) * 256
+    limits = {
+        "ctas": hw.max_ctas_per_sm,
+        "warps": hw.max_warps_per_sm // launch.warps_per_cta,
+        "registers": hw.registers_per_sm // (regs_per_warp * launch.warps_per_cta),
+        "smem": (hw.smem_per_sm_bytes // launch.smem_per_cta_bytes
+                 if launch.smem_per_cta_bytes else hw.max_ctas_per_sm),
+    }
+    limiter = min(limits, key=limits.get)
+    return max(1, limits[limiter]), limiter
+
+
+def sm_rate_per_s(resource: str, hw: Hardware, sustained: bool) -> float:
+    """Per-SM rate of an SM resource in its work unit per second."""
+    if resource.startswith("tensor:"):
+        dtype = resource.split(":", 1)[1]
+        if dtype not in hw.tensor_flop_per_sm_per_clk:
+            raise InputError(f"{hw.name} ({hw.architecture}) has no tensor-core support for "
+                             f"'{dtype}' (supported: "
+                             f"{', '.join(sorted(hw.tensor_flop_per_sm_per_clk))})")
+        frac = hw.tensor_sustained_fraction if sustained else 1.0
+        return hw.tensor_flop_per_sm_per_clk[dtype] * hw.tensor_clock_hz * frac
+    if resource == "issue":
+        return hw.issue_per_sm_per_clk * hw.boost_clock_hz
+    if resource == "smem":
+        return hw.smem_bytes_per_clk * hw.boost_clock_hz
+    return hw.pipes_per_sm_per_clk[resource] * hw.boost_clock_hz
+
+
+def _device_rate_per_s(resource: str, hw: Hardware, peak: bool) -> float:
+    if resource == "hbm":
+        return hw.hbm_peak_bandwidth_bytes_per_s if peak else hw.hbm_bandwidth_bytes_per_s
+    if resource == "l2":
+        return hw.l2_bandwidth_bytes_per_s
+    return hw.link(resource.split(":", 1)[1]).bandwidth_bytes_per_s
+
+
+def roofline(demand: Demand, hw: Hardware) -> Estimate:
+    """Speed-of-light: each resource's useful work over its device-wide datasheet peak."""
+    times: dict[str, float] = {}
+    tensor_work = sum(w for r, w in demand.work.items() if r.startswith("tensor:"))
+    for r, w in demand.work.items():
+        if w <= 0:
+            continue
+        if r.startswith("tensor:"):
+            # useful FLOP (not padded tiles) shared among tensor dtypes by their work
+            useful = demand.flop * w / tensor_work if demand.flop else w
+            times[r] = useful / (sm_rate_per_s(r, hw, sustained=False) * hw.sm_count)
+        elif r in ROOFLINE_PIPES:
+            times[r] = w / (sm_rate_per_s(r, hw, sustained=False) * hw.sm_count)
+        elif r == "hbm":
+            times[r] = demand.hbm_bytes / _device_rate_per_s(r, hw, peak=True)
+        elif r.startswith("link:"):
+            times[r] = w / _device_rate_per_s(r, hw, peak=True)
+    times = {r: t * demand.repeat for r, t in times.items()}
+    t = max(times.values(), default=0.0)
+    if t <= 0:
+        t = hw.kernel_launch_s * demand.kernels * demand.repeat  # an op with no work at all
+        times["launch"] = t
+    bound = max(times, key=times.get)
+    return Estimate(t, bound, times, demand.flop * demand.repeat,
+                    demand.hbm_bytes * demand.repeat, "roofline", t, dict(demand.details))
+
+
+def pipes(demand: Demand, hw: Hardware) -> Estimate:
+    """Per-SM pipes with occupancy and waves, device-wide memory, latency and launch floors."""
+    times: dict[str, float] = {}
+    details = dict(demand.details)
+    launch = demand.launch
+    hbm_rate = hw.hbm_bandwidth_bytes_per_s
+    if launch is not None:
+        ctas_per_sm, limiter = occupancy(launch, hw)
+        busiest = math.ceil(launch.ctas / hw.sm_count)  # CTAs on the busiest SM
+        resident = min(launch.ctas, hw.sm_count * ctas_per_sm)
+        # Little's law: achievable bandwidth <= bytes in flight / latency
+        mlp_rate = resident * launch.in_flight_bytes / hw.hbm_latency_s
+        hbm_rate = min(hbm_rate, mlp_rate)
+        details.update(ctas_per_sm=ctas_per_sm, occupancy_limiter=limiter,
+                       waves=launch.ctas / (hw.sm_count * ctas_per_sm),
+                       busiest_sm_ctas=busiest)
+    for r, w in demand.work.items():
+        if w <= 0:
+            continue
+        if is_sm_resource(r):
+            if launch is None:
+                raise ValueError(f"demand puts work on SM resource '{r}' without a launch shape")
+            times[r] = busiest * (w / launch.ctas) / sm_rate_per_s(r, hw, sustained=True)
+        elif r == "hbm":
+            times[r] = w / hbm_rate
+        else:
+            times[r] = w / _device_rate_per_s(r, hw, peak=False)
+    first_load = hw.hbm_latency_s if (launch is not None and demand.work.get("hbm", 0) > 0) else 0
+    times["latency"] = first_load + demand.latency_s
+    times["launch"] = hw.kernel_launch_s * demand.kernels
+    busy = max((t for r, t in times.items() if r not in ("latency", "launch")), default=0.0)
+    single = busy + times["latency"] + times["launch"]
+    bound = max(times, key=times.get)
+    times = {r: t * demand.repeat for r, t in times.items() if t > 0}
+    roof = roofline(demand, hw).time_s
+    return Estimate(single * demand.repeat, bound, times, demand.flop * demand.repeat,
+                    demand.hbm_bytes * demand.repeat, "pipes", roof, details)
+
+
+def estimate(demand: Demand, hw: Hardware, level: str = "pipes") -> Estimate:
+    if level == "pipes":
+        return pipes(demand, hw)
+    if level == "roofline":
+        return roofline(demand, hw)
+    raise InputError(f"unknown level '{level}' (expected one of {', '.join(LEVELS)})")

@@ -1,0 +1,409 @@
+"""Hardware specs: strict loading of hwspecs/*.yaml into a frozen `Hardware` with derived rates.
+
+A spec file holds quantities as `{value, source|derivation|measured|assumed, range?, note?}`;
+the loader checks every key against `SCHEMA` (unknown or missing keys, types, ranges, unresolved
+source ids) and reports every problem with file and key path. Names resolve case-insensitively
+through file names, `aliases` and the driver's `device_names`.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from . import yamlio
+from .errors import InputError, where
+from .units import tensor_dtype
+
+SCHEMA_VERSION = 1
+ARCHITECTURES = ("ampere", "hopper", "blackwell")
+PROVENANCE_KINDS = ("source", "derivation", "measured", "assumed")
+TENSOR_DTYPES = ("fp16", "bf16", "tf32", "fp8", "int8", "mxfp8", "nvfp4", "mxfp4")
+PIPES = ("fma", "fma_heavy", "alu", "xu", "fp64", "lsu")
+
+
+@dataclass(frozen=True)
+class Q:
+    """Schema entry for one quantity: bounds, integer-ness, optional."""
+
+    lo: float
+    hi: float
+    integer: bool = False
+    optional: bool = False
+
+
+# Key tree of a spec file. Dicts are sections; Q are quantities. Bounds reject typos of orders
+# of magnitude (a clock in MHz, bandwidth in GB/s), not plausible-but-wrong values.
+SCHEMA: dict[str, Any] = {
+    "sm_count": Q(1, 1024, integer=True),
+    "clocks": {
+        "boost_clock_hz": Q(1e8, 5e9),
+        "tensor_clock_hz": Q(1e8, 5e9),
+        "tensor_sustained_fraction": Q(0.3, 1.0),
+    },
+    "pipes_per_sm_per_clk": {p: Q(0, 1024) for p in PIPES},
+    "issue_per_sm_per_clk": Q(1, 16, integer=True),
+    "tensor_flop_per_sm_per_clk": {
+        d: Q(1, 1e6, optional=d not in ("fp16", "bf16", "tf32", "int8")) for d in TENSOR_DTYPES
+    },
+    "sm_resources": {
+        "registers_per_sm": Q(1024, 1 << 20, integer=True),
+        "max_registers_per_thread": Q(16, 1024, integer=True),
+        "max_warps_per_sm": Q(1, 256, integer=True),
+        "max_ctas_per_sm": Q(1, 256, integer=True),
+        "max_threads_per_cta": Q(32, 4096, integer=True),
+        "smem_per_sm_bytes": Q(1024, 1 << 24, integer=True),
+        "smem_per_cta_bytes": Q(1024, 1 << 24, integer=True),
+        "smem_bytes_per_clk": Q(1, 4096),
+        "tmem_per_sm_bytes": Q(0, 1 << 24, integer=True, optional=True),
+    },
+    "l2": {
+        "capacity_bytes": Q(1e5, 1e10),
+        "bandwidth_bytes_per_s": Q(1e11, 1e15),
+    },
+    "hbm": {
+        "capacity_bytes": Q(1e9, 1e13),
+        "peak_bandwidth_bytes_per_s": Q(1e10, 1e14),
+        "achievable_fraction": Q(0.3, 1.0),
+        "latency_s": Q(1e-8, 1e-5),
+    },
+    "links": "links",  # validated by _check_links: name -> {bandwidth_bytes_per_s, latency_s}
+    "kernel_launch_s": Q(1e-7, 1e-4),
+    "power": {"tdp_w": Q(10, 5000)},
+}
+LINK_SCHEMA = {"bandwidth_bytes_per_s": Q(1e8, 1e14), "latency_s": Q(1e-8, 1e-3)}
+HEADER_KEYS = ("schema_version", "name", "architecture", "compute_capability", "aliases",
+               "device_names", "sources")
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A spec number with its provenance, as written in the file (for `hw show` and audits)."""
+
+    value: float
+    provenance: dict[str, str]
+    range: tuple[float, float] | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Link:
+    bandwidth_bytes_per_s: float  # per direction, per GPU
+    latency_s: float
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One GPU. SI units; per-SM rates are per SM per clock unless the name says per second."""
+
+    name: str
+    architecture: str
+    compute_capability: str
+    aliases: tuple[str, ...]
+    device_names: tuple[str, ...]
+    sm_count: int
+    boost_clock_hz: float
+    tensor_clock_hz: float
+    tensor_sustained_fraction: float
+    pipes_per_sm_per_clk: Mapping[str, float]
+    issue_per_sm_per_clk: int
+    tensor_flop_per_sm_per_clk: Mapping[str, float]
+    registers_per_sm: int
+    max_registers_per_thread: int
+    max_warps_per_sm: int
+    max_ctas_per_sm: int
+    max_threads_per_cta: int
+    smem_per_sm_bytes: int
+    smem_per_cta_bytes: int
+    smem_bytes_per_clk: float
+    tmem_per_sm_bytes: int
+    l2_capacity_bytes: float
+    l2_bandwidth_bytes_per_s: float
+    hbm_capacity_bytes: float
+    hbm_peak_bandwidth_bytes_per_s: float
+    hbm_achievable_fraction: float
+    hbm_latency_s: float
+    links: Mapping[str, Link]
+    kernel_launch_s: float
+    tdp_w: float
+    path: str = ""
+    quantities: Mapping[str, Quantity] = field(default_factory=dict, repr=False, compare=False)
+    sources: Mapping[str, Mapping[str, str]] = field(default_factory=dict, repr=False,
+                                                     compare=False)
+
+    # ---- derived rates -------------------------------------------------------------------
+    def supports(self, dtype: str) -> bool:
+        return tensor_dtype(dtype) in self.tensor_flop_per_sm_per_clk
+
+    def tensor_peak_flop_per_s(self, dtype: str) -> float:
+        """Datasheet dense peak: per-SM rate × SMs × tensor clock."""
+        d = tensor_dtype(dtype)
+        if d not in self.tensor_flop_per_sm_per_clk:
+            raise InputError(f"{self.name}: the tensor cores do not support dtype '{dtype}' "
+                             f"(supported: {', '.join(sorted(self.tensor_flop_per_sm_per_clk))})")
+        return self.tensor_flop_per_sm_per_clk[d] * self.sm_count * self.tensor_clock_hz
+
+    @property
+    def hbm_bandwidth_bytes_per_s(self) -> float:
+        """Achievable streaming bandwidth (peak × achievable fraction)."""
+        return self.hbm_peak_bandwidth_bytes_per_s * self.hbm_achievable_fraction
+
+    @property
+    def smem_bandwidth_bytes_per_s(self) -> float:
+        """Aggregate shared-memory bandwidth: SMs × bytes/clk × boost clock."""
+        return self.sm_count * self.smem_bytes_per_clk * self.boost_clock_hz
+
+    def pipe_peak_per_s(self, pipe: str) -> float:
+        """Device-wide thread-ops per second of a CUDA-core pipe at max boost."""
+        return self.pipes_per_sm_per_clk[pipe] * self.sm_count * self.boost_clock_hz
+
+    def ridge_point_flop_per_byte(self, dtype: str) -> float:
+        """Arithmetic intensity where tensor peak meets HBM peak (datasheet roofline)."""
+        return self.tensor_peak_flop_per_s(dtype) / self.hbm_peak_bandwidth_bytes_per_s
+
+    def link(self, name: str) -> Link:
+        if name not in self.links:
+            raise InputError(f"{self.name}: no link '{name}' (has: {', '.join(self.links)})")
+        return self.links[name]
+
+    def summary(self) -> dict[str, Any]:
+        """Resolved spec plus derived peaks, as plain data (for `perfmodel hw show`)."""
+        peaks = {d: self.tensor_peak_flop_per_s(d) for d in self.tensor_flop_per_sm_per_clk}
+        return {
+            "name": self.name,
+            "path": self.path,
+            "architecture": self.architecture,
+            "compute_capability": self.compute_capability,
+            "aliases": list(self.aliases),
+            "device_names": list(self.device_names),
+            "quantities": {k: q.value for k, q in self.quantities.items()},
+            "derived": {
+                "tensor_peak_flop_per_s": peaks,
+                "ridge_point_flop_per_byte": {d: p / self.hbm_peak_bandwidth_bytes_per_s
+                                              for d, p in peaks.items()},
+                "fp32_peak_flop_per_s": 2 * self.pipe_peak_per_s("fma"),
+                "hbm_achievable_bandwidth_bytes_per_s": self.hbm_bandwidth_bytes_per_s,
+                "smem_aggregate_bandwidth_bytes_per_s": self.smem_bandwidth_bytes_per_s,
+                "xu_peak_per_s": self.pipe_peak_per_s("xu"),
+            },
+            "assumed": [k for k, q in self.quantities.items() if "assumed" in q.provenance],
+        }
+
+
+# ---- loading -----------------------------------------------------------------------------
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _check_quantity(raw: Any, q: Q, path: str, file: str, sources: Mapping[str, Any],
+                    problems: list[str]) -> Quantity | None:
+    at = where(file, path)
+    if not isinstance(raw, dict):
+        problems.append(f"{at}: expected a mapping {{value: ..., source|derivation|measured|"
+                        f"assumed: ...}}, got {type(raw).__name__}")
+        return None
+    allowed = {"value", "range", "note", *PROVENANCE_KINDS}
+    for k in raw:
+        if k not in allowed:
+            problems.append(f"{at}.{k}: unknown key (expected one of {sorted(allowed)})")
+    value = raw.get("value")
+    if not _is_number(value):
+        problems.append(f"{at}.value: expected a number, got {value!r}")
+        return None
+    if q.integer and float(value) != int(value):
+        problems.append(f"{at}.value: expected an integer, got {value!r}")
+    if not q.lo <= value <= q.hi:
+        problems.append(f"{at}.value: {value!r} out of range [{q.lo:g}, {q.hi:g}]")
+    prov = {k: raw[k] for k in PROVENANCE_KINDS if k in raw}
+    if not prov:
+        problems.append(f"{at}: no provenance (expected one of {', '.join(PROVENANCE_KINDS)})")
+    for k, v in prov.items():
+        if not isinstance(v, str) or not v.strip():
+            problems.append(f"{at}.{k}: expected a non-empty string")
+    if "source" in prov and isinstance(prov["source"], str) and prov["source"] not in sources:
+        problems.append(f"{at}.source: '{prov['source']}' is not defined under `sources:`")
+    rng = raw.get("range")
+    if rng is not None:
+        if not (isinstance(rng, list) and len(rng) == 2 and all(_is_number(x) for x in rng)
+                and rng[0] <= value <= rng[1]):
+            problems.append(f"{at}.range: expected [lo, hi] numbers with lo <= value <= hi, "
+                            f"got {rng!r}")
+            rng = None
+    note = raw.get("note", "")
+    return Quantity(float(value), {k: str(v) for k, v in prov.items()},
+                    tuple(rng) if rng else None, str(note))
+
+
+def _walk(raw: Any, schema: Mapping[str, Any], path: str, file: str, sources: Mapping[str, Any],
+          out: dict[str, Quantity], problems: list[str]) -> None:
+    if not isinstance(raw, dict):
+        problems.append(f"{where(file, path)}: expected a mapping, got {type(raw).__name__}")
+        return
+    for k in raw:
+        if k not in schema:
+            problems.append(f"{where(file, f'{path}.{k}' if path else k)}: unknown key "
+                            f"(expected one of {sorted(schema)})")
+    for k, sub in schema.items():
+        p = f"{path}.{k}" if path else k
+        if k not in raw:
+            if not (isinstance(sub, Q) and sub.optional):
+                problems.append(f"{where(file, p)}: missing required key")
+            continue
+        if isinstance(sub, Q):
+            got = _check_quantity(raw[k], sub, p, file, sources, problems)
+            if got is not None:
+                out[p] = got
+        elif sub == "links":
+            if not isinstance(raw[k], dict) or not raw[k]:
+                problems.append(f"{where(file, p)}: expected a mapping of link name -> "
+                                f"{{bandwidth_bytes_per_s, latency_s}}")
+                continue
+            for name, link in raw[k].items():
+                _walk(link, LINK_SCHEMA, f"{p}.{name}", file, sources, out, problems)
+        else:
+            _walk(raw[k], sub, p, file, sources, out, problems)
+
+
+def _check_header(raw: dict, file: str, problems: list[str]) -> None:
+    v = raw.get("schema_version")
+    if v != SCHEMA_VERSION:
+        problems.append(f"{where(file, 'schema_version')}: expected {SCHEMA_VERSION}, got {v!r}")
+    for key in ("name", "compute_capability"):
+        if not isinstance(raw.get(key), str) or not raw.get(key):
+            problems.append(f"{where(file, key)}: expected a non-empty string")
+    if raw.get("architecture") not in ARCHITECTURES:
+        problems.append(f"{where(file, 'architecture')}: expected one of {ARCHITECTURES}, "
+                        f"got {raw.get('architecture')!r}")
+    for key in ("aliases", "device_names"):
+        val = raw.get(key, [])
+        if not (isinstance(val, list) and all(isinstance(s, str) for s in val)):
+            problems.append(f"{where(file, key)}: expected a list of strings")
+    src = raw.get("sources")
+    if not isinstance(src, dict) or not src:
+        problems.append(f"{where(file, 'sources')}: expected a mapping of id -> {{title, url}}")
+    else:
+        for sid, entry in src.items():
+            if not (isinstance(entry, dict) and isinstance(entry.get("title"), str)
+                    and isinstance(entry.get("url"), str)):
+                problems.append(f"{where(file, f'sources.{sid}')}: expected {{title, url}}")
+
+
+def parse_spec(raw: Any, file: str = "") -> Hardware:
+    """Validate a parsed spec mapping and build a Hardware; raises InputError with all problems."""
+    if not isinstance(raw, dict):
+        raise InputError(f"{where(file, '')}: expected a mapping at the top level, "
+                         f"got {type(raw).__name__}")
+    problems: list[str] = []
+    _check_header(raw, file, problems)
+    sources = raw.get("sources") if isinstance(raw.get("sources"), dict) else {}
+    body = {k: v for k, v in raw.items() if k not in HEADER_KEYS}
+    qs: dict[str, Quantity] = {}
+    _walk(body, SCHEMA, "", file, sources, qs, problems)
+    if problems:
+        raise InputError(problems)
+
+    def v(path: str, default: float = 0.0) -> float:
+        return qs[path].value if path in qs else default
+
+    link_names = {p.split(".")[1] for p in qs if p.startswith("links.")}
+    return Hardware(
+        name=raw["name"],
+        architecture=raw["architecture"],
+        compute_capability=raw["compute_capability"],
+        aliases=tuple(raw.get("aliases", [])),
+        device_names=tuple(raw.get("device_names", [])),
+        sm_count=int(v("sm_count")),
+        boost_clock_hz=v("clocks.boost_clock_hz"),
+        tensor_clock_hz=v("clocks.tensor_clock_hz"),
+        tensor_sustained_fraction=v("clocks.tensor_sustained_fraction"),
+        pipes_per_sm_per_clk={p: v(f"pipes_per_sm_per_clk.{p}") for p in PIPES},
+        issue_per_sm_per_clk=int(v("issue_per_sm_per_clk")),
+        tensor_flop_per_sm_per_clk={d: v(f"tensor_flop_per_sm_per_clk.{d}") for d in TENSOR_DTYPES
+                                    if f"tensor_flop_per_sm_per_clk.{d}" in qs},
+        registers_per_sm=int(v("sm_resources.registers_per_sm")),
+        max_registers_per_thread=int(v("sm_resources.max_registers_per_thread")),
+        max_warps_per_sm=int(v("sm_resources.max_warps_per_sm")),
+        max_ctas_per_sm=int(v("sm_resources.max_ctas_per_sm")),
+        max_threads_per_cta=int(v("sm_resources.max_threads_per_cta")),
+        smem_per_sm_bytes=int(v("sm_resources.smem_per_sm_bytes")),
+        smem_per_cta_bytes=int(v("sm_resources.smem_per_cta_bytes")),
+        smem_bytes_per_clk=v("sm_resources.smem_bytes_per_clk"),
+        tmem_per_sm_bytes=int(v("sm_resources.tmem_per_sm_bytes")),
+        l2_capacity_bytes=v("l2.capacity_bytes"),
+        l2_bandwidth_bytes_per_s=v("l2.bandwidth_bytes_per_s"),
+        hbm_capacity_bytes=v("hbm.capacity_bytes"),
+        hbm_peak_bandwidth_bytes_per_s=v("hbm.peak_bandwidth_bytes_per_s"),
+        hbm_achievable_fraction=v("hbm.achievable_fraction"),
+        hbm_latency_s=v("hbm.latency_s"),
+        links={n: Link(v(f"links.{n}.bandwidth_bytes_per_s"), v(f"links.{n}.latency_s"))
+               for n in sorted(link_names)},
+        kernel_launch_s=v("kernel_launch_s"),
+        tdp_w=v("power.tdp_w"),
+        path=file,
+        quantities=qs,
+        sources=sources,
+    )
+
+
+def load_spec(path: str | Path) -> Hardware:
+    """Load and validate one spec file."""
+    return parse_spec(yamlio.load(path, "hardware spec"), str(path))
+
+
+# ---- the built-in catalogue ----------------------------------------------------------------
+def builtin_spec_dir() -> Path:
+    """hwspecs/ shipped as the data package perfmodel.hwspecs (see pyproject.toml)."""
+    try:
+        d = Path(str(importlib.resources.files("perfmodel.hwspecs")))
+        if d.is_dir() and any(d.glob("*.yaml")):
+            return d
+    except ModuleNotFoundError:
+        pass
+    return Path(__file__).resolve().parent.parent / "hwspecs"  # source checkout, not installed
+
+
+def _key(name: str) -> str:
+    return name.strip().lower().replace("_", "-").replace(" ", "-")
+
+
+@functools.lru_cache(maxsize=1)
+def builtin_catalogue() -> dict[str, Hardware]:
+    """All built-in specs keyed by canonical name (loads each file once)."""
+    specs = {}
+    for f in sorted(builtin_spec_dir().glob("*.yaml")):
+        hw = load_spec(f)
+        specs[hw.name] = hw
+    return specs
+
+
+@functools.lru_cache(maxsize=1)
+def _name_index() -> dict[str, str]:
+    index: dict[str, str] = {}
+    for hw in builtin_catalogue().values():
+        for n in (hw.name, *hw.aliases, *hw.device_names):
+            k = _key(n)
+            if k in index and index[k] != hw.name:
+                raise InputError(f"{hw.path}: name/alias '{n}' also belongs to {index[k]}")
+            index[k] = hw.name
+    return index
+
+
+def hardware(name_or_path: "str | Path | Hardware") -> Hardware:
+    """Resolve a built-in name, alias or driver device name, or load a spec file by path."""
+    if isinstance(name_or_path, Hardware):
+        return name_or_path
+    s = str(name_or_path)
+    if s.endswith((".yaml", ".yml")) or Path(s).is_file():
+        return load_spec(s)
+    hit = _name_index().get(_key(s))
+    if hit is None:
+        known = ", ".join(sorted(builtin_catalogue()))
+        raise InputError(f"unknown hardware '{s}' (built-in: {known}; or give a spec path)")
+    return builtin_catalogue()[hit]
+
+
+def list_hardware() -> list[Hardware]:
+    return list(builtin_catalogue().values())

@@ -1,0 +1,179 @@
+"""Attention as FlashAttention-style tiles on pipes (first version; the attention issue refines it).
+
+Per visited (query tile × key tile) pair (Dao et al. FlashAttention-2, arXiv:2307.08691;
+Shah et al. FlashAttention-3, arXiv:2407.08608 §3; FlashAttention-4, arXiv:2603.05451):
+  * forward MMAs S = QKᵀ and O += PV: 2·bm·bn·(d + dv) FLOP on the tensor pipe;
+  * softmax: one exp per score on the XU (MUFU.EX2), ~4 FMA-pipe ops per score (scale-subtract
+    FFMA, running max, row sum, pack), masking compares on the ALU;
+  * FA4 on Blackwell moves a fraction of the exps to a degree-3 polynomial on the FMA pipe;
+  * shared memory: the FA4 tile roofline counts 3 tile reads (Q, K, V) per pair forward and 13
+    backward, at 128 B/clk/SM;
+  * backward: 5 MMAs (recompute S, dP, dV, dK, dQ) = 2·bm·bn·(3d + 2dv), the exp recomputed,
+    dQ accumulated with FP32 atomics in L2;
+  * HBM: Q, K, V, O (+ LSE) forward; + dO, dQ, dK, dV backward; K/V read once per KV head
+    (L2 serves the query tiles and GQA heads that share it);
+  * causal and sliding-window masks skip tiles; diagonal tiles compute fully but are partly
+    wasted; decode (few query rows) splits the KV sequence across CTAs (flash-decoding).
+Dropout adds Philox work per score (fused) or a mask read from HBM (precomputed).
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from ..demand import Demand, LaunchShape, add_work
+from ..errors import InputError
+from ..units import bytes_per_element, tensor_dtype
+from .base import Op, Param, positive
+from .rng import rng_instruction_work
+
+KERNELS = ("fa2", "fa3", "fa4", "cudnn")
+DEFAULT_KERNEL = {"ampere": "fa2", "hopper": "fa3", "blackwell": "fa4"}
+KERNEL_ARCHS = {"fa2": ("ampere", "hopper", "blackwell"), "fa3": ("hopper",),
+                "fa4": ("blackwell",), "cudnn": ("ampere", "hopper", "blackwell")}
+# (block_m, block_n, threads, registers) per family: FA2 128x64 with 4 warps; FA3 128x128 with
+# 3 warpgroups (1 producer, 2 consumers); FA4 128x128 with 512 threads (MMA, softmax,
+# correction and load warps); cuDNN similar to FA3/FA4 on its architecture.
+TILE = {"fa2": (128, 64, 128, 255), "fa3": (128, 128, 384, 168), "fa4": (128, 128, 512, 128),
+        "cudnn": (128, 128, 384, 168)}
+SOFTMAX_FMA_PER_SCORE = {"fwd": 4.0, "bwd": 6.0}
+SOFTMAX_ALU_PER_SCORE = 1.0
+SMEM_TILE_READS = {"fwd": 3.0, "bwd": 13.0}  # FA4 paper tile roofline (M = N = D = 128)
+FA4_EMULATED_EXP_FRACTION = 0.15   # FA4 emulates ~10-25 % of exps (hardware.md §7)
+FA4_EMULATED_EXP_FMA = 6.0         # FMA-pipe lane-ops per emulated exp (FFMA2 pair version)
+FA4_EMULATED_EXP_ALU = 2.5
+DROPOUT_BITS_PER_SCORE = 8         # FA2: 16 8-bit randoms per Philox4x32-7 call
+DECODE_MAX_Q_ROWS = 64             # below this many query rows per head group: split-KV decode
+
+
+@functools.lru_cache(maxsize=4096)
+def visited(seq_q: int, seq_kv: int, causal: bool, window: int | None, bm: int, bn: int
+            ) -> tuple[int, int]:
+    """(tile pairs computed, unmasked scores) for one head, bottom-right aligned masks."""
+    rows = np.arange(seq_q, dtype=np.int64)
+    offset = seq_kv - seq_q
+    hi = np.minimum(rows + offset, seq_kv - 1) if causal else np.full(seq_q, seq_kv - 1)
+    lo = np.maximum(rows + offset - window + 1, 0) if window else np.zeros(seq_q, np.int64)
+    scores = int(np.clip(hi - lo + 1, 0, None).sum())
+    starts = rows[::bm]
+    ends = np.minimum(starts + bm, seq_q) - 1
+    t_lo, t_hi = lo[starts] // bn, hi[ends] // bn
+    pairs = int(np.clip(t_hi - t_lo + 1, 0, None)[hi[ends] >= lo[starts]].sum())
+    return pairs, scores
+
+
+class Attention(Op):
+    name = "attention"
+    PARAMS = {
+        "batch": positive("sequences", "batch size"),
+        "heads": positive("heads", "query heads"),
+        "seq_q": positive("tokens", "query length (1 for decode)"),
+        "head_dim": positive("elements", "Q/K head dimension"),
+        "dtype": Param("dtype", required=True, choices=("fp16", "bf16", "fp8", "fp8_e4m3")),
+        "kv_heads": Param("int", default=None, nullable=True, lo=1, doc="K/V heads (= heads)"),
+        "seq_kv": Param("int", default=None, nullable=True, lo=1, doc="key length (= seq_q)"),
+        "head_dim_v": Param("int", default=None, nullable=True, lo=1, doc="V dim (= head_dim)"),
+        "causal": Param("bool", default=False),
+        "window": Param("int", default=None, nullable=True, lo=1,
+                        doc="sliding window in keys (none: full)"),
+        "direction": Param("choice", default="fwd", choices=("fwd", "bwd", "fwd+bwd")),
+        "dropout": Param("float", default=0.0, lo=0.0, hi=0.999),
+        "dropout_rng": Param("choice", default="fused", choices=("fused", "precomputed")),
+        "kernel": Param("choice", default=None, nullable=True, choices=KERNELS),
+    }
+    SIZE_PARAMS = ("batch", "heads", "seq_q", "head_dim")
+
+    def check(self, v):
+        kv = v["kv_heads"] or v["heads"]
+        if v["heads"] % kv:
+            return [("kv_heads", f"heads ({v['heads']}) must be a multiple of kv_heads ({kv})")]
+        return []
+
+    def demand(self, hw):
+        kernel = self.kernel or DEFAULT_KERNEL[hw.architecture]
+        if hw.architecture not in KERNEL_ARCHS[kernel]:
+            raise InputError(f"attention kernel '{kernel}' does not run on {hw.name} "
+                             f"({hw.architecture}); it needs {', '.join(KERNEL_ARCHS[kernel])}")
+        passes = ("fwd", "bwd") if self.direction == "fwd+bwd" else (self.direction,)
+        demands = [self._pass_demand(hw, kernel, p) for p in passes]
+        if len(demands) == 1:
+            return demands[0]
+        # fwd+bwd: sum of both kernels' work; launch shape of the longer (backward) pass
+        a, b = demands
+        return Demand(work=add_work(a.work, b.work), launch=b.launch, flop=a.flop + b.flop,
+                      hbm_bytes=a.hbm_bytes + b.hbm_bytes, kernels=a.kernels + b.kernels,
+                      details={**b.details, "passes": "fwd+bwd"})
+
+    def _pass_demand(self, hw, kernel: str, direction: str) -> Demand:
+        d, dv = self.head_dim, self.head_dim_v or self.head_dim
+        hkv = self.kv_heads or self.heads
+        skv = self.seq_kv or self.seq_q
+        group = self.heads // hkv
+        b = bytes_per_element(self.dtype)
+        bm, bn, threads, regs = TILE[kernel]
+        decode = direction == "fwd" and self.seq_q * group <= DECODE_MAX_Q_ROWS
+        if decode:
+            # flash-decoding: a CTA holds all query rows of one KV head group (padded to the
+            # 64-row MMA minimum) and a slice of the KV sequence
+            rows = 64
+            kv_tiles = math.ceil(skv / bn)
+            splits = max(1, min(kv_tiles, math.ceil(2 * hw.sm_count / (self.batch * hkv))))
+            pairs_per_head = kv_tiles
+            scores = self.seq_q * skv if not self.causal else visited(
+                self.seq_q, skv, True, self.window, bm, bn)[1]
+            heads_for_tiles, ctas = hkv, self.batch * hkv * splits
+            tile_m = rows
+        else:
+            pairs_per_head, scores = visited(self.seq_q, skv, self.causal, self.window, bm, bn)
+            heads_for_tiles, tile_m = self.heads, bm
+            q_tiles = math.ceil(self.seq_q / bm)
+            kv_tiles = math.ceil(skv / bn)
+            ctas = self.batch * self.heads * (q_tiles if direction == "fwd" else kv_tiles)
+        pairs = pairs_per_head * self.batch * heads_for_tiles
+        scores_total = float(scores) * self.batch * self.heads
+        tile_scores = pairs * tile_m * bn
+        mma = (2.0 * (d + dv) if direction == "fwd" else 2.0 * (3 * d + 2 * dv)) * tile_scores
+        useful = (2.0 * (d + dv) if direction == "fwd" else 2.0 * (3 * d + 2 * dv)) * scores_total
+
+        work: dict[str, float] = {f"tensor:{tensor_dtype(self.dtype)}": mma}
+        exps = tile_scores
+        if kernel == "fa4":
+            emulated = exps * FA4_EMULATED_EXP_FRACTION
+            work["fma"] = emulated * FA4_EMULATED_EXP_FMA
+            work["alu"] = emulated * FA4_EMULATED_EXP_ALU
+            exps -= emulated
+        work["xu"] = exps
+        work = add_work(work, {"fma": SOFTMAX_FMA_PER_SCORE[direction] * tile_scores,
+                               "alu": SOFTMAX_ALU_PER_SCORE * tile_scores})
+        work["smem"] = SMEM_TILE_READS[direction] * pairs * bn * (d + dv) / 2 * b
+        work["issue"] = sum(work.get(r, 0.0) for r in ("fma", "alu", "xu")) / 32.0
+
+        q_bytes = self.batch * self.heads * self.seq_q * d * b
+        kv_bytes = self.batch * hkv * skv * (d + dv) * b
+        o_bytes = self.batch * self.heads * self.seq_q * dv * b
+        lse = self.batch * self.heads * self.seq_q * 4.0
+        if direction == "fwd":
+            hbm = q_bytes + kv_bytes + o_bytes + lse
+            l2 = q_bytes + pairs * bn * (d + dv) * b + o_bytes + lse
+        else:  # read Q, K, V, O, dO, LSE; write dQ, dK, dV; dQ FP32 atomics through L2
+            hbm = 2 * q_bytes + 2 * kv_bytes + 2 * o_bytes + lse + q_bytes * 4 / b
+            l2 = hbm + pairs * bm * d * 4.0 * 2
+        if self.dropout > 0:
+            if self.dropout_rng == "fused":
+                rng = rng_instruction_work(scores_total, DROPOUT_BITS_PER_SCORE, 7, "bytes")
+                work = add_work(work, rng)
+            else:  # mask precomputed by an rng kernel: one byte per score read back
+                hbm += scores_total
+                l2 += scores_total
+        work["hbm"], work["l2"] = hbm, l2
+        smem = min(hw.smem_per_cta_bytes, int((tile_m * d + 2 * 2 * bn * (d + dv)) * b))
+        launch = LaunchShape(ctas=max(1, ctas), threads_per_cta=threads, registers_per_thread=regs,
+                             smem_per_cta_bytes=smem,
+                             bytes_in_flight_per_cta=2 * bn * (d + dv) * b)
+        return Demand(work=work, launch=launch, flop=useful, hbm_bytes=hbm,
+                      kernels=2 if (decode and ctas > self.batch * hkv) or direction == "bwd"
+                      else 1,
+                      details={"kernel": kernel, "direction": direction, "tile_pairs": pairs,
+                               "decode_split_kv": decode})

@@ -1,0 +1,166 @@
+"""Op base class: typed parameters, strict validation, and the registry of op names.
+
+Each op declares PARAMS (name → Param: type, unit, default, doc). Construction validates every
+parameter and reports all problems at once with their key path, so a graph file gets one line per
+problem (SPEC.md "Exit codes"). Subclasses implement `demand(hw)`; they never compute time.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..demand import Demand
+from ..errors import InputError, where
+from ..hardware import Hardware
+from ..units import DTYPES
+
+REGISTRY: dict[str, type["Op"]] = {}
+
+KINDS = ("int", "float", "bool", "str", "dtype", "choice", "path")
+
+
+@dataclass(frozen=True)
+class Param:
+    kind: str
+    required: bool = False
+    default: Any = None
+    unit: str = ""
+    doc: str = ""
+    choices: tuple = ()
+    lo: float | None = None
+    hi: float | None = None
+    nullable: bool = False  # None is a meaningful value (e.g. "no window")
+
+    def expectation(self) -> str:
+        if self.kind == "choice":
+            return f"one of {', '.join(map(str, self.choices))}"
+        if self.kind == "dtype":
+            return f"a dtype ({', '.join(self.choices or DTYPES)})"
+        rng = ""
+        if self.lo is not None and self.hi is not None:
+            rng = f" in [{self.lo:g}, {self.hi:g}]"
+        elif self.lo is not None:
+            rng = f" >= {self.lo:g}"
+        return {"int": "an integer", "float": "a number", "bool": "true or false",
+                "str": "a string", "path": "a file path"}[self.kind] + rng
+
+    def coerce(self, value: Any) -> Any:
+        """Return the validated value or raise ValueError with the expectation."""
+        if value is None and self.nullable:
+            return None
+        k = self.kind
+        if k == "int":
+            ok = isinstance(value, int) and not isinstance(value, bool)
+            if not ok and isinstance(value, float) and value.is_integer():
+                value, ok = int(value), True
+            if not ok:
+                raise ValueError
+        elif k == "float":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value):
+                raise ValueError
+            value = float(value)
+        elif k == "bool":
+            if not isinstance(value, bool):
+                raise ValueError
+        elif k in ("str", "path"):
+            if not isinstance(value, str) or not value:
+                raise ValueError
+        elif k == "dtype":
+            if not isinstance(value, str) or value.lower() not in (self.choices or DTYPES):
+                raise ValueError
+            value = value.lower()
+        elif k == "choice":
+            if isinstance(value, str):
+                value = value.lower()
+            if value not in self.choices:
+                raise ValueError
+        if k in ("int", "float"):
+            if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
+                raise ValueError
+        return value
+
+
+def positive(unit: str, doc: str, required: bool = True, default: Any = None) -> Param:
+    return Param("int", required=required, default=default, unit=unit, doc=doc, lo=1)
+
+
+class Op:
+    """One kernel-level operation. Parameters are attributes; `demand(hw)` is the work."""
+
+    name: ClassVar[str] = ""
+    PARAMS: ClassVar[dict[str, Param]] = {}
+    # parameters that grow the problem: the conformance suite checks time is monotone in them
+    SIZE_PARAMS: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if cls.name:
+            REGISTRY[cls.name] = cls
+
+    def __init__(self, _context: str = "", **params: Any):
+        problems: list[str] = []
+        at = (lambda key: where(None, f"{_context}.{key}" if _context else key))
+        for key in params:
+            if key not in self.PARAMS:
+                problems.append(f"{at(key)}: unknown parameter for op '{self.name}' "
+                                f"(expected one of {', '.join(self.PARAMS)})")
+        values: dict[str, Any] = {}
+        for key, p in self.PARAMS.items():
+            if key not in params or (params[key] is None and not p.nullable):
+                if p.required:
+                    problems.append(f"{at(key)}: missing required parameter of op '{self.name}' "
+                                    f"(expected {p.expectation()}"
+                                    f"{', unit ' + p.unit if p.unit else ''})")
+                values[key] = p.default
+                continue
+            try:
+                values[key] = p.coerce(params[key])
+            except ValueError:
+                problems.append(f"{at(key)}: expected {p.expectation()}, got {params[key]!r}")
+        if not problems:
+            problems += [f"{at(k)}: {msg}" for k, msg in self.check(values)]
+        if problems:
+            raise InputError(problems)
+        self.params = values
+        for k, v in values.items():
+            setattr(self, k, v)
+
+    def check(self, values: dict[str, Any]) -> list[tuple[str, str]]:
+        """Cross-parameter checks: (key, message) pairs. Override where needed."""
+        return []
+
+    def demand(self, hw: Hardware) -> Demand:
+        raise NotImplementedError
+
+    def with_params(self, **changes: Any) -> "Op":
+        return type(self)(**{**self.params, **changes})
+
+    def to_dict(self) -> dict[str, Any]:
+        """Parameters that differ from defaults, plus `op` (for graph files and reports)."""
+        out: dict[str, Any] = {"op": self.name}
+        for k, p in self.PARAMS.items():
+            v = self.params[k]
+            if p.required or v != p.default:
+                out[k] = v
+        return out
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.to_dict().items() if k != "op")
+        return f"{type(self).__name__}({args})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.params == other.params  # type: ignore
+
+    def __hash__(self) -> int:
+        return hash((self.name, tuple(sorted((k, repr(v)) for k, v in self.params.items()))))
+
+
+def op(name: str, _context: str = "", **params: Any) -> Op:
+    """Build any op from its YAML name (`pm.ops.op("gemm", m=..., ...)`)."""
+    cls = REGISTRY.get(str(name).lower())
+    if cls is None:
+        raise InputError(f"{where(None, _context) if _context else '<op>'}: unknown op "
+                         f"'{name}' (expected one of {', '.join(sorted(REGISTRY))})")
+    return cls(_context=_context, **params)

@@ -1,0 +1,69 @@
+"""Collectives over NVLink/PCIe (first version; per-GPU time of the slowest GPU).
+
+Ring algorithms (Patarasuk & Yuan, "Bandwidth optimal all-reduce algorithms for clusters of
+workstations", JPDC 2009; NCCL's ring): with G GPUs and a buffer of S bytes each GPU sends
+  all-reduce        2 (G−1)/G · S   in 2 (G−1) steps
+  all-gather        (G−1)/G · S     in (G−1) steps   (S = the gathered output)
+  reduce-scatter    (G−1)/G · S     in (G−1) steps   (S = the full input)
+  all-to-all        (G−1)/G · S     in 1 step of G−1 concurrent peers (NVSwitch)
+Tree all-reduce (NCCL double binary tree) moves the same bytes in 2·log2(G) steps. Each step pays
+the link latency; reductions add one read-modify-write of the received bytes in HBM.
+"""
+from __future__ import annotations
+
+import math
+
+from ..demand import Demand
+from .base import Op, Param
+
+
+class _Collective(Op):
+    PARAMS = {
+        "bytes": Param("float", required=True, lo=1, unit="bytes", doc="buffer size per GPU"),
+        "gpus": Param("int", required=True, lo=1, doc="GPUs in the group"),
+        "link": Param("str", default="nvlink", doc="link name in the hardware spec"),
+        "algorithm": Param("choice", default="ring", choices=("ring", "tree")),
+    }
+    SIZE_PARAMS = ("bytes",)
+    SEND_FACTOR = 1.0   # × (G−1)/G · bytes sent per GPU
+    RING_STEPS = 1.0    # × (G−1) latency steps
+    REDUCES = False
+
+    def demand(self, hw):
+        g = self.gpus
+        if g == 1:
+            return Demand(work={}, launch=None, kernels=1)  # NCCL still launches a kernel
+        link = hw.link(self.link)
+        sent = self.SEND_FACTOR * (g - 1) / g * self.bytes
+        steps = (2 * math.ceil(math.log2(g)) if self.algorithm == "tree"
+                 else self.RING_STEPS * (g - 1))
+        hbm = 2 * sent + (sent if self.REDUCES else 0.0)  # read to send, write received (+reduce)
+        return Demand(work={f"link:{self.link}": sent, "hbm": hbm}, launch=None, flop=0.0,
+                      hbm_bytes=hbm, latency_s=steps * link.latency_s,
+                      details={"bytes_sent_per_gpu": sent, "steps": steps})
+
+
+class Allreduce(_Collective):
+    name = "allreduce"
+    SEND_FACTOR, RING_STEPS, REDUCES = 2.0, 2.0, True
+
+
+class Allgather(_Collective):
+    name = "allgather"
+
+
+class ReduceScatter(_Collective):
+    name = "reduce_scatter"
+    REDUCES = True
+
+
+class Alltoall(_Collective):
+    name = "alltoall"
+
+    def demand(self, hw):
+        d = super().demand(hw)
+        if self.gpus == 1:
+            return d
+        # all peers at once through the switch: one latency, not G−1
+        return Demand(work=d.work, launch=None, hbm_bytes=d.hbm_bytes,
+                      latency_s=hw.link(self.link).latency_s, details=d.details)
