@@ -82,6 +82,8 @@ class Attention(Op):
         "dropout": Param("float", default=0.0, lo=0.0, hi=0.999),
         "dropout_rng": Param("choice", default="fused", choices=("fused", "precomputed")),
         "kernel": Param("choice", default=None, nullable=True, choices=KERNELS),
+        "shared_kv": Param("bool", default=False,
+                           doc="V is the first head_dim_v dims of K (MLA latent KV cache)"),
     }
     SIZE_PARAMS = ("batch", "heads", "seq_q", "head_dim")
 
@@ -151,7 +153,7 @@ class Attention(Op):
         work["issue"] = sum(work.get(r, 0.0) for r in ("fma", "alu", "xu")) / 32.0
 
         q_bytes = self.batch * self.heads * self.seq_q * d * b
-        kv_bytes = self.batch * hkv * skv * (d + dv) * b
+        kv_bytes = self.batch * hkv * skv * (d if self.shared_kv else d + dv) * b
         o_bytes = self.batch * self.heads * self.seq_q * dv * b
         lse = self.batch * self.heads * self.seq_q * 4.0
         if direction == "fwd":

@@ -24,7 +24,7 @@ from ..demand import Demand, LaunchShape
 from ..engine import pipes
 from ..errors import InputError
 from ..hardware import Hardware
-from ..units import bytes_per_element, canonical_dtype, tensor_dtype
+from ..units import DTYPE_BYTES, bytes_per_element, tensor_dtype
 from .base import Op, Param, positive
 
 # Bytes of K per row in one k-block: the 128-byte TMA swizzle span (CUTLASS sm90/sm100
@@ -137,7 +137,7 @@ class Gemm(Op):
         a_b = bytes_per_element(self.a_dtype or self.dtype)
         b_b = bytes_per_element(self.b_dtype or self.dtype)
         c_b = bytes_per_element(self.out_dtype)
-        op_b = bytes_per_element(compute) if compute != "fp32" else 4.0
+        op_b = DTYPE_BYTES[compute]  # element payload; block scales ride along separately
         if compute == "fp32" or hw.architecture == "ampere":
             kblock = AMPERE_KBLOCK_ELEMS * max(1, int(2 / op_b))
         else:

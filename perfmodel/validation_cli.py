@@ -1,0 +1,65 @@
+"""`perfmodel validate`: measured vs predicted over the public data and validate/results/."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+
+from .engine import LEVELS
+from .report import format_table
+
+
+def add_validate_parser(sub) -> None:
+    v = sub.add_parser("validate", help="measured vs predicted error tables")
+    v.add_argument("results", nargs="*", help="measurement CSVs (default: public data and "
+                   "validate/results/)")
+    v.add_argument("--level", choices=LEVELS, default="pipes")
+    v.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    v.add_argument("--rows", action="store_true", help="also list every row's error")
+    v.set_defaults(fn=run_validate)
+
+
+def run_validate(args) -> int:
+    from validate.compare import compare, summarize
+    from validate.measurements import default_sources, load_cases
+
+    sources = args.results or default_sources()
+    cases, skipped = [], []
+    for src in sources:
+        c, s = load_cases(src)
+        cases += c
+        skipped += s
+    comps = compare(cases, args.level)
+    summary = summarize(comps)
+    if args.format == "json":
+        print(json.dumps({"level": args.level, "summary": summary,
+                          "rows": [c.to_dict() for c in comps],
+                          "skipped": [s.__dict__ for s in skipped]}, indent=2))
+        return 0
+    if args.format == "csv":
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=list(comps[0].to_dict()) if comps else ["id"])
+        w.writeheader()
+        for c in comps:
+            w.writerow(c.to_dict())
+        sys.stdout.write(buf.getvalue())
+        return 0
+    print(f"measured vs predicted ({args.level}); errors are |predicted/measured − 1|")
+    print(format_table(
+        ["op class", "hardware", "rows", "n", "MAPE", "median", "max", "bias", "roofline MAPE"],
+        [[s["op_class"], s["hardware"], s["rows"], s["n"], f"{s['mape']:.1%}",
+          f"{s['median_ape']:.1%}", f"{s['max_ape']:.1%}", f"{s['bias']:+.1%}",
+          f"{s['roofline_mape']:.1%}"] for s in summary]))
+    if args.rows:
+        print()
+        print(format_table(["id", "hardware", "library", "measured_us", "predicted_us", "error",
+                            "roofline", "bound"],
+                           [[c.case.id, c.case.hardware.name, c.case.library[:28],
+                             f"{c.case.measured_time_s * 1e6:.4g}",
+                             f"{c.predicted_time_s * 1e6:.4g}", f"{c.error:+.1%}",
+                             f"{c.roofline_error:+.1%}", c.bound] for c in comps]))
+    if skipped:
+        print(f"\nnot modeled ({len(skipped)} rows): " +
+              "; ".join(f"{s.id} ({s.reason})" for s in skipped))
+    return 0

@@ -1,0 +1,1 @@
+"""Validation: measured rows (published data, our GPU microkernels) vs perfmodel predictions."""

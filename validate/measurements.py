@@ -1,0 +1,134 @@
+"""Measured rows → (op, hardware, measured time): the published data and our own GPU results.
+
+Rows share the columns of validate/data/public_measurements.csv (id, source, hardware, library,
+op, dtype, shape_json, metric, value, unit, notes). Each row becomes a `Case` with the perfmodel
+op describing the same work and the measured time in seconds, converted with the row's own
+convention (FLOP for TFLOPS, bytes for GB/s). Rows the model cannot describe yet are returned
+with the reason, never silently dropped.
+"""
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfmodel import ops
+from perfmodel.errors import InputError
+from perfmodel.hardware import Hardware, hardware
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+PUBLIC_CSV = DATA_DIR / "public_measurements.csv"
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+# Rows that informed a constant: judged separately, never counted as validation.
+FITTED_ROWS = {
+    "gemm-mamf-001": "clocks.tensor_sustained_fraction (validate/fit_constants.py)",
+}
+
+KERNEL_OF_LIBRARY = {"flashattention-2": "fa2", "flashattention-3": "fa3", "cudnn": "cudnn",
+                     "flashattention-4": "fa4"}
+UNIT_SCALE = {"TFLOPS": 1e12, "GB/s": 1e9, "TB/s": 1e12, "ms": 1e-3, "us": 1e-6, "s": 1.0}
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    op_class: str
+    hardware: Hardware
+    op: ops.Op
+    measured_time_s: float
+    library: str
+    fitted: str = ""  # what constant this row informed, if any
+
+
+@dataclass(frozen=True)
+class Skipped:
+    id: str
+    op_class: str
+    reason: str
+
+
+def _dtype(text: str) -> str:
+    t = text.lower()
+    for key, name in (("fp8", "fp8"), ("bf16", "bf16"), ("fp16", "fp16"), ("fp32", "fp32")):
+        if key in t:
+            return name
+    raise ValueError(f"unrecognized dtype '{text}'")
+
+
+def _attention_flop(s: dict) -> float:
+    """FlashAttention convention (SOURCES.md): 4·B·H·Sq·Skv·D fwd, ×0.5 causal, bwd 2.5×."""
+    d = s.get("headdim", s.get("headdim_qk"))
+    f = 4.0 * s["batch"] * s["nheads"] * s["seqlen_q"] * s["seqlen_k"] * d
+    f *= 0.5 if s.get("causal") else 1.0
+    return f * {"fwd": 1.0, "bwd": 2.5, "fwd+bwd": 3.5}[s["pass"]]
+
+
+def _case(row: dict) -> Case | Skipped:
+    rid, kind, lib = row["id"], row["op"], row["library"]
+    s = json.loads(row["shape_json"])
+    value = float(row["value"]) * UNIT_SCALE[row["unit"]]
+    hw = hardware(row["hardware"])
+    if kind in ("gemm", "gemm_fp8_blockscaled"):
+        o = ops.Gemm(m=s["M"], n=s["N"], k=s["K"], dtype=_dtype(row["dtype"]))
+        t = o.flop / value
+    elif kind.startswith("attention_"):
+        kernel = next((k for name, k in KERNEL_OF_LIBRARY.items() if lib.lower().startswith(name)),
+                      None)
+        if kernel is None:
+            return Skipped(rid, kind, f"no model of library '{lib}'")
+        o = ops.Attention(batch=s["batch"], heads=s["nheads"], kv_heads=s.get("nheads_kv"),
+                          seq_q=s["seqlen_q"], seq_kv=s["seqlen_k"], head_dim=s["headdim"],
+                          dtype=_dtype(row["dtype"]), causal=bool(s.get("causal")),
+                          direction=s["pass"], kernel=kernel)
+        t = _attention_flop(s) / value
+    elif kind == "mla_decode":
+        o = ops.Attention(batch=s["batch"], heads=s["nheads_q"], kv_heads=s["nheads_kv"],
+                          seq_q=s["s_q"], seq_kv=s["mean_s_k"], head_dim=s["d_qk"],
+                          head_dim_v=s["d_v"], dtype="bf16", causal=bool(s["causal"]),
+                          shared_kv=True)
+        t = value
+    elif kind == "copy":
+        elements = s["M"] * s["N"]
+        o = ops.Elementwise(elements=elements, dtype=_dtype(row["dtype"]), inputs=1, outputs=1,
+                            flop_per_element=0)
+        t = o.demand(hw).hbm_bytes / value
+    elif kind in ("load_stream", "store_stream"):
+        if s.get("pattern") != "A":
+            return Skipped(rid, kind, "uncoalesced access pattern (DRAM locality) is not modeled")
+        gib = 2**30
+        o = ops.Elementwise(elements=gib // 4, dtype="fp32", flop_per_element=0,
+                            inputs=1 if kind == "load_stream" else 0,
+                            outputs=0 if kind == "load_stream" else 1)
+        t = gib / value
+    elif kind == "softmax_fwd":
+        o = ops.Softmax(rows=s["M"], cols=s["N"], dtype=_dtype(row["dtype"]))
+        t = o.demand(hw).hbm_bytes / value
+    else:
+        return Skipped(rid, kind, f"no op mapping for '{kind}'")
+    op_class = {"copy": "memory", "load_stream": "memory", "store_stream": "memory"}.get(kind, kind)
+    return Case(rid, op_class, hw, o, t, lib, FITTED_ROWS.get(rid, ""))
+
+
+def load_cases(path: str | Path) -> tuple[list[Case], list[Skipped]]:
+    """Read one measurements CSV into cases (and the rows that could not be modeled)."""
+    p = Path(path)
+    try:
+        rows = list(csv.DictReader(p.open()))
+    except OSError as e:
+        raise InputError(f"{p}: cannot read measurements ({e.strerror})") from None
+    cases, skipped = [], []
+    for i, row in enumerate(rows):
+        try:
+            got = _case(row)
+        except (KeyError, ValueError, json.JSONDecodeError) as e:
+            raise InputError(f"{p}: row {i + 2} ({row.get('id', '?')}): cannot interpret "
+                             f"({type(e).__name__}: {e})") from None
+        (cases if isinstance(got, Case) else skipped).append(got)
+    return cases, skipped
+
+
+def default_sources() -> list[Path]:
+    """The public data plus every results CSV under validate/results/."""
+    return [PUBLIC_CSV, *sorted(RESULTS_DIR.glob("**/*.csv"))]
