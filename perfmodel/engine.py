@@ -20,6 +20,7 @@ and the slack of the others are visible, like Nsight Compute's speed-of-light se
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -66,6 +67,7 @@ class Estimate:
                 "resource_time_s": dict(self.resource_time_s)}
 
 
+@functools.lru_cache(maxsize=1024)
 def occupancy(launch: LaunchShape, hw: Hardware) -> tuple[int, str]:
     """Resident CTAs per SM and the limiter (CUDA occupancy calculator rules, CPG-CC Table 30)."""
     if launch.threads_per_cta > hw.max_threads_per_cta:
@@ -105,6 +107,14 @@ def sm_rate_per_s(resource: str, hw: Hardware, sustained: bool) -> float:
     return hw.pipes_per_sm_per_clk[resource] * hw.boost_clock_hz
 
 
+@functools.lru_cache(maxsize=64)
+def _sustained_sm_rates(hw: Hardware) -> dict[str, float]:
+    """Per-SM sustained rates of every SM resource the spec defines (cached per spec)."""
+    names = [f"tensor:{d}" for d in hw.tensor_flop_per_sm_per_clk]
+    names += [*hw.pipes_per_sm_per_clk, "issue", "smem"]
+    return {r: sm_rate_per_s(r, hw, sustained=True) for r in names}
+
+
 def _device_rate_per_s(resource: str, hw: Hardware, peak: bool) -> float:
     if resource == "hbm":
         return hw.hbm_peak_bandwidth_bytes_per_s if peak else hw.hbm_bandwidth_bytes_per_s
@@ -113,23 +123,39 @@ def _device_rate_per_s(resource: str, hw: Hardware, peak: bool) -> float:
     return hw.link(resource.split(":", 1)[1]).bandwidth_bytes_per_s
 
 
+@functools.lru_cache(maxsize=64)
+def _peak_rates(hw: Hardware) -> dict[str, float]:
+    """Device-wide datasheet rates of the roofline's resources (cached per spec)."""
+    rates = {f"tensor:{d}": sm_rate_per_s(f"tensor:{d}", hw, sustained=False) * hw.sm_count
+             for d in hw.tensor_flop_per_sm_per_clk}
+    rates.update({p: sm_rate_per_s(p, hw, sustained=False) * hw.sm_count for p in ROOFLINE_PIPES})
+    rates["hbm"] = hw.hbm_peak_bandwidth_bytes_per_s
+    rates.update({f"link:{n}": link.bandwidth_bytes_per_s for n, link in hw.links.items()})
+    return rates
+
+
 def roofline(demand: Demand, hw: Hardware) -> Estimate:
-    """Speed-of-light: each resource's useful work over its device-wide datasheet peak."""
+    """Speed-of-light: useful compute and HBM/link bytes over their datasheet peaks."""
     times: dict[str, float] = {}
+    rates = _peak_rates(hw)
     tensor_work = sum(w for r, w in demand.work.items() if r.startswith("tensor:"))
     for r, w in demand.work.items():
         if w <= 0:
             continue
+        rate = rates.get(r)
+        if rate is None:
+            if r.startswith("tensor:"):
+                sm_rate_per_s(r, hw, sustained=False)  # raises: dtype unsupported
+            if r.startswith("link:"):
+                hw.link(r.split(":", 1)[1])  # raises: unknown link
+            continue  # l2, smem, issue, lsu belong to the pipes level
         if r.startswith("tensor:"):
             # useful FLOP (not padded tiles) shared among tensor dtypes by their work
-            useful = demand.flop * w / tensor_work if demand.flop else w
-            times[r] = useful / (sm_rate_per_s(r, hw, sustained=False) * hw.sm_count)
-        elif r in ROOFLINE_PIPES:
-            times[r] = w / (sm_rate_per_s(r, hw, sustained=False) * hw.sm_count)
+            times[r] = (demand.flop * w / tensor_work if demand.flop else w) / rate
         elif r == "hbm":
-            times[r] = demand.hbm_bytes / _device_rate_per_s(r, hw, peak=True)
-        elif r.startswith("link:"):
-            times[r] = w / _device_rate_per_s(r, hw, peak=True)
+            times[r] = demand.hbm_bytes / rate
+        else:
+            times[r] = w / rate
     times = {r: t * demand.repeat for r, t in times.items()}
     t = max(times.values(), default=0.0)
     if t <= 0:
@@ -140,10 +166,10 @@ def roofline(demand: Demand, hw: Hardware) -> Estimate:
                     demand.hbm_bytes * demand.repeat, "roofline", t, dict(demand.details))
 
 
-def pipes(demand: Demand, hw: Hardware) -> Estimate:
-    """Per-SM pipes with occupancy and waves, device-wide memory, latency and launch floors."""
+def _pipes_times(demand: Demand, hw: Hardware) -> tuple[float, dict[str, float], dict]:
+    """Single-launch time, per-resource times (incl. floors) and launch details."""
     times: dict[str, float] = {}
-    details = dict(demand.details)
+    details: dict[str, object] = {}
     launch = demand.launch
     hbm_rate = hw.hbm_bandwidth_bytes_per_s
     if launch is not None:
@@ -153,30 +179,44 @@ def pipes(demand: Demand, hw: Hardware) -> Estimate:
         # Little's law: achievable bandwidth <= bytes in flight / latency
         mlp_rate = resident * launch.in_flight_bytes / hw.hbm_latency_s
         hbm_rate = min(hbm_rate, mlp_rate)
-        details.update(ctas_per_sm=ctas_per_sm, occupancy_limiter=limiter,
-                       waves=launch.ctas / (hw.sm_count * ctas_per_sm),
-                       busiest_sm_ctas=busiest)
+        details = {"ctas_per_sm": ctas_per_sm, "occupancy_limiter": limiter,
+                   "waves": launch.ctas / (hw.sm_count * ctas_per_sm), "busiest_sm_ctas": busiest}
+    sm_rates = _sustained_sm_rates(hw)
     for r, w in demand.work.items():
         if w <= 0:
             continue
-        if is_sm_resource(r):
+        rate = sm_rates.get(r)
+        if rate is None and is_sm_resource(r):
+            rate = sm_rate_per_s(r, hw, sustained=True)  # raises for unsupported tensor dtypes
+        if rate is not None:
             if launch is None:
                 raise ValueError(f"demand puts work on SM resource '{r}' without a launch shape")
-            times[r] = busiest * (w / launch.ctas) / sm_rate_per_s(r, hw, sustained=True)
+            times[r] = busiest * (w / launch.ctas) / rate
         elif r == "hbm":
             times[r] = w / hbm_rate
         else:
             times[r] = w / _device_rate_per_s(r, hw, peak=False)
+    busy = max(times.values(), default=0.0)
     first_load = hw.hbm_latency_s if (launch is not None and demand.work.get("hbm", 0) > 0) else 0
     times["latency"] = first_load + demand.latency_s
     times["launch"] = hw.kernel_launch_s * demand.kernels
-    busy = max((t for r, t in times.items() if r not in ("latency", "launch")), default=0.0)
-    single = busy + times["latency"] + times["launch"]
+    return busy + times["latency"] + times["launch"], times, details
+
+
+def pipes_time_s(demand: Demand, hw: Hardware) -> float:
+    """Just the pipes-level time (for searches over candidate kernels)."""
+    return _pipes_times(demand, hw)[0] * demand.repeat
+
+
+def pipes(demand: Demand, hw: Hardware) -> Estimate:
+    """Per-SM pipes with occupancy and waves, device-wide memory, latency and launch floors."""
+    single, times, launch_details = _pipes_times(demand, hw)
     bound = max(times, key=times.get)
     times = {r: t * demand.repeat for r, t in times.items() if t > 0}
     roof = roofline(demand, hw).time_s
     return Estimate(single * demand.repeat, bound, times, demand.flop * demand.repeat,
-                    demand.hbm_bytes * demand.repeat, "pipes", roof, details)
+                    demand.hbm_bytes * demand.repeat, "pipes", roof,
+                    {**demand.details, **launch_details})
 
 
 def estimate(demand: Demand, hw: Hardware, level: str = "pipes") -> Estimate:

@@ -95,7 +95,7 @@ class Link:
     latency_s: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # identity equality: hashable, usable as a cache key
 class Hardware:
     """One GPU. SI units; per-SM rates are per SM per clock unless the name says per second."""
 

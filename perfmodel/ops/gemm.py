@@ -17,11 +17,12 @@ keeps the fastest prediction.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 from ..demand import Demand, LaunchShape
-from ..engine import pipes
+from ..engine import pipes_time_s
 from ..errors import InputError
 from ..hardware import Hardware
 from ..units import DTYPE_BYTES, bytes_per_element, tensor_dtype
@@ -73,6 +74,17 @@ def _ceil(a: float, b: float) -> int:
     return -(-int(a) // int(b))
 
 
+@functools.lru_cache(maxsize=65536)
+def _best_demand(shape_key: tuple, hw: Hardware) -> Demand:
+    """Memoized demand of the fastest kernel per (shape, dtypes, GPU): model graphs repeat the
+    same GEMMs in every layer, so the tile search runs once per distinct shape."""
+    m, n, k, batch, dtype, a_dtype, b_dtype, out_dtype, count = shape_key
+    g = Gemm(m=m, n=n, k=k, batch=batch, dtype=dtype, a_dtype=a_dtype, b_dtype=b_dtype,
+             out_dtype=out_dtype, count=count)
+    tile, split = g.fastest_candidate(hw)
+    return g._tile_demand(hw, tile, split)
+
+
 class Gemm(Op):
     """C = A·B with M the token/row dimension and K the reduction (SPEC.md `gemm`)."""
 
@@ -110,13 +122,22 @@ class Gemm(Op):
             raise InputError(f"gemm dtype '{self.dtype}' is not supported by {hw.name}'s tensor "
                              f"cores ({hw.architecture}; supported: "
                              f"{', '.join(sorted(hw.tensor_flop_per_sm_per_clk))})")
-        best: tuple[float, Demand] | None = None
-        for d in self.candidates(hw):
-            t = pipes(d, hw).time_s
+        return _best_demand(self._shape_key(), hw)
+
+    def _shape_key(self) -> tuple:
+        return (self.m, self.n, self.k, self.batch, self.dtype, self.a_dtype, self.b_dtype,
+                self.out_dtype, self.count)
+
+    def fastest_candidate(self, hw: Hardware) -> tuple[Tile, int]:
+        """(tile, split-K) with the lowest predicted time — cuBLAS's heuristic, idealized."""
+        best: tuple[float, Tile, int] | None = None
+        for tile, split, d in self.candidates(hw):
+            t = pipes_time_s(d, hw)
             if best is None or t < best[0]:
-                best = (t, d)
-        assert best is not None
-        return best[1]
+                best = (t, tile, split)
+        if best is None:
+            raise InputError(f"gemm {self!r}: no tile shape fits {hw.name}'s shared memory")
+        return best[1], best[2]
 
     # ---- candidate kernels -------------------------------------------------------------------
     def candidates(self, hw: Hardware):
@@ -124,13 +145,14 @@ class Gemm(Op):
         tiles = (SIMT_TILE,) if compute == "fp32" else TILES[hw.architecture]
         for tile in tiles:
             tiles_mn = _ceil(self.m, tile.m) * _ceil(self.n, tile.n) * self.batch
-            splits = [1]
+            splits = {1}
             if tiles_mn < hw.sm_count:
-                splits += [s for s in range(2, MAX_SPLIT_K + 1) if tiles_mn * s <= 2 * hw.sm_count]
-            for s in splits:
+                # split factors that fill one or two waves of SMs (what split-K is for)
+                splits |= {min(MAX_SPLIT_K, max(1, w * hw.sm_count // tiles_mn)) for w in (1, 2)}
+            for s in sorted(splits):
                 d = self._tile_demand(hw, tile, s)
                 if d is not None:
-                    yield d
+                    yield tile, s, d
 
     def _tile_demand(self, hw: Hardware, tile: Tile, split: int) -> Demand | None:
         compute = tensor_dtype(self.dtype)
