@@ -147,12 +147,22 @@ class Gemm(Op):
             tiles_mn = _ceil(self.m, tile.m) * _ceil(self.n, tile.n) * self.batch
             splits = {1}
             if tiles_mn < hw.sm_count:
-                # split factors that fill one or two waves of SMs (what split-K is for)
-                splits |= {min(MAX_SPLIT_K, max(1, w * hw.sm_count // tiles_mn)) for w in (1, 2)}
+                # split factors that fill one or two waves of SMs (what split-K is for), at
+                # most as many as leave each split two k-blocks
+                most = max(1, min(MAX_SPLIT_K, self.k // (2 * self._kblock(hw))))
+                splits |= {min(most, max(1, w * hw.sm_count // tiles_mn)) for w in (1, 2)}
             for s in sorted(splits):
                 d = self._tile_demand(hw, tile, s)
                 if d is not None:
                     yield tile, s, d
+
+    def _kblock(self, hw: Hardware) -> int:
+        """K elements per pipeline stage."""
+        compute = tensor_dtype(self.dtype)
+        op_b = DTYPE_BYTES[compute]
+        if compute == "fp32" or hw.architecture == "ampere":
+            return AMPERE_KBLOCK_ELEMS * max(1, int(2 / op_b))
+        return max(16, int(KBLOCK_BYTES / op_b))
 
     def _tile_demand(self, hw: Hardware, tile: Tile, split: int) -> Demand | None:
         compute = tensor_dtype(self.dtype)
@@ -160,10 +170,7 @@ class Gemm(Op):
         b_b = bytes_per_element(self.b_dtype or self.dtype)
         c_b = bytes_per_element(self.out_dtype)
         op_b = DTYPE_BYTES[compute]  # element payload; block scales ride along separately
-        if compute == "fp32" or hw.architecture == "ampere":
-            kblock = AMPERE_KBLOCK_ELEMS * max(1, int(2 / op_b))
-        else:
-            kblock = max(16, int(KBLOCK_BYTES / op_b))
+        kblock = self._kblock(hw)
         k_split = _ceil(self.k, split)
         if split > 1 and k_split < 2 * kblock:
             return None

@@ -1,0 +1,72 @@
+"""Every registered op through the same invariants on every GPU (DESIGN.md convention 5):
+time > 0; pipes time >= roofline time; bound named from the vocabulary; utilization <= 1;
+time monotone (non-decreasing) in each size parameter."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import perfmodel as pm
+from perfmodel.demand import FLOOR_BOUNDS, is_valid_resource
+from perfmodel.ops import REGISTRY
+
+# One representative instance per op (shapes of Llama-3-8B/70B-class layers).
+EXAMPLES = {
+    "gemm": dict(m=4096, n=4096, k=4096, dtype="bf16"),
+    "attention": dict(batch=2, heads=32, kv_heads=8, seq_q=2048, head_dim=128, dtype="bf16",
+                      causal=True),
+    "elementwise": dict(elements=1 << 24, dtype="bf16", inputs=2),
+    "norm": dict(rows=4096, cols=4096, dtype="bf16"),
+    "softmax": dict(rows=4096, cols=4096, dtype="bf16"),
+    "rng": dict(elements=1 << 26),
+    "quantize": dict(rows=4096, cols=4096, to="fp8"),
+    "moe": dict(tokens=256, experts=64, top_k=4, hidden=2048, expert_hidden=1024, dtype="bf16",
+                gpus=8),
+    "memcpy": dict(bytes=1e8),
+    "allreduce": dict(bytes=1e8, gpus=8),
+    "allgather": dict(bytes=1e8, gpus=8),
+    "reduce_scatter": dict(bytes=1e8, gpus=8),
+    "alltoall": dict(bytes=1e8, gpus=8),
+}
+CASES = [(name, hw.name) for name in sorted(REGISTRY) for hw in pm.list_hardware()]
+
+
+def test_every_registered_op_has_an_example():
+    assert set(EXAMPLES) == set(REGISTRY)
+
+
+def _predict(name, hw, level="pipes", **changes):
+    return pm.predict_op(pm.ops.op(name, **{**EXAMPLES[name], **changes}), hw, level)
+
+
+@pytest.mark.parametrize("name, hw_name", CASES)
+def test_invariants(name, hw_name):
+    hw = pm.hardware(hw_name)
+    est = _predict(name, hw)
+    roof = _predict(name, hw, level="roofline")
+    assert est.time_s > 0 and math.isfinite(est.time_s)
+    assert est.time_s >= roof.time_s * (1 - 1e-9)
+    assert est.roofline_time_s == pytest.approx(roof.time_s)
+    assert is_valid_resource(est.bound) or est.bound in FLOOR_BOUNDS
+    assert all(is_valid_resource(r) or r in FLOOR_BOUNDS for r in est.resource_time_s)
+    assert all(0 <= u <= 1 + 1e-9 for u in est.utilization.values())
+    assert est.resource_time_s[est.bound] == max(est.resource_time_s.values())
+
+
+@pytest.mark.parametrize("name, hw_name", [(n, "H100-SXM") for n in sorted(REGISTRY)]
+                         + [(n, "B200") for n in sorted(REGISTRY)])
+def test_monotone_in_problem_size(name, hw_name):
+    hw = pm.hardware(hw_name)
+    base = _predict(name, hw).time_s
+    for param in REGISTRY[name].SIZE_PARAMS:
+        value = EXAMPLES[name].get(param, REGISTRY[name].PARAMS[param].default)
+        bigger = value * 2 if isinstance(value, (int, float)) else value
+        grown = _predict(name, hw, **{param: bigger}).time_s
+        assert grown >= base * (1 - 1e-9), f"{name}: doubling {param} made it faster"
+
+
+def test_size_params_are_declared():
+    for name, cls in REGISTRY.items():
+        assert cls.SIZE_PARAMS, name
+        assert set(cls.SIZE_PARAMS) <= set(cls.PARAMS), name

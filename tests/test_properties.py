@@ -1,0 +1,77 @@
+"""Property-based checks (hypothesis) of the engine and the GEMM model."""
+from __future__ import annotations
+
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import perfmodel as pm
+from perfmodel.demand import Demand, LaunchShape
+from perfmodel.engine import estimate, occupancy
+
+H100 = pm.hardware("H100-SXM")
+B200 = pm.hardware("B200")
+dims = st.integers(min_value=1, max_value=20000)
+gpus = st.sampled_from([H100, B200])
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=dims, n=dims, k=dims, hw=gpus, dtype=st.sampled_from(["bf16", "fp8", "tf32"]))
+def test_gemm_never_beats_its_roofline_and_reports_true_flop(m, n, k, hw, dtype):
+    g = pm.ops.Gemm(m=m, n=n, k=k, dtype=dtype)
+    est = pm.predict_op(g, hw)
+    assert est.flop == 2.0 * m * n * k
+    assert est.time_s >= est.roofline_time_s
+    assert est.time_s >= hw.kernel_launch_s
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=dims, n=dims, k=st.integers(1, 10000), hw=gpus)
+def test_gemm_time_grows_with_k(m, n, k, hw):
+    a = pm.predict_op(pm.ops.Gemm(m=m, n=n, k=k, dtype="bf16"), hw).time_s
+    b = pm.predict_op(pm.ops.Gemm(m=m, n=n, k=2 * k, dtype="bf16"), hw).time_s
+    assert b >= a * (1 - 1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=dims, n=dims, k=dims)
+def test_fp8_is_never_slower_than_bf16(m, n, k):
+    bf16 = pm.predict_op(pm.ops.Gemm(m=m, n=n, k=k, dtype="bf16"), H100).time_s
+    fp8 = pm.predict_op(pm.ops.Gemm(m=m, n=n, k=k, dtype="fp8"), H100).time_s
+    assert fp8 <= bf16 * 1.0001
+
+
+work_values = st.floats(min_value=0, max_value=1e13, allow_nan=False)
+
+
+@settings(max_examples=80, deadline=None)
+@given(tensor=work_values, fma=work_values, hbm=work_values, l2=work_values,
+       ctas=st.integers(1, 100000), threads=st.sampled_from([32, 128, 256, 512, 1024]),
+       regs=st.integers(16, 255), smem=st.integers(0, 200_000))
+def test_engine_time_covers_every_resource_and_floors(tensor, fma, hbm, l2, ctas, threads,
+                                                      regs, smem):
+    d = Demand(work={"tensor:bf16": tensor, "fma": fma, "hbm": hbm, "l2": l2},
+               launch=LaunchShape(ctas, threads, regs, smem), flop=tensor, hbm_bytes=hbm)
+    est = estimate(d, H100, "pipes")
+    roof = estimate(d, H100, "roofline")
+    floors = est.resource_time_s.get("latency", 0) + est.resource_time_s["launch"]
+    busy = max((t for r, t in est.resource_time_s.items() if r not in ("latency", "launch")),
+               default=0.0)
+    assert math.isclose(est.time_s, busy + floors, rel_tol=1e-12)
+    assert est.time_s >= roof.time_s
+    per_sm, _ = occupancy(d.launch, H100)
+    assert 1 <= per_sm <= H100.max_ctas_per_sm
+
+
+@settings(max_examples=40, deadline=None)
+@given(ctas=st.integers(1, 5000))
+def test_wave_quantization_charges_partial_waves_fully(ctas):
+    """Same per-CTA work: time depends on ceil(ctas / SMs), not on ctas / SMs."""
+    per_cta = 1e9
+    d = Demand(work={"tensor:bf16": per_cta * ctas},
+               launch=LaunchShape(ctas, 384, 168, 200_000), flop=per_cta * ctas)
+    t = estimate(d, H100).resource_time_s["tensor:bf16"]
+    one = estimate(Demand(work={"tensor:bf16": per_cta}, launch=LaunchShape(1, 384, 168, 200_000),
+                          flop=per_cta), H100).resource_time_s["tensor:bf16"]
+    assert math.isclose(t, one * math.ceil(ctas / H100.sm_count), rel_tol=1e-9)
