@@ -108,7 +108,8 @@ def _op(args) -> int:
             for r, t in sorted(est.resource_time_s.items(), key=lambda kv: -kv[1])]
     print(format_table(["resource", "time_us", "busy"], rows))
     if est.details:
-        print("  " + ", ".join(f"{k}={v}" for k, v in est.details.items()))
+        print("  " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                               for k, v in est.details.items()))
     return 0
 
 

@@ -8,7 +8,6 @@ through file names, `aliases` and the driver's `device_names`.
 from __future__ import annotations
 
 import functools
-import importlib.resources
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -355,14 +354,12 @@ def load_spec(path: str | Path) -> Hardware:
 
 # ---- the built-in catalogue ----------------------------------------------------------------
 def builtin_spec_dir() -> Path:
-    """hwspecs/ shipped as the data package perfmodel.hwspecs (see pyproject.toml)."""
-    try:
-        d = Path(str(importlib.resources.files("perfmodel.hwspecs")))
-        if d.is_dir() and any(d.glob("*.yaml")):
-            return d
-    except ModuleNotFoundError:
-        pass
-    return Path(__file__).resolve().parent.parent / "hwspecs"  # source checkout, not installed
+    """hwspecs/: inside the installed package (shipped as package data, see pyproject.toml), or
+    at the repository root in a source checkout or editable install."""
+    installed = Path(__file__).resolve().parent / "hwspecs"
+    if installed.is_dir():
+        return installed
+    return Path(__file__).resolve().parent.parent / "hwspecs"
 
 
 def _key(name: str) -> str:
