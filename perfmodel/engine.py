@@ -23,7 +23,9 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
+
+import numpy as np
 
 from .demand import Demand, LaunchShape, is_sm_resource
 from .errors import InputError
@@ -166,38 +168,53 @@ def roofline(demand: Demand, hw: Hardware) -> Estimate:
                     demand.hbm_bytes * demand.repeat, "roofline", t, dict(demand.details))
 
 
-def _pipes_times(demand: Demand, hw: Hardware) -> tuple[float, dict[str, float], dict]:
-    """Single-launch time, per-resource times (incl. floors) and launch details."""
-    times: dict[str, float] = {}
-    details: dict[str, object] = {}
-    launch = demand.launch
-    hbm_rate = hw.hbm_bandwidth_bytes_per_s
-    if launch is not None:
-        ctas_per_sm, limiter = occupancy(launch, hw)
-        busiest = math.ceil(launch.ctas / hw.sm_count)  # CTAs on the busiest SM
-        resident = min(launch.ctas, hw.sm_count * ctas_per_sm)
-        # Little's law: achievable bandwidth <= bytes in flight / latency
-        mlp_rate = resident * launch.in_flight_bytes / hw.hbm_latency_s
-        hbm_rate = min(hbm_rate, mlp_rate)
-        details = {"ctas_per_sm": ctas_per_sm, "occupancy_limiter": limiter,
-                   "waves": launch.ctas / (hw.sm_count * ctas_per_sm), "busiest_sm_ctas": busiest}
+def kernel_resource_times(hw: Hardware, work: Mapping[str, Any], ctas: Any = None,
+                          ctas_per_sm: Any = 1, in_flight_bytes: Any = 0.0) -> dict[str, Any]:
+    """Busy time of each resource for one kernel launch.
+
+    Works on scalars or on numpy arrays holding one entry per candidate kernel (the GEMM tile
+    search), so both use one formula. SM resources: the busiest SM runs ceil(CTAs / SMs) CTAs.
+    HBM: achievable bandwidth, capped by Little's law at (resident CTAs × bytes in flight) /
+    DRAM latency.
+    """
+    times: dict[str, Any] = {}
+    hbm_rate: Any = hw.hbm_bandwidth_bytes_per_s
+    if ctas is not None:
+        busiest = np.ceil(ctas / hw.sm_count)
+        resident = np.minimum(ctas, hw.sm_count * ctas_per_sm)
+        hbm_rate = np.minimum(hbm_rate, resident * in_flight_bytes / hw.hbm_latency_s)
     sm_rates = _sustained_sm_rates(hw)
-    for r, w in demand.work.items():
-        if w <= 0:
-            continue
+    for r, w in work.items():
         rate = sm_rates.get(r)
         if rate is None and is_sm_resource(r):
             rate = sm_rate_per_s(r, hw, sustained=True)  # raises for unsupported tensor dtypes
         if rate is not None:
-            if launch is None:
+            if ctas is None:
                 raise ValueError(f"demand puts work on SM resource '{r}' without a launch shape")
-            times[r] = busiest * (w / launch.ctas) / rate
+            times[r] = busiest * (w / ctas) / rate
         elif r == "hbm":
             times[r] = w / hbm_rate
         else:
             times[r] = w / _device_rate_per_s(r, hw, peak=False)
+    return times
+
+
+def _pipes_times(demand: Demand, hw: Hardware) -> tuple[float, dict[str, float], dict]:
+    """Single-launch time, per-resource times (incl. floors) and launch details."""
+    details: dict[str, object] = {}
+    launch = demand.launch
+    work = {r: w for r, w in demand.work.items() if w > 0}
+    if launch is not None:
+        ctas_per_sm, limiter = occupancy(launch, hw)
+        details = {"ctas_per_sm": ctas_per_sm, "occupancy_limiter": limiter,
+                   "waves": launch.ctas / (hw.sm_count * ctas_per_sm),
+                   "busiest_sm_ctas": math.ceil(launch.ctas / hw.sm_count)}
+        raw = kernel_resource_times(hw, work, launch.ctas, ctas_per_sm, launch.in_flight_bytes)
+    else:
+        raw = kernel_resource_times(hw, work)
+    times = {r: float(t) for r, t in raw.items()}
     busy = max(times.values(), default=0.0)
-    first_load = hw.hbm_latency_s if (launch is not None and demand.work.get("hbm", 0) > 0) else 0
+    first_load = hw.hbm_latency_s if (launch is not None and work.get("hbm", 0) > 0) else 0
     times["latency"] = first_load + demand.latency_s
     times["launch"] = hw.kernel_launch_s * demand.kernels
     return busy + times["latency"] + times["launch"], times, details

@@ -18,11 +18,12 @@ keeps the fastest prediction.
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..demand import Demand, LaunchShape
-from ..engine import pipes_time_s
+from ..engine import kernel_resource_times, occupancy
 from ..errors import InputError
 from ..hardware import Hardware
 from ..units import DTYPE_BYTES, bytes_per_element, tensor_dtype
@@ -70,8 +71,34 @@ TILES: dict[str, tuple[Tile, ...]] = {
 SIMT_TILE = Tile(128, 128, 256, 128)  # fp32 without tensor cores (sgemm)
 
 
-def _ceil(a: float, b: float) -> int:
-    return -(-int(a) // int(b))
+def _ceil(a, b):
+    """Integer ceil(a / b) for ints or numpy arrays."""
+    return -(-a // b)
+
+
+@functools.lru_cache(maxsize=256)
+def _tile_table(hw: Hardware, compute: str, a_b: float, b_b: float, c_b: float) -> dict:
+    """Shape-independent facts of each tile on this GPU for these dtypes: pipeline stages that
+    fit in shared memory (after the epilogue's staging), bytes in flight, occupancy."""
+    tiles = (SIMT_TILE,) if compute == "fp32" else TILES[hw.architecture]
+    op_b = DTYPE_BYTES[compute]
+    if compute == "fp32" or hw.architecture == "ampere":
+        kblock = AMPERE_KBLOCK_ELEMS * max(1, int(2 / op_b))
+    else:
+        kblock = max(16, int(KBLOCK_BYTES / op_b))
+    stage = [(t.m * a_b + t.n * b_b) * kblock for t in tiles]
+    stages = [min(MAX_STAGES, int((hw.smem_per_cta_bytes - EPILOGUE_SMEM_BYTES) // b))
+              for b in stage]
+    smem = [n * b + EPILOGUE_SMEM_BYTES for n, b in zip(stages, stage)]
+    occ = [occupancy(LaunchShape(1, t.threads, t.registers, int(sm)), hw)[0] if n >= 2 else 1
+           for t, n, sm in zip(tiles, stages, smem)]
+    return {"tiles": tiles, "kblock": kblock,
+            "m": np.array([t.m for t in tiles]), "n": np.array([t.n for t in tiles]),
+            "cluster": np.array([t.cluster_m for t in tiles]),
+            "b_share": np.array([0.5 if t.cta_pair else 1.0 for t in tiles]),
+            "stages": np.array(stages), "fits": np.array(stages) >= 2,
+            "smem": np.array(smem), "in_flight": np.array(stages) * np.array(stage),
+            "ctas_per_sm": np.array(occ)}
 
 
 @functools.lru_cache(maxsize=65536)
@@ -81,8 +108,7 @@ def _best_demand(shape_key: tuple, hw: Hardware) -> Demand:
     m, n, k, batch, dtype, a_dtype, b_dtype, out_dtype, count = shape_key
     g = Gemm(m=m, n=n, k=k, batch=batch, dtype=dtype, a_dtype=a_dtype, b_dtype=b_dtype,
              out_dtype=out_dtype, count=count)
-    tile, split = g.fastest_candidate(hw)
-    return g._tile_demand(hw, tile, split)
+    return g.fastest_demand(hw)
 
 
 class Gemm(Op):
@@ -128,120 +154,115 @@ class Gemm(Op):
         return (self.m, self.n, self.k, self.batch, self.dtype, self.a_dtype, self.b_dtype,
                 self.out_dtype, self.count)
 
-    def fastest_candidate(self, hw: Hardware) -> tuple[Tile, int]:
-        """(tile, split-K) with the lowest predicted time — cuBLAS's heuristic, idealized."""
-        best: tuple[float, Tile, int] | None = None
-        for tile, split, d in self.candidates(hw):
-            t = pipes_time_s(d, hw)
-            if best is None or t < best[0]:
-                best = (t, tile, split)
-        if best is None:
+    # ---- the kernel search -------------------------------------------------------------------
+    def candidates(self, hw: Hardware) -> tuple[dict, np.ndarray, np.ndarray]:
+        """(tile table, tile index, split-K) of the kernels worth trying: every tile with no
+        split, and with the split factors that fill one or two waves of SMs when the tiles
+        alone do not (what split-K is for), leaving each split at least two k-blocks."""
+        table = _tile_table(hw, *self._dtype_key())
+        tiles_mn = _ceil(self.m, table["m"]) * _ceil(self.n, table["n"]) * self.batch
+        most = max(1, min(MAX_SPLIT_K, self.k // (2 * table["kblock"])))
+        fill = [np.clip(w * hw.sm_count // tiles_mn, 1, most) for w in (1, 2)]
+        fill = [np.where(tiles_mn < hw.sm_count, f, 1) for f in fill]
+        index = np.tile(np.arange(len(tiles_mn)), 3)
+        split = np.concatenate([np.ones_like(tiles_mn), *fill])
+        keep = np.concatenate([np.ones(len(tiles_mn), bool), *(f > 1 for f in fill)])
+        return table, index[keep], split[keep]
+
+    def _dtype_key(self) -> tuple:
+        return (tensor_dtype(self.dtype), bytes_per_element(self.a_dtype or self.dtype),
+                bytes_per_element(self.b_dtype or self.dtype), bytes_per_element(self.out_dtype))
+
+    def fastest_demand(self, hw: Hardware) -> Demand:
+        """Demand of the (tile, split-K) with the lowest predicted time — cuBLAS's heuristic,
+        idealized. All candidates are scored at once with the engine's own formula."""
+        w = self._work(hw, *self.candidates(hw))
+        times = kernel_resource_times(hw, w["work"], w["ctas"], w["ctas_per_sm"],
+                                      w["in_flight"])
+        total = np.maximum.reduce(list(times.values())) + hw.hbm_latency_s \
+            + hw.kernel_launch_s * w["kernels"]
+        total = np.where(w["valid"], total, np.inf)
+        best = int(np.argmin(total))
+        if not np.isfinite(total[best]):
             raise InputError(f"gemm {self!r}: no tile shape fits {hw.name}'s shared memory")
-        return best[1], best[2]
+        return self._demand_at(w, best)
 
-    # ---- candidate kernels -------------------------------------------------------------------
-    def candidates(self, hw: Hardware):
-        compute = tensor_dtype(self.dtype)
-        tiles = (SIMT_TILE,) if compute == "fp32" else TILES[hw.architecture]
-        for tile in tiles:
-            tiles_mn = _ceil(self.m, tile.m) * _ceil(self.n, tile.n) * self.batch
-            splits = {1}
-            if tiles_mn < hw.sm_count:
-                # split factors that fill one or two waves of SMs (what split-K is for), at
-                # most as many as leave each split two k-blocks
-                most = max(1, min(MAX_SPLIT_K, self.k // (2 * self._kblock(hw))))
-                splits |= {min(most, max(1, w * hw.sm_count // tiles_mn)) for w in (1, 2)}
-            for s in sorted(splits):
-                d = self._tile_demand(hw, tile, s)
-                if d is not None:
-                    yield tile, s, d
-
-    def _kblock(self, hw: Hardware) -> int:
-        """K elements per pipeline stage."""
-        compute = tensor_dtype(self.dtype)
-        op_b = DTYPE_BYTES[compute]
-        if compute == "fp32" or hw.architecture == "ampere":
-            return AMPERE_KBLOCK_ELEMS * max(1, int(2 / op_b))
-        return max(16, int(KBLOCK_BYTES / op_b))
-
-    def _tile_demand(self, hw: Hardware, tile: Tile, split: int) -> Demand | None:
-        compute = tensor_dtype(self.dtype)
-        a_b = bytes_per_element(self.a_dtype or self.dtype)
-        b_b = bytes_per_element(self.b_dtype or self.dtype)
-        c_b = bytes_per_element(self.out_dtype)
+    def _work(self, hw: Hardware, table: dict, index: np.ndarray, split: np.ndarray) -> dict:
+        """Work per resource and launch shape of every candidate, as numpy arrays."""
+        compute, a_b, b_b, c_b = self._dtype_key()
         op_b = DTYPE_BYTES[compute]  # element payload; block scales ride along separately
-        kblock = self._kblock(hw)
+        kblock = table["kblock"]
+        tm, tn = table["m"][index], table["n"][index]
+        cluster, b_share = table["cluster"][index], table["b_share"][index]
+
         k_split = _ceil(self.k, split)
-        if split > 1 and k_split < 2 * kblock:
-            return None
         k_pad = _ceil(k_split, kblock) * kblock
-        tm, tn = tile.m, tile.n
         tiles_m, tiles_n = _ceil(self.m, tm), _ceil(self.n, tn)
         tiles = tiles_m * tiles_n * self.batch * split
-
-        # shared memory: pipeline stages + epilogue staging
-        stage_bytes = (tm * a_b + tn * b_b) * kblock
-        budget = hw.smem_per_cta_bytes - EPILOGUE_SMEM_BYTES
-        stages = min(MAX_STAGES, int(budget // stage_bytes))
-        if stages < 2:
-            return None
-        smem = stages * stage_bytes + EPILOGUE_SMEM_BYTES
+        valid = table["fits"][index] & ((split == 1) | (k_split >= 2 * kblock))
 
         mma_flop = tiles * 2.0 * tm * tn * k_pad
-        work: dict[str, float] = {}
+        work: dict[str, np.ndarray] = {}
+        fma = tiles * tm * tn * 1.0  # epilogue alpha/beta scaling and conversion
         if compute == "fp32":
-            work["fma"] = mma_flop / 2  # one FFMA per multiply-add
+            fma = fma + mma_flop / 2  # SIMT: one FFMA per multiply-add
         else:
             work[f"tensor:{compute}"] = mma_flop
-        # MMA operands read from shared memory once per tile per k-block (FA4's smem-cycle
-        # accounting); a CTA pair splits B, each SM holding and reading half of it.
-        b_share = 0.5 if tile.cta_pair else 1.0
-        b_l2_share = 1.0 / tile.cluster_m  # multicast: one L2 read of B per cluster
-        kblocks = k_pad / kblock
-        work["smem"] = tiles * kblocks * kblock * (tm * op_b + tn * op_b * b_share)
-        work["smem"] += tiles * 2.0 * tm * tn * c_b  # epilogue: registers → smem → TMA store
-        work["fma"] = work.get("fma", 0.0) + tiles * tm * tn  # alpha/beta scaling, conversion
-        narrow = [(x, bytes_per_element(x)) for x in (self.a_dtype, self.b_dtype) if x]
-        if any(size < op_b for _, size in narrow):
+        if any(bytes_per_element(x) < op_b for x in (self.a_dtype, self.b_dtype) if x):
             # mixed-input GEMM: each CTA converts its narrow operand tile to the MMA type
             # (convert + scale per element, on the FMA pipe)
-            work["fma"] += tiles * k_pad * (tn if (self.b_dtype and b_b < op_b) else tm) * 2
+            narrow_b = bool(self.b_dtype) and b_b < op_b
+            fma = fma + tiles * k_pad * (tn if narrow_b else tm) * 2
+        work["fma"] = fma
+        # MMA operands read from shared memory once per tile per k-block (FA4's smem-cycle
+        # accounting); a CTA pair splits B, each SM holding and reading half of it; the epilogue
+        # writes and reads the output tile once (registers → smem → TMA store).
+        work["smem"] = tiles * k_pad * (tm * op_b + tn * op_b * b_share) + tiles * 2.0 * tm * tn * c_b
 
         a_bytes, b_bytes, c_bytes = self.unique_bytes()
-        l2_in = tiles * (tm * a_b + tn * b_b * b_l2_share) * k_split
-        hbm_in = self._hbm_operand_bytes(hw, tile, a_bytes, b_bytes, a_b, b_b)
-        work["l2"] = l2_in + c_bytes
-        work["hbm"] = hbm_in + c_bytes
-        kernels = 1
-        if split > 1:
-            partial = split * self.m * self.n * 4.0 * self.batch  # FP32 partial sums
-            work["l2"] += 2 * partial
-            if 2 * partial > hw.l2_capacity_bytes:
-                work["hbm"] += 2 * partial
-            kernels = 2  # cuBLAS/CUTLASS split-K-parallel: GEMM, then a reduction kernel
-        launch = LaunchShape(ctas=tiles, threads_per_cta=tile.threads,
-                             registers_per_thread=tile.registers, smem_per_cta_bytes=smem,
-                             bytes_in_flight_per_cta=stages * stage_bytes)
-        return Demand(work=work, launch=launch, flop=self.flop,
-                      hbm_bytes=a_bytes + b_bytes + c_bytes, kernels=kernels,
-                      repeat=self.count,
-                      details={"tile": f"{tm}x{tn}x{kblock}" + ("x2sm" if tile.cta_pair else "")
-                                + (f" cluster {tile.cluster_m}x1" if tile.cluster_m > 1 else ""),
-                               "split_k": split, "stages": stages, "tiles": tiles})
+        # L2 → SM: each tile streams its A and B panels; TMA multicast reads B once per cluster
+        l2 = tiles * (tm * a_b + tn * b_b / cluster) * k_split + c_bytes
+        hbm = self._hbm_operand_bytes(hw, tm, tn, a_bytes, b_bytes, a_b, b_b) + c_bytes
+        partial = split * self.m * self.n * 4.0 * self.batch  # FP32 partial sums of split-K
+        splitk = split > 1
+        l2 = l2 + np.where(splitk, 2 * partial, 0.0)
+        hbm = hbm + np.where(splitk & (2 * partial > hw.l2_capacity_bytes), 2 * partial, 0.0)
+        work["l2"], work["hbm"] = l2, hbm
 
-    def _hbm_operand_bytes(self, hw: Hardware, tile: Tile, a_bytes: float, b_bytes: float,
-                           a_b: float, b_b: float) -> float:
-        """HBM reads of A and B with L2 reuse across co-resident tiles."""
+        return {"work": work, "ctas": tiles, "ctas_per_sm": table["ctas_per_sm"][index],
+                "valid": valid, "in_flight": table["in_flight"][index],
+                "smem": table["smem"][index], "stages": table["stages"][index],
+                "kernels": np.where(splitk, 2, 1), "kblock": kblock,
+                "tile": [table["tiles"][i] for i in index], "split": split}
+
+    def _demand_at(self, w: dict, i: int) -> Demand:
+        tile, split = w["tile"][i], int(w["split"][i])
+        a_bytes, b_bytes, c_bytes = self.unique_bytes()
+        launch = LaunchShape(ctas=int(w["ctas"][i]), threads_per_cta=tile.threads,
+                             registers_per_thread=tile.registers,
+                             smem_per_cta_bytes=int(w["smem"][i]),
+                             bytes_in_flight_per_cta=float(w["in_flight"][i]))
+        label = (f"{tile.m}x{tile.n}x{w['kblock']}" + ("x2sm" if tile.cta_pair else "")
+                 + (f" cluster {tile.cluster_m}x1" if tile.cluster_m > 1 else ""))
+        return Demand(work={r: float(v[i]) for r, v in w["work"].items()}, launch=launch,
+                      flop=self.flop, hbm_bytes=a_bytes + b_bytes + c_bytes,
+                      kernels=int(w["kernels"][i]),  # split-K: GEMM, then a reduction kernel
+                      repeat=self.count,
+                      details={"tile": label, "split_k": split, "stages": int(w["stages"][i]),
+                               "tiles": int(w["ctas"][i])})
+
+    def _hbm_operand_bytes(self, hw: Hardware, tm, tn, a_bytes: float, b_bytes: float,
+                           a_b: float, b_b: float):
+        """HBM reads of A and B with L2 reuse across co-resident tiles (arrays of tile sizes)."""
         if a_bytes + b_bytes <= 0.5 * hw.l2_capacity_bytes:
-            return a_bytes + b_bytes  # operands stay in L2 (half left for C and other traffic)
-        tiles_m, tiles_n = _ceil(self.m, tile.m), _ceil(self.n, tile.n)
+            # operands stay in L2 (half of it left for C and other traffic)
+            return np.full(np.shape(tm), a_bytes + b_bytes)
+        tiles_m, tiles_n = _ceil(self.m, tm), _ceil(self.n, tn)
         per_wave = hw.sm_count  # GEMM tiles fill one CTA per SM
         # rasterize a wave as an r × c block of tiles minimizing (r·tm·a + c·tn·b)
-        r = math.sqrt(per_wave * tile.n * b_b / (tile.m * a_b))
-        r = min(max(1, round(r)), tiles_m)
-        c = min(_ceil(per_wave, r), tiles_n)
+        r = np.clip(np.round(np.sqrt(per_wave * tn * b_b / (tm * a_b))), 1, tiles_m)
+        c = np.minimum(np.ceil(per_wave / r), tiles_n)
         waves = (tiles_m * tiles_n) / (r * c)
-        per_wave_bytes = (r * tile.m * a_b + c * tile.n * b_b) * self.k
-        hbm = waves * per_wave_bytes * self.batch
-        return min(max(hbm, a_bytes + b_bytes),
-                   (tiles_n * a_bytes + tiles_m * b_bytes))  # never above no-reuse traffic
+        hbm = waves * (r * tm * a_b + c * tn * b_b) * self.k * self.batch
+        # never below one read of each operand, never above no reuse at all
+        return np.clip(hbm, a_bytes + b_bytes, tiles_n * a_bytes + tiles_m * b_bytes)
