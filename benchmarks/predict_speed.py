@@ -14,23 +14,8 @@ import time
 import perfmodel as pm
 from perfmodel.report import format_table
 
-BASE = {
-    "gemm": dict(m=4096, n=4096, k=4096, dtype="bf16"),
-    "attention": dict(batch=2, heads=32, kv_heads=8, seq_q=2048, head_dim=128, dtype="bf16",
-                      causal=True),
-    "elementwise": dict(elements=1 << 24, dtype="bf16", inputs=2),
-    "norm": dict(rows=4096, cols=4096, dtype="bf16"),
-    "softmax": dict(rows=4096, cols=4096, dtype="bf16"),
-    "rng": dict(elements=1 << 26),
-    "quantize": dict(rows=4096, cols=4096, to="fp8"),
-    "moe": dict(tokens=256, experts=64, top_k=4, hidden=2048, expert_hidden=1024, dtype="bf16",
-                gpus=8),
-    "memcpy": dict(bytes=1e8),
-    "allreduce": dict(bytes=1e8, gpus=8),
-}
-GROW = {"gemm": "m", "attention": "seq_q", "elementwise": "elements", "norm": "rows",
-        "softmax": "rows", "rng": "elements", "quantize": "rows", "moe": "tokens",
-        "memcpy": "bytes", "allreduce": "bytes"}
+BASE = {name: cls.EXAMPLE for name, cls in pm.ops.REGISTRY.items()}
+GROW = {name: cls.SIZE_PARAMS[0] for name, cls in pm.ops.REGISTRY.items()}
 
 
 def rate(fn, seconds: float) -> float:

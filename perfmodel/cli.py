@@ -70,7 +70,8 @@ def _hw_show(args) -> int:
 
 def _ops(args) -> int:
     for name, cls in sorted(REGISTRY.items()):
-        print(f"{name}  ({cls.__name__})")
+        example = " ".join(f"{k}={v}" for k, v in cls.EXAMPLE.items())
+        print(f"{name}  ({cls.__name__})   e.g. perfmodel op {name} {example} --hw h100")
         for key, p in cls.PARAMS.items():
             req = "required" if p.required else f"default {p.default!r}"
             unit = f" [{p.unit}]" if p.unit else ""

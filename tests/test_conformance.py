@@ -11,29 +11,14 @@ import perfmodel as pm
 from perfmodel.demand import FLOOR_BOUNDS, is_valid_resource
 from perfmodel.ops import REGISTRY
 
-# One representative instance per op (shapes of Llama-3-8B/70B-class layers).
-EXAMPLES = {
-    "gemm": dict(m=4096, n=4096, k=4096, dtype="bf16"),
-    "attention": dict(batch=2, heads=32, kv_heads=8, seq_q=2048, head_dim=128, dtype="bf16",
-                      causal=True),
-    "elementwise": dict(elements=1 << 24, dtype="bf16", inputs=2),
-    "norm": dict(rows=4096, cols=4096, dtype="bf16"),
-    "softmax": dict(rows=4096, cols=4096, dtype="bf16"),
-    "rng": dict(elements=1 << 26),
-    "quantize": dict(rows=4096, cols=4096, to="fp8"),
-    "moe": dict(tokens=256, experts=64, top_k=4, hidden=2048, expert_hidden=1024, dtype="bf16",
-                gpus=8),
-    "memcpy": dict(bytes=1e8),
-    "allreduce": dict(bytes=1e8, gpus=8),
-    "allgather": dict(bytes=1e8, gpus=8),
-    "reduce_scatter": dict(bytes=1e8, gpus=8),
-    "alltoall": dict(bytes=1e8, gpus=8),
-}
+EXAMPLES = {name: cls.EXAMPLE for name, cls in REGISTRY.items()}
 CASES = [(name, hw.name) for name in sorted(REGISTRY) for hw in pm.list_hardware()]
 
 
 def test_every_registered_op_has_an_example():
-    assert set(EXAMPLES) == set(REGISTRY)
+    for name, cls in REGISTRY.items():
+        assert cls.EXAMPLE, name
+        assert cls(**cls.EXAMPLE).to_dict()["op"] == name
 
 
 def _predict(name, hw, level="pipes", **changes):

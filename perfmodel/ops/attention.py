@@ -66,6 +66,8 @@ def visited(seq_q: int, seq_kv: int, causal: bool, window: int | None, bm: int, 
 
 class Attention(Op):
     name = "attention"
+    EXAMPLE = dict(batch=2, heads=32, kv_heads=8, seq_q=2048, head_dim=128, dtype="bf16",
+                   causal=True)
     PARAMS = {
         "batch": positive("sequences", "batch size"),
         "heads": positive("heads", "query heads"),

@@ -93,6 +93,8 @@ class Op:
     PARAMS: ClassVar[dict[str, Param]] = {}
     # parameters that grow the problem: the conformance suite checks time is monotone in them
     SIZE_PARAMS: ClassVar[tuple[str, ...]] = ()
+    # a representative instance (Llama-3-class shapes): `perfmodel ops`, tests, benchmarks
+    EXAMPLE: ClassVar[dict[str, Any]] = {}
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)

@@ -25,6 +25,7 @@ class _Collective(Op):
         "algorithm": Param("choice", default="ring", choices=("ring", "tree")),
     }
     SIZE_PARAMS = ("bytes",)
+    EXAMPLE = dict(bytes=1e8, gpus=8)
     SEND_FACTOR = 1.0   # × (G−1)/G · bytes sent per GPU
     RING_STEPS = 1.0    # × (G−1) latency steps
     REDUCES = False

@@ -115,6 +115,7 @@ class Gemm(Op):
     """C = A·B with M the token/row dimension and K the reduction (SPEC.md `gemm`)."""
 
     name = "gemm"
+    EXAMPLE = dict(m=4096, n=4096, k=4096, dtype="bf16")
     PARAMS = {
         "m": positive("rows", "rows of A and C (tokens)"),
         "n": positive("columns", "columns of B and C (output features)"),

@@ -93,6 +93,8 @@ def assign(tokens_per_expert: np.ndarray, homes: list[list[int]], gpus: int, rou
 
 class Moe(Op):
     name = "moe"
+    EXAMPLE = dict(tokens=256, experts=64, top_k=4, hidden=2048, expert_hidden=1024, dtype="bf16",
+                   gpus=8)
     PARAMS = {
         "tokens": positive("tokens", "tokens in the batch (all GPUs)"),
         "experts": positive("experts", "routed experts"),

@@ -27,6 +27,7 @@ SR_EMULATION_INSTR = 7  # quack rounding.py: 7-SASS software stochastic rounding
 
 class Quantize(Op):
     name = "quantize"
+    EXAMPLE = dict(rows=4096, cols=4096, to="fp8")
     PARAMS = {
         "rows": positive("rows", "rows"),
         "cols": positive("elements", "columns"),

@@ -55,6 +55,7 @@ class Rng(Op):
     """A standalone Philox kernel writing random values (e.g. a dropout mask) to HBM."""
 
     name = "rng"
+    EXAMPLE = dict(elements=1 << 26)
     PARAMS = {
         "elements": positive("elements", "random values generated"),
         "bits_per_element": Param("int", default=8, lo=1, hi=32, unit="bits",

@@ -41,10 +41,17 @@ def stream_demand(elements: float, read_bytes: float, write_bytes: float,
                   hbm_bytes=read_bytes + write_bytes, details=details or {})
 
 
+def row_threads(cols: int, element_bytes: float) -> int:
+    """Threads of a one-row-per-CTA kernel: each thread holds VECTORS_PER_THREAD vectors."""
+    warps = math.ceil(cols * element_bytes / VECTOR_BYTES / 32 / VECTORS_PER_THREAD)
+    return min(1024, max(32, 32 * warps))
+
+
 class Elementwise(Op):
     """out = f(in_1..in_k) element by element (activations, residual adds, casts, scales)."""
 
     name = "elementwise"
+    EXAMPLE = dict(elements=1 << 24, dtype="bf16", inputs=2)
     PARAMS = {
         "elements": positive("elements", "elements per tensor"),
         "dtype": Param("dtype", required=True),
@@ -77,6 +84,7 @@ class Norm(Op):
     """RMSNorm / LayerNorm over the last dimension, one CTA per row block."""
 
     name = "norm"
+    EXAMPLE = dict(rows=4096, cols=4096, dtype="bf16")
     PARAMS = {
         "rows": positive("rows", "rows (tokens)"),
         "cols": positive("elements", "normalized dimension (hidden)"),
@@ -97,15 +105,15 @@ class Norm(Op):
         fma = NORM_FMA_PER_ELEMENT[(self.kind, self.direction)]
         per_elem = {"fma": fma, "xu": 1.0 / self.cols,
                     "lsu": 2 * 5.0 / max(self.cols, 1)}  # 5-step shuffle tree per row per warp
-        threads = min(1024, max(32, 32 * math.ceil(self.cols * b / VECTOR_BYTES / 32 / 4)))
         return stream_demand(n, read, write, per_elem, b, flop=n * fma, ctas=self.rows,
-                             threads=threads)
+                             threads=row_threads(self.cols, b))
 
 
 class Softmax(Op):
     """Row softmax: max, exp(x − max), sum, scale — one read and one write of the matrix."""
 
     name = "softmax"
+    EXAMPLE = dict(rows=4096, cols=4096, dtype="bf16")
     PARAMS = {
         "rows": positive("rows", "rows"),
         "cols": positive("elements", "softmax dimension"),
@@ -118,15 +126,15 @@ class Softmax(Op):
         n = float(self.rows) * self.cols
         # max (1), subtract-and-scale FFMA (1), sum (1), normalize (1); one ex2 on the XU
         per_elem = {"fma": 4.0, "xu": 1.0, "lsu": 4 * 5.0 / max(self.cols, 1)}
-        threads = min(1024, max(32, 32 * math.ceil(self.cols * b / VECTOR_BYTES / 32 / 4)))
         return stream_demand(n, n * b, n * b, per_elem, b, flop=5 * n, ctas=self.rows,
-                             threads=threads)
+                             threads=row_threads(self.cols, b))
 
 
 class Memcpy(Op):
     """cudaMemcpy: device-to-device through HBM (read + write) or host transfers over PCIe."""
 
     name = "memcpy"
+    EXAMPLE = dict(bytes=1e8)
     PARAMS = {
         "bytes": Param("float", required=True, lo=1, unit="bytes", doc="bytes copied"),
         "kind": Param("choice", default="d2d", choices=("d2d", "h2d", "d2h")),
