@@ -11,7 +11,11 @@ from . import ops
 from .demand import Demand, LaunchShape
 from .engine import LEVELS, Estimate, estimate
 from .errors import InputError
+from .builder import Workload, build_graph
+from .graph import OpGraph, load_graph, parse_graph
 from .hardware import Hardware, hardware, list_hardware, load_spec
+from .models import ModelSpec, list_models, load_model
+from .schedule import Prediction, schedule
 
 __version__ = "0.1.0"
 
@@ -22,5 +26,17 @@ def predict_op(op: "ops.Op", hw: "Hardware | str", level: str = "pipes") -> Esti
     return estimate(op.demand(hw), hw, level)
 
 
-__all__ = ["ops", "Demand", "LaunchShape", "Estimate", "estimate", "LEVELS", "InputError",
+def predict(graph: OpGraph, hw: "Hardware | str | None" = None,
+            level: str = "pipes") -> Prediction:
+    """Predict and schedule a whole graph on one GPU (`hw` defaults to the graph's own)."""
+    target = hw if hw is not None else graph.hardware
+    if target is None:
+        raise InputError(f"graph '{graph.name}': no hardware given and no `hardware:` key")
+    if level not in LEVELS:
+        raise InputError(f"unknown level '{level}' (expected one of {', '.join(LEVELS)})")
+    return schedule(graph, hardware(target), level)
+
+
+__all__ = ["predict", "OpGraph", "load_graph", "parse_graph", "build_graph", "Workload",
+           "ModelSpec", "load_model", "list_models", "Prediction", "schedule", "ops", "Demand", "LaunchShape", "Estimate", "estimate", "LEVELS", "InputError",
            "Hardware", "hardware", "list_hardware", "load_spec", "predict_op", "__version__"]

@@ -10,12 +10,17 @@ import json
 import sys
 from typing import Any, Sequence
 
-from . import yamlio
+from pathlib import Path
+
+from . import predict, yamlio
+from .builder import PHASES, build_graph
 from .engine import LEVELS, estimate
 from .errors import InputError
+from .graph import OpGraph, parse_graph
 from .hardware import hardware, list_hardware
+from .models import is_model_file, list_models, load_model, parse_model
 from .ops import REGISTRY, op
-from .report import format_table
+from .report import format_table, prediction_table
 
 
 class _Parser(argparse.ArgumentParser):
@@ -114,6 +119,72 @@ def _op(args) -> int:
     return 0
 
 
+def _add_workload_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model options (when the file is a model)")
+    g.add_argument("--phase", choices=PHASES)
+    g.add_argument("--batch", type=int, default=1, help="sequences per step (per model replica)")
+    g.add_argument("--seq", type=int, default=2048, help="prompt / training sequence length")
+    g.add_argument("--context", type=int, help="decode: KV-cache length (default --seq)")
+    g.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs")
+    g.add_argument("--ep", type=int, default=1, help="expert-parallel GPUs")
+    g.add_argument("--pp", type=int, default=1, help="pipeline stages")
+    g.add_argument("--dp", type=int, default=1, help="data-parallel replicas (training)")
+    g.add_argument("--dtype", default="bf16", help="GEMM dtype policy: bf16, fp8, mxfp8, nvfp4")
+    g.add_argument("--microbatches", type=int, help="pipeline microbatches (default: up to 4·pp)")
+
+
+def _graph_from(args) -> OpGraph:
+    """A graph file as is, or a model (file or built-in name) built with the model options."""
+    path = Path(args.file)
+    if path.is_file():
+        raw = yamlio.load(path, "graph or model file")
+        if not is_model_file(raw):
+            return parse_graph(raw, str(path))
+        model = parse_model(raw, str(path))
+    elif args.file.lower() in list_models():
+        model = load_model(args.file)
+    else:
+        raise InputError(f"{args.file}: no such graph or model file (built-in models: "
+                         f"{', '.join(list_models())})")
+    if not args.phase:
+        raise InputError(f"{args.file} is a model: give --phase prefill|decode|train")
+    return build_graph(model, args.phase, batch=args.batch, seq=args.seq, context=args.context,
+                       tp=args.tp, ep=args.ep, pp=args.pp, dp=args.dp, dtype=args.dtype,
+                       microbatches=args.microbatches, hardware=args.hw)
+
+
+def _predict(args) -> int:
+    graph = _graph_from(args)
+    hw = args.hw or graph.hardware
+    if hw is None:
+        raise InputError(f"{args.file}: no hardware: pass --hw NAME or add `hardware:` to the "
+                         f"graph")
+    pred = predict(graph, hw, args.level)
+    text = {"json": pred.to_json, "csv": pred.to_csv,
+            "table": lambda: prediction_table(pred, all_ops=args.all)}[args.format]()
+    if args.output:
+        Path(args.output).write_text(text if text.endswith("\n") else text + "\n")
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        print(text)
+    if args.plot:
+        from .plots import plot_prediction
+        plot_prediction(pred, args.plot)
+        print(f"wrote {args.plot}", file=sys.stderr)
+    return 0
+
+
+def _build(args) -> int:
+    graph = _graph_from(args)
+    text = graph.dump()
+    if args.output:
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output} ({len(graph)} ops)", file=sys.stderr)
+    else:
+        print(text, end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="perfmodel", description="Analytical GPU performance model for AI "
                 "workloads (Hopper, Blackwell).")
@@ -137,6 +208,24 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--level", choices=LEVELS, default="pipes")
     o.add_argument("--format", choices=("table", "json"), default="table")
     o.set_defaults(fn=_op)
+
+    pr = sub.add_parser("predict", help="predict a graph file, or a model with workload options")
+    pr.add_argument("file", help="graph file, model file or built-in model name")
+    pr.add_argument("--hw", help="hardware name, alias or spec path (default: the graph's)")
+    pr.add_argument("--level", choices=LEVELS, default="pipes")
+    pr.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    pr.add_argument("--output", "-o", help="write to a file instead of stdout")
+    pr.add_argument("--plot", help="also write breakdown / timeline / roofline charts (PNG)")
+    pr.add_argument("--all", action="store_true", help="table: one row per op, not per role")
+    _add_workload_options(pr)
+    pr.set_defaults(fn=_predict)
+
+    b = sub.add_parser("build", help="expand a model into its op graph (YAML)")
+    b.add_argument("file", help="model file or built-in model name")
+    b.add_argument("--output", "-o", help="graph file to write (default: stdout)")
+    b.add_argument("--hw", help="hardware to record in the graph's `hardware:` key")
+    _add_workload_options(b)
+    b.set_defaults(fn=_build)
 
     from .validation_cli import add_validate_parser
     add_validate_parser(sub)

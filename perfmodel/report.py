@@ -1,6 +1,7 @@
 """Plain-text tables for the CLI and reports (no dependencies; right-aligns numbers)."""
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 
@@ -21,3 +22,66 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
     out = [line(headers), line(["-" * w for w in widths])]
     out += [line(r) for r in cells]
     return "\n".join(out)
+
+
+def layer_group(name: str) -> str:
+    """`l12.qkv.dgrad` → `qkv.dgrad`: one row per op role across layers."""
+    return re.sub(r"^l\d+\.", "", name)
+
+
+def prediction_table(pred, all_ops: bool = False, max_rows: int = 60) -> str:
+    """Per-op table (grouped across layers when long), then totals by op type and by bound."""
+    total = pred.total_time_s or 1.0
+    lines = [f"{pred.graph} on {pred.hardware.name} ({pred.level}): total {total * 1e3:.4g} ms "
+             f"(makespan), {len(pred.ops)} ops"]
+    group = all_ops or len(pred.ops) <= max_rows
+    rows: dict[str, list] = {}
+    for o in pred.ops:
+        key = o.name if group else layer_group(o.name)
+        r = rows.setdefault(key, [key, o.op.name, 0, 0.0, o.estimate.bound, 0.0, 0.0])
+        r[2] += 1
+        r[3] += o.time_s
+        r[5] += o.estimate.roofline_time_s
+        r[6] += o.estimate.time_s
+    body = sorted(rows.values(), key=lambda r: -r[3]) if not group else list(rows.values())
+    headers = ["op" if group else "op (all layers)", "type", "count", "time_us", "share",
+               "bound", "% of roofline"]
+    table = [[r[0], r[1], r[2], f"{r[3] * 1e6:.4g}", f"{r[3] / total:.1%}", r[4],
+              f"{r[5] / r[6]:.0%}" if r[6] else "-"] for r in body]
+    if group:
+        headers.pop(2)
+        table = [r[:2] + r[3:] for r in table]
+    lines.append(format_table(headers, table))
+    if not group:
+        lines.append(f"({len(pred.ops)} ops grouped by role across layers; --all lists each)")
+    for key, title in (("op", "by op type"), ("bound", "by bound")):
+        t = pred.totals_by(key)
+        lines.append(f"\ntotals {title} (sum of op times; overlap makes it exceed the makespan)")
+        lines.append(format_table([key, "time_us", "share"],
+                                  [[k, f"{v * 1e6:.4g}", f"{v / total:.1%}"] for k, v in t.items()]))
+    if pred.meta.get("pipeline_bubble_s"):
+        lines.append(f"\npipeline: {pred.meta['microbatches']} microbatches x "
+                     f"{pred.meta['microbatch_time_s'] * 1e3:.4g} ms, bubble "
+                     f"{pred.meta['pipeline_bubble_s'] * 1e3:.4g} ms")
+    return "\n".join(lines)
+
+
+class Progress:
+    """A one-line progress bar on stderr for long sweeps (silent when not a terminal)."""
+
+    def __init__(self, total: int, label: str = "", stream=None, force: bool = False):
+        import sys
+        self.total, self.label, self.n = max(total, 1), label, 0
+        self.stream = stream or sys.stderr
+        self.enabled = force or self.stream.isatty()
+
+    def update(self, n: int = 1):
+        self.n += n
+        if self.enabled and (self.n == self.total or self.n % max(1, self.total // 100) == 0):
+            width = 30
+            done = int(width * self.n / self.total)
+            self.stream.write(f"\r{self.label} [{'#' * done}{'.' * (width - done)}] "
+                              f"{self.n}/{self.total}")
+            if self.n >= self.total:
+                self.stream.write("\n")
+            self.stream.flush()

@@ -4,7 +4,7 @@
 """
 from .attention import Attention
 from .base import REGISTRY, Op, Param, op
-from .comm import Allgather, Allreduce, Alltoall, ReduceScatter
+from .comm import Allgather, Allreduce, Alltoall, ReduceScatter, SendRecv
 from .gemm import Gemm
 from .moe import Moe
 from .quantize import Quantize
@@ -13,4 +13,4 @@ from .streaming import Elementwise, Memcpy, Norm, Softmax
 
 __all__ = ["REGISTRY", "Op", "Param", "op", "Gemm", "Attention", "Elementwise", "Norm",
            "Softmax", "Rng", "Quantize", "Moe", "Memcpy", "Allreduce", "Allgather",
-           "ReduceScatter", "Alltoall"]
+           "ReduceScatter", "Alltoall", "SendRecv"]

@@ -68,3 +68,20 @@ class Alltoall(_Collective):
         # all peers at once through the switch: one latency, not G−1
         return Demand(work=d.work, launch=None, hbm_bytes=d.hbm_bytes,
                       latency_s=hw.link(self.link).latency_s, details=d.details)
+
+
+class SendRecv(Op):
+    """Point-to-point transfer to a neighbour GPU (pipeline-parallel activations/gradients)."""
+
+    name = "sendrecv"
+    PARAMS = {
+        "bytes": Param("float", required=True, lo=1, unit="bytes", doc="bytes sent"),
+        "link": Param("str", default="nvlink", doc="link name in the hardware spec"),
+    }
+    SIZE_PARAMS = ("bytes",)
+    EXAMPLE = dict(bytes=1e8)
+
+    def demand(self, hw):
+        link = hw.link(self.link)
+        return Demand(work={f"link:{self.link}": self.bytes, "hbm": 2 * self.bytes},
+                      launch=None, hbm_bytes=2 * self.bytes, latency_s=link.latency_s)

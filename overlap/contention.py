@@ -1,0 +1,99 @@
+"""Contention between kernels that run at the same time on one GPU (DESIGN.md "Overlap and
+contention").
+
+Each kernel alone has a time T and a busy time t_r on every resource r; its utilization is
+u_r = t_r / T. Kernels running together share the resources: when the summed utilization of a
+resource exceeds 1, that resource is oversubscribed and every co-running kernel slows by the same
+factor,
+
+    slowdown(S) = max(1, max_r Σ_{i∈S} u_{i,r})
+
+(processor sharing of the binding resource). Resources are the engine's (tensor pipe per dtype,
+fma, fma_heavy, alu, xu, issue, smem, l2, hbm, links) plus `sm_slots`: the share of each SM's
+registers / shared memory / warp slots a kernel's resident CTAs hold, times the share of SMs it
+covers. A GEMM that fills every SM's shared memory has sm_slots ≈ 1, so a concurrent kernel
+cannot become resident beside it and the two effectively serialize; a small kernel leaves room.
+The joint time of kernels that start together is therefore at least the longest one alone and at
+most their sum. No interference term is added: none is justified by a measurement yet.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from perfmodel.demand import Demand, is_sm_resource
+from perfmodel.engine import Estimate, occupancy, sm_rate_per_s
+from perfmodel.hardware import Hardware
+
+@dataclass(frozen=True)
+class Load:
+    """What one kernel asks of the shared GPU while it runs: utilization per resource."""
+
+    time_s: float
+    utilization: Mapping[str, float]
+
+
+def sm_slot_share(demand: Demand, hw: Hardware) -> float:
+    """Share of the GPU's CTA slots (registers, shared memory, warps) a kernel's resident CTAs
+    hold: per-SM occupancy share × share of SMs covered."""
+    launch = demand.launch
+    if launch is None:
+        return 0.0
+    per_sm, _ = occupancy(launch, hw)
+    resident = min(launch.ctas, hw.sm_count * per_sm)
+    sms = min(hw.sm_count, resident)
+    per_sm_resident = resident / max(sms, 1)
+    warps = per_sm_resident * launch.warps_per_cta / hw.max_warps_per_sm
+    regs = per_sm_resident * launch.warps_per_cta * 32 * launch.registers_per_thread \
+        / hw.registers_per_sm
+    smem = per_sm_resident * launch.smem_per_cta_bytes / hw.smem_per_sm_bytes
+    return min(1.0, max(warps, regs, smem)) * sms / hw.sm_count
+
+
+def load_of(demand: Demand, estimate: Estimate, hw: Hardware) -> Load:
+    """A kernel's average share of every GPU-wide resource while it runs alone: its work over
+    the whole GPU's rate, divided by its time. (A 16-CTA kernel keeps 16 SMs' pipes busy: a
+    small share of the GPU, however busy those 16 SMs are.)"""
+    t = estimate.time_s / demand.repeat
+    if t <= 0:
+        return Load(0.0, {})
+    util = {r: device_busy_s(r, w, hw) / t for r, w in demand.work.items() if w > 0}
+    util["sm_slots"] = sm_slot_share(demand, hw)
+    return Load(estimate.time_s, util)
+
+
+def device_busy_s(resource: str, work: float, hw: Hardware) -> float:
+    """Seconds the whole GPU's capacity of a resource needs for `work`."""
+    if is_sm_resource(resource):
+        return work / (sm_rate_per_s(resource, hw, sustained=True) * hw.sm_count)
+    if resource == "hbm":
+        return work / hw.hbm_bandwidth_bytes_per_s
+    if resource == "l2":
+        return work / hw.l2_bandwidth_bytes_per_s
+    return work / hw.link(resource.split(":", 1)[1]).bandwidth_bytes_per_s
+
+
+def slowdown(loads: Iterable[Load]) -> float:
+    """Common slowdown of kernels running together: the most oversubscribed resource."""
+    total: dict[str, float] = {}
+    for load in loads:
+        for r, u in load.utilization.items():
+            total[r] = total.get(r, 0.0) + u
+    return max(1.0, max(total.values(), default=0.0))
+
+
+def joint_time_s(loads: list[Load]) -> float:
+    """Time for kernels that start together to all finish (fluid simulation of slowdown)."""
+    remaining = sorted((ld.time_s, i) for i, ld in enumerate(loads) if ld.time_s > 0)
+    active = {i for _, i in remaining}
+    left = {i: t for t, i in remaining}
+    now = 0.0
+    while active:
+        s = slowdown(loads[i] for i in active)
+        step = min(left[i] for i in active) * s
+        now += step
+        for i in list(active):
+            left[i] -= step / s
+            if left[i] <= 1e-15:
+                active.discard(i)
+    return now

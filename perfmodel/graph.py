@@ -1,0 +1,172 @@
+"""Op graphs: load, validate and write graph files (SPEC.md "Graph file").
+
+A graph is a list of named ops with dependencies (`after`, default: the previous op in the list)
+and streams (ops on one stream run in list order; ops on different streams may run at once).
+Validation reports every problem with file, key path and expectation: unknown op or parameter,
+bad values, duplicate names, dangling dependencies, cycles, a missing `ops` list.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from . import yamlio
+from .errors import InputError
+from .ops import Op, op as make_op
+
+GRAPH_SCHEMA_VERSION = 1
+DEFAULT_STREAM = "main"
+NODE_KEYS = ("name", "op", "after", "stream")
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    op: Op
+    after: tuple[str, ...]
+    stream: str = DEFAULT_STREAM
+
+
+@dataclass
+class OpGraph:
+    """Ops in list order plus their dependency DAG (networkx)."""
+
+    name: str
+    nodes: list[Node]
+    hardware: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)  # builder settings, for reports
+
+    def __post_init__(self):
+        self._index = {n.name: n for n in self.nodes}
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def node(self, name: str) -> Node:
+        return self._index[name]
+
+    def dag(self) -> nx.DiGraph:
+        """Dependencies plus stream order as edges (what the scheduler honours)."""
+        g = nx.DiGraph()
+        last_on_stream: dict[str, str] = {}
+        for n in self.nodes:
+            g.add_node(n.name)
+            for d in n.after:
+                g.add_edge(d, n.name)
+            prev = last_on_stream.get(n.stream)
+            if prev is not None:
+                g.add_edge(prev, n.name)
+            last_on_stream[n.stream] = n.name
+        return g
+
+    def to_dict(self) -> dict[str, Any]:
+        ops = []
+        prev = None
+        for n in self.nodes:
+            entry: dict[str, Any] = {"name": n.name, **n.op.to_dict()}
+            if list(n.after) != ([prev] if prev else []):
+                entry["after"] = list(n.after)
+            if n.stream != DEFAULT_STREAM:
+                entry["stream"] = n.stream
+            ops.append(entry)
+            prev = n.name
+        out: dict[str, Any] = {"schema_version": GRAPH_SCHEMA_VERSION, "name": self.name}
+        if self.hardware:
+            out["hardware"] = self.hardware
+        if self.meta:
+            out["meta"] = self.meta
+        out["ops"] = ops
+        return out
+
+    def dump(self, path: str | Path | None = None) -> str:
+        text = yamlio.dump(self.to_dict())
+        if path is not None:
+            Path(path).write_text(text)
+        return text
+
+
+def parse_graph(raw: Any, file: str = "<graph>") -> OpGraph:
+    """Validate a parsed graph mapping; raises InputError listing every problem."""
+    if not isinstance(raw, dict):
+        raise InputError(f"{file}: expected a mapping with `ops:` at the top level")
+    problems: list[str] = []
+    for key in raw:
+        if key not in ("schema_version", "name", "hardware", "ops", "meta"):
+            problems.append(f"{file}: {key}: unknown key (expected schema_version, name, "
+                            f"hardware, ops, meta)")
+    if raw.get("schema_version", GRAPH_SCHEMA_VERSION) != GRAPH_SCHEMA_VERSION:
+        problems.append(f"{file}: schema_version: expected {GRAPH_SCHEMA_VERSION}, "
+                        f"got {raw.get('schema_version')!r}")
+    hw = raw.get("hardware")
+    if hw is not None and not isinstance(hw, str):
+        problems.append(f"{file}: hardware: expected a hardware name or spec path")
+    entries = raw.get("ops")
+    if not isinstance(entries, list) or not entries:
+        problems.append(f"{file}: ops: expected a non-empty list of ops")
+        raise InputError(problems)
+
+    nodes: list[Node] = []
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(entries):
+        at = f"{file}: ops[{i}]"
+        if not isinstance(entry, dict):
+            problems.append(f"{at}: expected a mapping with `op:` and its parameters")
+            continue
+        kind = entry.get("op")
+        name = entry.get("name", f"{kind}{i}")
+        if not isinstance(name, str) or not name:
+            problems.append(f"{at}.name: expected a non-empty string")
+            continue
+        at = f"{file}: ops[{i}] ({name})"
+        if name in seen:
+            problems.append(f"{at}.name: duplicate name (also ops[{seen[name]}])")
+        seen[name] = i
+        after = entry.get("after", [nodes[-1].name] if nodes else [])
+        if isinstance(after, str):
+            after = [after]
+        if not (isinstance(after, list) and all(isinstance(a, str) for a in after)):
+            problems.append(f"{at}.after: expected a list of op names")
+            after = []
+        stream = entry.get("stream", DEFAULT_STREAM)
+        if not isinstance(stream, (str, int)):
+            problems.append(f"{at}.stream: expected a stream name")
+            stream = DEFAULT_STREAM
+        if not isinstance(kind, str):
+            problems.append(f"{at}.op: missing op name (expected one of the `perfmodel ops` "
+                            f"vocabulary)")
+            continue
+        params = {k: v for k, v in entry.items() if k not in NODE_KEYS}
+        try:
+            o = make_op(kind, **params)
+        except InputError as e:
+            problems += [f"{at}.{p}" if not p.startswith("<op>") else f"{at}: {p[6:]}"
+                         for p in e.problems]
+            continue
+        nodes.append(Node(name, o, tuple(after), str(stream)))
+    names = {n.name for n in nodes}
+    for n in nodes:
+        for d in n.after:
+            if d not in names and d not in seen:
+                problems.append(f"{file}: ops[{seen[n.name]}] ({n.name}).after: unknown op "
+                                f"'{d}'")
+            if d == n.name:
+                problems.append(f"{file}: ops[{seen[n.name]}] ({n.name}).after: depends on "
+                                f"itself")
+    if problems:
+        raise InputError(problems)
+    graph = OpGraph(str(raw.get("name") or Path(file).stem), nodes, hw, raw.get("meta") or {})
+    try:
+        cycle = nx.find_cycle(graph.dag())
+    except nx.NetworkXNoCycle:
+        return graph
+    path = " -> ".join([u for u, _ in cycle] + [cycle[0][0]])
+    raise InputError(f"{file}: ops: dependency cycle {path} (after: and stream order must form "
+                     f"a DAG)")
+
+
+def load_graph(path: str | Path) -> OpGraph:
+    """Read and validate a graph file."""
+    return parse_graph(yamlio.load(path, "graph file"), str(path))

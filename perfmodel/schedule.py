@@ -1,0 +1,186 @@
+"""Schedule an op graph on one GPU: streams, dependencies, contention, makespan.
+
+An op starts when its dependencies and the previous op on its stream have finished. Ops running
+at the same time (on different streams) share the GPU through the contention model of
+`overlap.contention`: all co-running ops slow by the oversubscription of the most contended
+resource. The simulation advances from event to event (an op finishing, which may start others).
+Each op gets start/end times, its exposed time (running alone) and hidden time (overlapped), and
+whether it lies on the critical path.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from overlap.contention import Load, load_of, slowdown
+
+from .engine import Estimate, estimate
+from .graph import OpGraph
+from .hardware import Hardware
+
+JSON_SCHEMA_VERSION = 1
+
+
+@dataclass
+class ScheduledOp:
+    name: str
+    op: Any
+    stream: str
+    estimate: Estimate       # the op alone on the GPU
+    start_s: float = 0.0
+    end_s: float = 0.0
+    exposed_s: float = 0.0   # time it ran with no other op running
+    critical: bool = False
+
+    @property
+    def time_s(self) -> float:
+        """Scheduled duration (stand-alone time stretched by contention, if any)."""
+        return self.end_s - self.start_s
+
+    @property
+    def hidden_s(self) -> float:
+        return self.time_s - self.exposed_s
+
+    def to_dict(self) -> dict[str, Any]:
+        e = self.estimate
+        return {"name": self.name, "op": self.op.name, "stream": self.stream,
+                "time_s": self.time_s, "start_s": self.start_s, "end_s": self.end_s,
+                "bound": e.bound, "flop": e.flop, "hbm_bytes": e.hbm_bytes,
+                "standalone_time_s": e.time_s, "roofline_time_s": e.roofline_time_s,
+                "exposed_s": self.exposed_s, "hidden_s": self.hidden_s,
+                "critical": self.critical, "resource_time_s": dict(e.resource_time_s)}
+
+
+@dataclass
+class Prediction:
+    """A scheduled graph: per-op results and the makespan (`total_time_s`)."""
+
+    graph: str
+    hardware: Hardware
+    level: str
+    ops: list[ScheduledOp]
+    total_time_s: float
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema_version": JSON_SCHEMA_VERSION, "graph": self.graph,
+                "hardware": self.hardware.name, "level": self.level,
+                "total_time_s": self.total_time_s,
+                "total_flop": sum(o.estimate.flop for o in self.ops),
+                "total_hbm_bytes": sum(o.estimate.hbm_bytes for o in self.ops),
+                "meta": self.meta, "ops": [o.to_dict() for o in self.ops]}
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def to_csv(self) -> str:
+        fields = ["name", "op", "stream", "time_s", "start_s", "end_s", "bound", "flop",
+                  "hbm_bytes", "standalone_time_s", "roofline_time_s", "exposed_s", "hidden_s",
+                  "critical"]
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore")
+        w.writeheader()
+        for o in self.ops:
+            w.writerow(o.to_dict())
+        return buf.getvalue()
+
+    def totals_by(self, key: str) -> dict[str, float]:
+        """Summed scheduled time per op type (`op`) or per bound (`bound`)."""
+        out: dict[str, float] = {}
+        for o in self.ops:
+            k = o.op.name if key == "op" else o.estimate.bound
+            out[k] = out.get(k, 0.0) + o.time_s
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def schedule(graph: OpGraph, hw: Hardware, level: str = "pipes") -> Prediction:
+    """Predict every op and simulate the schedule."""
+    cache: dict[int, tuple[Estimate, Load]] = {}
+    ops: list[ScheduledOp] = []
+    loads: list[Load] = []
+    for n in graph.nodes:
+        key = id(n.op)  # builders reuse one op object for every identical layer
+        if key not in cache:
+            d = n.op.demand(hw)
+            est = estimate(d, hw, level)
+            cache[key] = (est, load_of(d, est, hw))
+        est, load = cache[key]
+        ops.append(ScheduledOp(n.name, n.op, n.stream, est))
+        loads.append(load)
+    meta = dict(graph.meta)
+    pipeline = meta.get("pipeline")
+    if not pipeline:
+        return Prediction(graph.name, hw, level, ops, _simulate(graph, ops, loads), meta)
+    # 1F1B pipeline (Narayanan et al. 2021): this stage's per-microbatch work runs once per
+    # microbatch plus (stages − 1) bubble slots; the per-step tail (gradient sync, optimizer)
+    # runs once. The listed op times are those of one microbatch.
+    k = pipeline["per_microbatch_ops"]
+    head = OpGraph(graph.name, graph.nodes[:k])
+    tail = OpGraph(graph.name, [dataclasses.replace(n, after=tuple(a for a in n.after
+                                                                     if a not in head._index))
+                                for n in graph.nodes[k:]])
+    mb_time = _simulate(head, ops[:k], loads[:k])
+    slots = pipeline["microbatches"] + pipeline["stages"] - 1
+    offset = mb_time * slots
+    tail_time = _simulate(tail, ops[k:], loads[k:]) if len(tail) else 0.0
+    for o in ops[k:]:
+        o.start_s += offset
+        o.end_s += offset
+    meta["pipeline_bubble_s"] = mb_time * (pipeline["stages"] - 1)
+    meta["microbatch_time_s"] = mb_time
+    return Prediction(graph.name, hw, level, ops, offset + tail_time, meta)
+
+
+def _simulate(graph: OpGraph, ops: list[ScheduledOp], loads: list[Load]) -> float:
+    index = {o.name: i for i, o in enumerate(ops)}
+    n = len(ops)
+    preds: list[list[int]] = [[] for _ in range(n)]
+    last_on_stream: dict[str, int] = {}
+    for i, node in enumerate(graph.nodes):
+        preds[i] = [index[d] for d in node.after]
+        if node.stream in last_on_stream:
+            preds[i].append(last_on_stream[node.stream])
+        last_on_stream[node.stream] = i
+    succs: list[list[int]] = [[] for _ in range(n)]
+    waiting = [len(set(p)) for p in preds]
+    for i, p in enumerate(preds):
+        for j in set(p):
+            succs[j].append(i)
+    released_by = [-1] * n  # the predecessor that finished last (critical-path backtrack)
+
+    now = 0.0
+    left = [load.time_s for load in loads]  # remaining stand-alone seconds
+    running = [i for i in range(n) if waiting[i] == 0]
+    for i in running:
+        ops[i].start_s = 0.0
+    while running:
+        s = slowdown(loads[i] for i in running) if len(running) > 1 else 1.0
+        step = min(left[i] for i in running) * s
+        if len(running) == 1:
+            ops[running[0]].exposed_s += step
+        now += step
+        finished = []
+        for i in running:
+            left[i] -= step / s
+            if left[i] <= 1e-12 * max(loads[i].time_s, 1e-30):
+                finished.append(i)
+        running = [i for i in running if i not in finished]
+        for i in finished:
+            ops[i].end_s = now
+            for j in succs[i]:
+                waiting[j] -= 1
+                if waiting[j] == 0:
+                    released_by[j] = i
+                    ops[j].start_s = now
+                    running.append(j)
+    total = max((o.end_s for o in ops), default=0.0)
+    # critical path: from the last op to finish, follow the predecessor that released each op
+    i = max(range(n), key=lambda k: ops[k].end_s) if n else -1
+    while i >= 0:
+        ops[i].critical = True
+        i = released_by[i]
+    return total
