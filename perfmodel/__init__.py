@@ -15,7 +15,7 @@ from .builder import Workload, build_graph
 from .graph import OpGraph, load_graph, parse_graph
 from .hardware import Hardware, hardware, list_hardware, load_spec
 from .models import ModelSpec, list_models, load_model
-from .schedule import Prediction, schedule
+from .schedule import Prediction
 
 __version__ = "0.1.0"
 
@@ -34,9 +34,10 @@ def predict(graph: OpGraph, hw: "Hardware | str | None" = None,
         raise InputError(f"graph '{graph.name}': no hardware given and no `hardware:` key")
     if level not in LEVELS:
         raise InputError(f"unknown level '{level}' (expected one of {', '.join(LEVELS)})")
+    from .schedule import schedule
     return schedule(graph, hardware(target), level)
 
 
 __all__ = ["predict", "OpGraph", "load_graph", "parse_graph", "build_graph", "Workload",
-           "ModelSpec", "load_model", "list_models", "Prediction", "schedule", "ops", "Demand", "LaunchShape", "Estimate", "estimate", "LEVELS", "InputError",
+           "ModelSpec", "load_model", "list_models", "Prediction", "ops", "Demand", "LaunchShape", "Estimate", "estimate", "LEVELS", "InputError",
            "Hardware", "hardware", "list_hardware", "load_spec", "predict_op", "__version__"]

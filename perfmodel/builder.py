@@ -66,6 +66,8 @@ class Workload:
                 p.append(f"pp: {self.pp} stages for {model.layers} layers")
             if self.ep > 1 and not model.is_moe:
                 p.append(f"ep: {model.name} has no experts to place")
+            if self.ep > 1 and self.ep % self.tp and self.tp % self.ep:
+                p.append(f"ep: {self.ep} and tp: {self.tp} must divide one another")
             if model.is_moe and model.experts % self.ep:
                 p.append(f"ep: {self.ep} must divide the {model.experts} experts")
             if model.is_moe and self.ep == 1 and model.expert_hidden % self.tp:
@@ -97,6 +99,23 @@ class _GraphWriter:
     def __init__(self):
         self.nodes: list[Node] = []
         self._ops: dict[tuple, Op] = {}
+        self._templates: dict[object, list[tuple[str, Op, str]]] = {}
+
+    def layer(self, prefix: str, kind: object, build) -> None:
+        """Add one layer's ops: built once per layer kind, then replayed under new names
+        (every layer of a kind is the same op sequence, each op after the previous one)."""
+        template = self._templates.get(kind)
+        if template is None:
+            start = len(self.nodes)
+            build(prefix)
+            self._templates[kind] = [(n.name[len(prefix):], n.op, n.stream)
+                                     for n in self.nodes[start:]]
+            return
+        prev = self.nodes[-1].name if self.nodes else None
+        for suffix, o, stream in template:
+            name = prefix + suffix
+            self.nodes.append(Node(name, o, (prev,) if prev else (), stream))
+            prev = name
 
     def add(self, name: str, kind: str, after: list[str] | None = None,
             stream: str = DEFAULT_STREAM, **params: Any) -> str:
@@ -210,7 +229,9 @@ class _LayerBuilder:
         if w.ep > 1:
             self.g.add(f"{p}dispatch", "alltoall", bytes=a2a, gpus=w.ep)
         eh = m.expert_hidden if w.ep > 1 else m.expert_hidden // self.tp
-        moe = dict(tokens=self.t * w.ep, experts=m.experts, top_k=m.top_k, hidden=h,
+        # expert parallelism with data-parallel attention: the ep/tp attention replicas each
+        # route their own tokens to the shared pool of experts
+        moe = dict(tokens=self.t * max(1, w.ep // self.tp), experts=m.experts, top_k=m.top_k, hidden=h,
                    expert_hidden=eh, dtype=w.dtype, gpus=w.ep, shared_experts=m.shared_experts)
         self.moe_params = moe
         self.g.add(f"{p}experts", "moe", **moe)
@@ -250,7 +271,8 @@ class _LayerBuilder:
         self.g.add(f"{p}attn_norm_bwd", "norm", rows=self.t, cols=h, dtype=ACT, direction="bwd")
 
     def _gemm_bwd(self, gemms, p: str):
-        for name, n, k, d, batch in gemms:
+        for fwd_name, n, k, d, batch in gemms:
+            name = p + fwd_name.split(".", 1)[1]  # this layer's prefix, the forward op's role
             if d not in ("bf16", "fp16"):
                 self.g.add(f"{name}.quant_dy", "quantize", rows=self.t * batch, cols=n, to=d,
                            transpose=True, stochastic_rounding=d == "nvfp4")
@@ -277,11 +299,11 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
         out.add("embed", "elementwise", elements=tokens * h, dtype=ACT, flop_per_element=0)
     else:  # receive the previous stage's activations
         out.add("recv_activations", "sendrecv", bytes=float(tokens * h * ACT_BYTES))
-    builders = []
+    builders: dict[bool, _LayerBuilder] = {}  # one per layer kind (dense / MoE)
     for i in stage_layers:
-        lb = _LayerBuilder(model, w, out, tokens, seqs)
-        lb.forward(f"l{i}.", i)
-        builders.append((i, lb))
+        kind = model.is_moe_layer(i)
+        lb = builders.setdefault(kind, _LayerBuilder(model, w, out, tokens, seqs))
+        out.layer(f"l{i}.", kind, lambda p, lb=lb, i=i: lb.forward(p, i))
     logits = tokens if phase == "train" else seqs  # serving samples from the last position
     out.add("final_norm", "norm", rows=logits, cols=h, dtype=ACT)
     out.add("lm_head", "gemm", m=logits, n=model.vocab // tp if model.vocab % tp == 0
@@ -292,8 +314,9 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
         out.add("lm_head.wgrad", "gemm", m=h, n=math.ceil(model.vocab / tp), k=tokens, dtype=ACT,
                 out_dtype="fp32")
         out.add("final_norm_bwd", "norm", rows=tokens, cols=h, dtype=ACT, direction="bwd")
-        for i, lb in reversed(builders):
-            lb.backward(f"l{i}.", i)
+        for i in reversed(stage_layers):
+            kind = model.is_moe_layer(i)
+            out.layer(f"l{i}.", ("bwd", kind), lambda p, lb=builders[kind], i=i: lb.backward(p, i))
         if pp > 1:
             out.add("send_grads", "sendrecv", bytes=float(tokens * h * ACT_BYTES))
     per_microbatch = len(out.nodes)

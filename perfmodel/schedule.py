@@ -97,6 +97,18 @@ class Prediction:
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
+def _serial(ops: list[ScheduledOp]) -> float:
+    """One stream: every op runs alone, back to back, and all lie on the critical path."""
+    now = 0.0
+    for o in ops:
+        o.start_s = now
+        now += o.estimate.time_s
+        o.end_s = now
+        o.exposed_s = o.estimate.time_s
+        o.critical = True
+    return now
+
+
 def schedule(graph: OpGraph, hw: Hardware, level: str = "pipes") -> Prediction:
     """Predict every op and simulate the schedule."""
     cache: dict[int, tuple[Estimate, Load]] = {}
@@ -136,6 +148,8 @@ def schedule(graph: OpGraph, hw: Hardware, level: str = "pipes") -> Prediction:
 
 
 def _simulate(graph: OpGraph, ops: list[ScheduledOp], loads: list[Load]) -> float:
+    if len({n.stream for n in graph.nodes}) <= 1:
+        return _serial(ops)
     index = {o.name: i for i, o in enumerate(ops)}
     n = len(ops)
     preds: list[list[int]] = [[] for _ in range(n)]
