@@ -10,7 +10,7 @@ arXiv:2104.04473): tensor parallelism splits heads and FFN columns over `tp` GPU
 all-reduce after attention and after the FFN (forward and backward); expert parallelism places
 experts on `ep` GPUs with all-to-all dispatch and combine; pipeline parallelism gives each GPU
 layers/pp layers and splits the batch into microbatches (1F1B: the step takes
-(microbatches + pp − 1) microbatch times); data parallelism reduce-scatters gradients and
+microbatches + (pp − 1)/virtual_stages microbatch times, the interleaved schedule's bubble); data parallelism reduce-scatters gradients and
 all-gathers parameters (distributed optimizer) over `dp` GPUs.
 Dtype policy: GEMMs in bf16, fp8, mxfp8 or nvfp4; attention, norms and activations in bf16. In
 training, low-precision policies add the quantization kernels of the Transformer Engine recipe.
@@ -46,6 +46,7 @@ class Workload:
     dp: int = 1
     dtype: str = "bf16"
     microbatches: int | None = None
+    virtual_stages: int = 1  # interleaved 1F1B: model chunks per GPU (Narayanan et al. §2.2)
 
     def check(self, model: ModelSpec) -> None:
         p: list[str] = []
@@ -53,7 +54,7 @@ class Workload:
             p.append(f"phase: expected one of {', '.join(PHASES)}, got {self.phase!r}")
         if self.dtype not in GEMM_DTYPES:
             p.append(f"dtype: expected one of {', '.join(GEMM_DTYPES)}, got {self.dtype!r}")
-        for k in ("batch", "seq", "tp", "ep", "pp", "dp"):
+        for k in ("batch", "seq", "tp", "ep", "pp", "dp", "virtual_stages"):
             v = getattr(self, k)
             if not isinstance(v, int) or v < 1:
                 p.append(f"{k}: expected a positive integer, got {v!r}")
@@ -284,9 +285,9 @@ class _LayerBuilder:
 def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
                 context: int | None = None, tp: int = 1, ep: int = 1, pp: int = 1,
                 dp: int = 1, dtype: str = "bf16", microbatches: int | None = None,
-                hardware: str | None = None) -> OpGraph:
+                virtual_stages: int = 1, hardware: str | None = None) -> OpGraph:
     """The op graph one GPU runs for one step of `phase` (see module docstring)."""
-    w = Workload(phase, batch, seq, context, tp, ep, pp, dp, dtype, microbatches)
+    w = Workload(phase, batch, seq, context, tp, ep, pp, dp, dtype, microbatches, virtual_stages)
     w.check(model)
     mb = w.n_microbatches
     seqs = batch // mb
@@ -334,7 +335,7 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
     meta = {"model": model.name, **{k: v for k, v in asdict(w).items() if v is not None},
             "tokens_per_microbatch": tokens, "microbatches": mb}
     if pp > 1:
-        meta["pipeline"] = {"stages": pp, "microbatches": mb,
+        meta["pipeline"] = {"stages": pp, "microbatches": mb, "virtual_stages": virtual_stages,
                             "per_microbatch_ops": per_microbatch}
     name = f"{model.name}-{phase}-b{batch}" + (f"-s{seq}" if phase != "decode" else
                                                 f"-ctx{context or seq}")

@@ -131,6 +131,8 @@ def _add_workload_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dp", type=int, default=1, help="data-parallel replicas (training)")
     g.add_argument("--dtype", default="bf16", help="GEMM dtype policy: bf16, fp8, mxfp8, nvfp4")
     g.add_argument("--microbatches", type=int, help="pipeline microbatches (default: up to 4·pp)")
+    g.add_argument("--virtual-stages", type=int, default=1,
+                   help="interleaved pipeline: model chunks per GPU (default 1)")
 
 
 def _graph_from(args) -> OpGraph:
@@ -150,7 +152,8 @@ def _graph_from(args) -> OpGraph:
         raise InputError(f"{args.file} is a model: give --phase prefill|decode|train")
     return build_graph(model, args.phase, batch=args.batch, seq=args.seq, context=args.context,
                        tp=args.tp, ep=args.ep, pp=args.pp, dp=args.dp, dtype=args.dtype,
-                       microbatches=args.microbatches, hardware=args.hw)
+                       microbatches=args.microbatches, virtual_stages=args.virtual_stages,
+                       hardware=args.hw)
 
 
 def _predict(args) -> int:

@@ -127,22 +127,22 @@ def schedule(graph: OpGraph, hw: Hardware, level: str = "pipes") -> Prediction:
     pipeline = meta.get("pipeline")
     if not pipeline:
         return Prediction(graph.name, hw, level, ops, _simulate(graph, ops, loads), meta)
-    # 1F1B pipeline (Narayanan et al. 2021): this stage's per-microbatch work runs once per
-    # microbatch plus (stages − 1) bubble slots; the per-step tail (gradient sync, optimizer)
-    # runs once. The listed op times are those of one microbatch.
+    # 1F1B pipeline (Narayanan et al. 2021, §2.2): this stage's per-microbatch work runs once
+    # per microbatch, plus a bubble of (stages − 1)/virtual_stages microbatch times; the
+    # per-step tail (gradient sync, optimizer) runs once. Listed op times are one microbatch's.
     k = pipeline["per_microbatch_ops"]
     head = OpGraph(graph.name, graph.nodes[:k])
     tail = OpGraph(graph.name, [dataclasses.replace(n, after=tuple(a for a in n.after
                                                                      if a not in head._index))
                                 for n in graph.nodes[k:]])
     mb_time = _simulate(head, ops[:k], loads[:k])
-    slots = pipeline["microbatches"] + pipeline["stages"] - 1
-    offset = mb_time * slots
+    bubble = mb_time * (pipeline["stages"] - 1) / pipeline.get("virtual_stages", 1)
+    offset = mb_time * pipeline["microbatches"] + bubble
     tail_time = _simulate(tail, ops[k:], loads[k:]) if len(tail) else 0.0
     for o in ops[k:]:
         o.start_s += offset
         o.end_s += offset
-    meta["pipeline_bubble_s"] = mb_time * (pipeline["stages"] - 1)
+    meta["pipeline_bubble_s"] = bubble
     meta["microbatch_time_s"] = mb_time
     return Prediction(graph.name, hw, level, ops, offset + tail_time, meta)
 
