@@ -168,7 +168,8 @@ def plan_serving(model: ModelSpec | str, hw: Hardware | str, tp: int = 1, ep: in
     batches = sorted(set(batches))
     bar = Progress(len(batches), f"{m.name} on {h.name}", force=progress)
     for b in batches:
-        mem = serving_memory(m, h, b * replicas_attn, prompt + output, tp, ep, pp, dtype, prompt)
+        # each tensor-parallel group keeps the KV cache of its own `b` sequences
+        mem = serving_memory(m, h, b, prompt + output, tp, ep, pp, dtype, prompt)
         tpot = predict(build_graph(m, "decode", batch=b, context=context, tp=tp, ep=ep, pp=pp,
                                    dtype=dtype), h, level).total_time_s
         seqs = b * replicas_attn
@@ -194,6 +195,7 @@ class TrainingPlan:
     tokens_per_s: float
     mfu: float
     memory: MemoryFit
+    ep: int = 1
 
     @property
     def gpus(self) -> int:
@@ -216,7 +218,7 @@ def model_flop_per_token(model: ModelSpec, seq: int) -> float:
 
 
 def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: int = 4096,
-                  tp: int = 1, pp: int = 1, dp: int = 1, dtype: str = "bf16",
+                  tp: int = 1, pp: int = 1, dp: int = 1, dtype: str = "bf16", ep: int = 1,
                   microbatches: int | None = None, virtual_stages: int = 1,
                   level: str = "pipes") -> TrainingPlan:
     """One training step; `batch` sequences per model replica (global batch = batch·dp).
@@ -224,14 +226,17 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
     convention)."""
     from . import predict
     m, h = _as_model(model), hardware(hw)
-    g = build_graph(m, "train", batch=batch, seq=seq, tp=tp, pp=pp, dp=dp, dtype=dtype,
+    if ep > 1 and (tp * dp) % ep:
+        raise InputError(f"ep: {ep} must divide tp·dp = {tp * dp} (experts are spread over the "
+                         f"data- and tensor-parallel ranks)")
+    g = build_graph(m, "train", batch=batch, seq=seq, tp=tp, ep=ep, pp=pp, dp=dp, dtype=dtype,
                     microbatches=microbatches, virtual_stages=virtual_stages)
     step = predict(g, h, level).total_time_s
     tokens = batch * seq * dp
     gpus = tp * pp * dp
     mfu = model_flop_per_token(m, seq) * tokens / (step * gpus * h.tensor_peak_flop_per_s("bf16"))
-    params_gpu = m.params() / (tp * pp)
-    w = Workload("train", batch, seq, None, tp, 1, pp, dp, dtype, microbatches, virtual_stages)
+    params_gpu = weight_bytes_per_gpu(m, "bf16", tp, ep, pp) / ACT_BYTES
+    w = Workload("train", batch, seq, None, tp, ep, pp, dp, dtype, microbatches, virtual_stages)
     mb_seqs = batch // w.n_microbatches
     in_flight = min(pp, w.n_microbatches)
     act = ACTIVATION_BYTES_PER_TOKEN_HIDDEN * seq * mb_seqs * m.hidden * (m.layers / pp) \
@@ -240,7 +245,7 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                     params_gpu * TRAIN_BYTES_PER_PARAM_SHARDED / dp,
                     h.hbm_capacity_bytes * HBM_USABLE_FRACTION)
     return TrainingPlan(m.name, h.name, tp, pp, dp, dtype, batch * dp, seq, step,
-                        tokens / step, mfu, mem)
+                        tokens / step, mfu, mem, ep)
 
 
 def sweep_serving(model: ModelSpec | str, hws: Sequence[str], tps: Sequence[int],

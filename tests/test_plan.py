@@ -93,7 +93,9 @@ def test_sweep_and_pareto_front():
     assert xs == sorted(xs) and ys == sorted(ys)
 
 
-def test_llama3_405b_training_within_20_percent_of_the_paper():
-    """Llama 3 paper Table 4 (nothing fitted): plain 1F1B lands within 20 %."""
-    for row in training_reality():
-        assert abs(row.error(1)) < 0.20, row
+def test_pretraining_runs_within_25_percent_of_the_papers():
+    """Llama 3 Table 4 and DeepSeek-V3's GPU-hours (nothing fitted): plain 1F1B within 25 %."""
+    rows = training_reality()
+    assert len(rows) == 3
+    for row in rows:
+        assert abs(row.error(1)) < 0.25, row

@@ -24,6 +24,9 @@ from ..errors import InputError
 from ..units import bytes_per_element, tensor_dtype
 from .base import Op, Param, positive
 
+# Above this many token × expert draws, route by per-expert counts instead of per token
+# (prefill and training batches: every expert is active anyway).
+EXACT_ROUTING_LIMIT = 1 << 21
 MMA_ROWS = 64  # smallest MMA tile in M (Hopper wgmma m64; tcgen05 M = 64)
 TILE_N = 128
 
@@ -34,6 +37,13 @@ def route(tokens: int, experts: int, top_k: int, skew: float, seed: int) -> np.n
     logp = -skew * np.log(np.arange(1, experts + 1, dtype=float))
     keys = logp[None, :] + rng.gumbel(size=(tokens, experts))
     return np.argpartition(-keys, top_k - 1, axis=1)[:, :top_k]
+
+
+def routed_counts(tokens: int, experts: int, top_k: int, skew: float, seed: int) -> np.ndarray:
+    """Tokens per expert for large batches: tokens·top_k picks from the popularity (the
+    no-repeat-per-token constraint is negligible when tokens ≫ experts)."""
+    p = np.arange(1, experts + 1, dtype=float) ** -skew
+    return np.random.default_rng(seed).multinomial(tokens * top_k, p / p.sum())
 
 
 def load_trace(path: str, top_k: int) -> np.ndarray:
@@ -128,9 +138,15 @@ class Moe(Op):
         return out
 
     def per_gpu_rows(self) -> list[list[int]]:
-        ids = (load_trace(self.trace, self.top_k) if self.trace
-               else route(self.tokens, self.experts, self.top_k, self.skew, self.seed))
-        per_expert = np.bincount(ids.ravel(), minlength=self.experts)[: self.experts]
+        if self.trace:
+            ids = load_trace(self.trace, self.top_k)
+            per_expert = np.bincount(ids.ravel(), minlength=self.experts)[: self.experts]
+        elif self.tokens * self.experts <= EXACT_ROUTING_LIMIT:
+            ids = route(self.tokens, self.experts, self.top_k, self.skew, self.seed)
+            per_expert = np.bincount(ids.ravel(), minlength=self.experts)
+        else:  # many tokens: per-expert counts from a multinomial over the popularity
+            per_expert = routed_counts(self.tokens, self.experts, self.top_k, self.skew,
+                                       self.seed)
         replicas = max(self.experts, round(self.experts * self.replication))
         homes = place(per_expert.astype(float), self.gpus, replicas)
         return assign(per_expert, homes, self.gpus, self.routing, self.seed)[1]
