@@ -45,7 +45,8 @@ FA4_EMULATED_EXP_FRACTION = 0.15   # FA4 emulates ~10-25 % of exps (hardware.md 
 FA4_EMULATED_EXP_FMA = 6.0         # FMA-pipe lane-ops per emulated exp (FFMA2 pair version)
 FA4_EMULATED_EXP_ALU = 2.5
 DROPOUT_BITS_PER_SCORE = 8         # FA2: 16 8-bit randoms per Philox4x32-7 call
-DECODE_MAX_Q_ROWS = 64             # below this many query rows per head group: split-KV decode
+DECODE_MAX_SEQ_Q = 16              # up to this many new tokens (speculative decoding): decode path
+DECODE_TILE_M = 64                 # MMA rows per decode tile (wgmma / tcgen05 M = 64)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -117,18 +118,19 @@ class Attention(Op):
         group = self.heads // hkv
         b = bytes_per_element(self.dtype)
         bm, bn, threads, regs = TILE[kernel]
-        decode = direction == "fwd" and self.seq_q * group <= DECODE_MAX_Q_ROWS
+        decode = direction == "fwd" and self.seq_q <= DECODE_MAX_SEQ_Q
         if decode:
-            # flash-decoding: a CTA holds all query rows of one KV head group (padded to the
-            # 64-row MMA minimum) and a slice of the KV sequence
-            rows = 64
+            # flash-decoding (FlashDecoding, FlashInfer, FlashMLA): the query rows of all heads
+            # sharing a KV head are packed into 64-row MMA tiles; CTAs split the KV sequence
+            tile_m = DECODE_TILE_M
+            m_tiles = math.ceil(self.seq_q * group / tile_m)
             kv_tiles = math.ceil(skv / bn)
-            splits = max(1, min(kv_tiles, math.ceil(2 * hw.sm_count / (self.batch * hkv))))
-            pairs_per_head = kv_tiles
+            groups = self.batch * hkv * m_tiles
+            splits = max(1, min(kv_tiles, math.ceil(2 * hw.sm_count / groups)))
+            pairs_per_head = m_tiles * kv_tiles
             scores = self.seq_q * skv if not self.causal else visited(
                 self.seq_q, skv, True, self.window, bm, bn)[1]
-            heads_for_tiles, ctas = hkv, self.batch * hkv * splits
-            tile_m = rows
+            heads_for_tiles, ctas = hkv, groups * splits
         else:
             pairs_per_head, scores = visited(self.seq_q, skv, self.causal, self.window, bm, bn)
             heads_for_tiles, tile_m = self.heads, bm
@@ -160,7 +162,8 @@ class Attention(Op):
         lse = self.batch * self.heads * self.seq_q * 4.0
         if direction == "fwd":
             hbm = q_bytes + kv_bytes + o_bytes + lse
-            l2 = q_bytes + pairs * bn * (d + dv) * b + o_bytes + lse
+            kv_row = d if self.shared_kv else d + dv
+            l2 = q_bytes + pairs * bn * kv_row * b + o_bytes + lse
         else:  # read Q, K, V, O, dO, LSE; write dQ, dK, dV; dQ FP32 atomics through L2
             hbm = 2 * q_bytes + 2 * kv_bytes + 2 * o_bytes + lse + q_bytes * 4 / b
             l2 = hbm + pairs * bm * d * 4.0 * 2
@@ -172,12 +175,12 @@ class Attention(Op):
                 hbm += scores_total
                 l2 += scores_total
         work["hbm"], work["l2"] = hbm, l2
-        smem = min(hw.smem_per_cta_bytes, int((tile_m * d + 2 * 2 * bn * (d + dv)) * b))
+        smem = min(hw.smem_per_cta_bytes, int((tile_m * d + 2 * bn * (d + dv)) * b))
         launch = LaunchShape(ctas=max(1, ctas), threads_per_cta=threads, registers_per_thread=regs,
                              smem_per_cta_bytes=smem,
                              bytes_in_flight_per_cta=2 * bn * (d + dv) * b)
         return Demand(work=work, launch=launch, flop=useful, hbm_bytes=hbm,
-                      kernels=2 if (decode and ctas > self.batch * hkv) or direction == "bwd"
+                      kernels=2 if (decode and ctas > groups) or direction == "bwd"
                       else 1,
                       details={"kernel": kernel, "direction": direction, "tile_pairs": pairs,
                                "decode_split_kv": decode})
