@@ -10,7 +10,6 @@ whether it lies on the critical path.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 import json
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from .hardware import Hardware
 JSON_SCHEMA_VERSION = 1
 
 
-@dataclass
+@dataclass(slots=True)
 class ScheduledOp:
     name: str
     op: Any
@@ -111,18 +110,19 @@ def _serial(ops: list[ScheduledOp]) -> float:
 
 def schedule(graph: OpGraph, hw: Hardware, level: str = "pipes") -> Prediction:
     """Predict every op and simulate the schedule."""
-    cache: dict[int, tuple[Estimate, Load]] = {}
+    cache: dict[int, tuple[Estimate, Load | None]] = {}
+    concurrent = len({n.stream for n in graph.nodes}) > 1  # else no contention to model
     ops: list[ScheduledOp] = []
-    loads: list[Load] = []
+    loads: list[Load | None] = []
     for n in graph.nodes:
         key = id(n.op)  # builders reuse one op object for every identical layer
-        if key not in cache:
+        hit = cache.get(key)
+        if hit is None:
             d = n.op.demand(hw)
             est = estimate(d, hw, level)
-            cache[key] = (est, load_of(d, est, hw))
-        est, load = cache[key]
-        ops.append(ScheduledOp(n.name, n.op, n.stream, est))
-        loads.append(load)
+            hit = cache[key] = (est, load_of(d, est, hw) if concurrent else None)
+        ops.append(ScheduledOp(n.name, n.op, n.stream, hit[0]))
+        loads.append(hit[1])
     meta = dict(graph.meta)
     pipeline = meta.get("pipeline")
     if not pipeline:
@@ -132,8 +132,8 @@ def schedule(graph: OpGraph, hw: Hardware, level: str = "pipes") -> Prediction:
     # per-step tail (gradient sync, optimizer) runs once. Listed op times are one microbatch's.
     k = pipeline["per_microbatch_ops"]
     head = OpGraph(graph.name, graph.nodes[:k])
-    tail = OpGraph(graph.name, [dataclasses.replace(n, after=tuple(a for a in n.after
-                                                                     if a not in head._index))
+    tail = OpGraph(graph.name, [n._replace(after=tuple(a for a in n.after
+                                                       if a not in head._index))
                                 for n in graph.nodes[k:]])
     mb_time = _simulate(head, ops[:k], loads[:k])
     bubble = mb_time * (pipeline["stages"] - 1) / pipeline.get("virtual_stages", 1)

@@ -146,3 +146,11 @@ def test_build_round_trips_through_predict(tmp_path, capsys):
     direct = json.loads(capsys.readouterr().out)
     assert from_file["total_time_s"] == pytest.approx(direct["total_time_s"], rel=1e-12)
     assert len(from_file["ops"]) == len(direct["ops"])
+
+
+def test_dag_view_has_dependency_and_stream_edges():
+    raw = g({**GEMM, "name": "a"}, {**GEMM, "name": "b", "after": [], "stream": "s2"},
+            {**GEMM, "name": "c", "after": ["a", "b"]}, {**GEMM, "name": "d", "stream": "s2",
+                                                           "after": []})
+    dag = parse_graph(raw).dag()
+    assert set(dag.edges) == {("a", "c"), ("b", "c"), ("b", "d"), ("a", "c")}

@@ -1,0 +1,58 @@
+"""Whole-graph and planning speed (a benchmark, not a test).
+
+    python benchmarks/graph_speed.py
+
+Times building and predicting a full Llama-3-405B training-step graph (all 126 layers, TP8 x DP64,
+and the per-GPU stage of TP8 x PP16 x DP64), a 70B decode graph, and a capacity-planning search
+over ~1,000 serving configurations (3 GPUs x 4 TP x 3 dtypes x ~28 batch sizes). "cold" is the
+first prediction in a fresh process (every op shape predicted once); "warm" repeats it.
+"""
+from __future__ import annotations
+
+import time
+
+import perfmodel as pm
+from perfmodel.plan import sweep_serving
+from perfmodel.report import format_table
+
+
+def timed(fn, repeat: int = 1) -> tuple[float, object]:
+    start = time.perf_counter()
+    for _ in range(repeat):
+        out = fn()
+    return (time.perf_counter() - start) / repeat, out
+
+
+def main() -> None:
+    rows = []
+    cases = [
+        ("llama3-405b train TP8 DP64 (126 layers)", "llama3-405b",
+         dict(phase="train", batch=16, seq=8192, tp=8, dp=64)),
+        ("llama3-405b train TP8 PP16 DP64 (stage)", "llama3-405b",
+         dict(phase="train", batch=16, seq=8192, tp=8, pp=16, dp=64)),
+        ("llama3-70b decode b64 TP8", "llama3-70b",
+         dict(phase="decode", batch=64, context=8192, tp=8)),
+        ("deepseek-v3 decode b32 EP8", "deepseek-v3",
+         dict(phase="decode", batch=32, context=4096, ep=8, dtype="fp8")),
+    ]
+    for label, model, kw in cases:
+        m = pm.load_model(model)
+        t_build, g = timed(lambda: pm.build_graph(m, **kw))
+        t_cold, pred = timed(lambda: pm.predict(g, "H100-SXM"))
+        t_warm, _ = timed(lambda: pm.predict(g, "H100-SXM"), repeat=5)
+        rows.append([label, len(g), f"{t_build * 1e3:.1f}", f"{t_cold * 1e3:.1f}",
+                     f"{t_warm * 1e3:.1f}", f"{pred.total_time_s * 1e3:.4g}"])
+    print(format_table(["graph", "ops", "build ms", "predict cold ms", "predict warm ms",
+                        "predicted step ms"], rows))
+
+    batches = (1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 80, 96, 128, 160, 192, 224, 256, 320, 384,
+               448, 512, 640, 768, 896, 1024, 1536, 2048)
+    t, out = timed(lambda: sweep_serving("llama3-70b", ["H100-SXM", "H200-SXM", "B200"],
+                                         tps=[1, 2, 4, 8], dtypes=["bf16", "fp8", "nvfp4"],
+                                         batches=batches))
+    print(f"\nserving sweep: {len(out)} configurations (plus one prefill per deployment) in "
+          f"{t:.2f} s = {t / max(len(out), 1) * 1e3:.2f} ms each")
+
+
+if __name__ == "__main__":
+    main()
