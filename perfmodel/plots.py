@@ -8,7 +8,6 @@ makespan is under 1 ms; the roofline is in FLOP/byte and FLOP/s.
 """
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from .report import role_of
 from .schedule import Prediction, ScheduledOp
 
 # One color per resource family, so "what binds" reads the same in every panel.
@@ -30,9 +30,6 @@ FAMILY_COLORS = {
     "other": "#cccccc",
 }
 _PIPES = {"fma", "fma_heavy", "alu", "xu", "fp64", "lsu", "issue"}
-# Dotted name parts that are only a layer index: "12", "l12", "layer12", "block_3".
-_INDEX_PART = re.compile(r"^(?:l|layer|layers|block|blocks|blk)?_?\d+$", re.IGNORECASE)
-_TRAILING_INDEX = re.compile(r"[_\-]\d+$")  # "attn_3" -> "attn"; "fc1" stays (fc1 != fc2)
 _ANNOTATE = 5  # roofline points labelled with their name (largest stand-alone time first)
 
 
@@ -51,10 +48,7 @@ def family(bound: str) -> str:
 
 def group_name(op: ScheduledOp) -> str:
     """Op name without its layer index, so every layer's copy of an op falls in one group."""
-    parts = [p for p in re.split(r"[./]", op.name) if not _INDEX_PART.match(p)]
-    if parts:
-        parts[-1] = _TRAILING_INDEX.sub("", parts[-1]) or parts[-1]
-    return ".".join(parts) or op.op.name  # a bare index ("3") falls back to the op type
+    return role_of(op.name, op.op.name)
 
 
 def _groups(ops: list[ScheduledOp]) -> dict[str, list[ScheduledOp]]:

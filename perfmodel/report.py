@@ -24,9 +24,18 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
     return "\n".join(out)
 
 
-def layer_group(name: str) -> str:
-    """`l12.qkv.dgrad` → `qkv.dgrad`: one row per op role across layers."""
-    return re.sub(r"^l\d+\.", "", name)
+# Dotted name parts that are only a layer index: "12", "l12", "layer12", "block_3".
+_INDEX_PART = re.compile(r"^(?:l|layer|layers|block|blocks|blk)?_?\d+$", re.IGNORECASE)
+_TRAILING_INDEX = re.compile(r"[_\-]\d+$")  # "attn_3" -> "attn"; "fc1" stays (fc1 != fc2)
+
+
+def role_of(name: str, fallback: str = "") -> str:
+    """An op's name without its layer index (`l12.qkv.dgrad` → `qkv.dgrad`), so every layer's
+    copy of an op falls in one group; a bare index falls back to `fallback` (the op type)."""
+    parts = [p for p in re.split(r"[./]", name) if not _INDEX_PART.match(p)]
+    if parts:
+        parts[-1] = _TRAILING_INDEX.sub("", parts[-1]) or parts[-1]
+    return ".".join(parts) or fallback or name
 
 
 def prediction_table(pred, all_ops: bool = False, max_rows: int = 60) -> str:
@@ -37,7 +46,7 @@ def prediction_table(pred, all_ops: bool = False, max_rows: int = 60) -> str:
     group = all_ops or len(pred.ops) <= max_rows
     rows: dict[str, list] = {}
     for o in pred.ops:
-        key = o.name if group else layer_group(o.name)
+        key = o.name if group else role_of(o.name, o.op.name)
         r = rows.setdefault(key, [key, o.op.name, 0, 0.0, o.estimate.bound, 0.0, 0.0])
         r[2] += 1
         r[3] += o.time_s
