@@ -58,6 +58,22 @@ class LaunchShape:
 
 
 @dataclass(frozen=True)
+class Overlap:
+    """Two groups of SM resources a kernel overlaps only partly (e.g. attention's MMAs and its
+    softmax on the CUDA cores): their joint time is max(tA, tB) + (1 − efficiency)·min(tA, tB),
+    where tA, tB are the busiest resource time of each group. efficiency 1 is perfect
+    pipelining (the plain max), 0 is fully serial (the sum)."""
+
+    a: tuple[str, ...]
+    b: tuple[str, ...]
+    efficiency: float
+
+    def __post_init__(self):
+        if not 0.0 <= self.efficiency <= 1.0:
+            raise ValueError(f"overlap efficiency {self.efficiency} outside [0, 1]")
+
+
+@dataclass(frozen=True)
 class Demand:
     """Total work per resource for one op on one GPU.
 
@@ -76,6 +92,11 @@ class Demand:
     kernels: int = 1
     latency_s: float = 0.0
     repeat: int = 1  # identical launches back to back (gemm `count`); flop/bytes are per launch
+    overlap: Overlap | None = None  # partial pipelining between two groups of SM resources
+    cta_latency_s: float = 0.0  # serial per-CTA prologue/epilogue (not hidden by other CTAs
+    #                             unless several are resident per SM)
+    sequence: tuple["Demand", ...] = ()  # kernels run back to back (e.g. attention fwd + bwd);
+    #                                      `work` holds their sum
     details: Mapping[str, object] = field(default_factory=dict)
 
     def __post_init__(self):

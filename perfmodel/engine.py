@@ -214,19 +214,46 @@ def _pipes_times(demand: Demand, hw: Hardware) -> tuple[float, dict[str, float],
         raw = kernel_resource_times(hw, work)
     times = {r: float(t) for r, t in raw.items()}
     busy = max(times.values(), default=0.0)
+    if demand.overlap is not None:
+        ov = demand.overlap
+        ta = max((times.get(r, 0.0) for r in ov.a), default=0.0)
+        tb = max((times.get(r, 0.0) for r in ov.b), default=0.0)
+        joint = max(ta, tb) + (1.0 - ov.efficiency) * min(ta, tb)
+        details["overlap_loss_s"] = max(0.0, joint - busy)
+        busy = max(busy, joint)
     first_load = hw.hbm_latency_s if (launch is not None and work.get("hbm", 0) > 0) else 0
-    times["latency"] = first_load + demand.latency_s
+    cta_serial = 0.0
+    if launch is not None and demand.cta_latency_s:
+        # each SM runs its CTAs in ceil(busiest / resident) rounds; a round's prologue and
+        # epilogue are exposed (co-resident CTAs of the same round share them)
+        cta_serial = math.ceil(details["busiest_sm_ctas"] / details["ctas_per_sm"]) \
+            * demand.cta_latency_s
+    times["latency"] = first_load + demand.latency_s + cta_serial
     times["launch"] = hw.kernel_launch_s * demand.kernels
     return busy + times["latency"] + times["launch"], times, details
 
 
 def pipes_time_s(demand: Demand, hw: Hardware) -> float:
     """Just the pipes-level time (for searches over candidate kernels)."""
+    if demand.sequence:
+        return sum(pipes_time_s(d, hw) for d in demand.sequence) * demand.repeat
     return _pipes_times(demand, hw)[0] * demand.repeat
 
 
 def pipes(demand: Demand, hw: Hardware) -> Estimate:
     """Per-SM pipes with occupancy and waves, device-wide memory, latency and launch floors."""
+    if demand.sequence:  # several kernels back to back: times add
+        parts = [pipes(d, hw) for d in demand.sequence]
+        times: dict[str, float] = {}
+        for e in parts:
+            for r, t in e.resource_time_s.items():
+                times[r] = times.get(r, 0.0) + t
+        total = sum(e.time_s for e in parts) * demand.repeat
+        times = {r: t * demand.repeat for r, t in times.items()}
+        return Estimate(total, max(times, key=times.get), times, demand.flop * demand.repeat,
+                        demand.hbm_bytes * demand.repeat, "pipes",
+                        roofline(demand, hw).time_s,
+                        {**demand.details, "parts": [e.details for e in parts]})
     single, times, launch_details = _pipes_times(demand, hw)
     bound = max(times, key=times.get)
     times = {r: t * demand.repeat for r, t in times.items() if t > 0}

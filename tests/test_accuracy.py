@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from validate.compare import compare, summarize
-from validate.fit_constants import fit_sustained_fraction
+from perfmodel.ops import attention
+from validate.fit_constants import fit_attention, fit_sustained_fraction
 from validate.measurements import FITTED_ROWS, PUBLIC_CSV, load_cases
 
 import perfmodel as pm
@@ -30,6 +31,28 @@ def test_memory_bound_rows_are_close(summary):
 
 def test_fitted_constant_is_what_the_fit_script_gives():
     """The YAML value is reproducible from its designated row (and only that row)."""
-    assert set(FITTED_ROWS) == {"gemm-mamf-001"}
+    assert "gemm-mamf-001" in FITTED_ROWS
     assert pm.hardware("H100-SXM").tensor_sustained_fraction == pytest.approx(
         fit_sustained_fraction(), abs=0.005)
+
+
+def test_attention_constants_are_what_the_fit_script_gives():
+    cases, _ = load_cases(PUBLIC_CSV)
+    fit = fit_attention(cases)
+    assert set(fit["rows"]) == {r for r in FITTED_ROWS if r.startswith("att-")}
+    assert fit["SOFTMAX_OVERLAP[fa3]"] == pytest.approx(attention.SOFTMAX_OVERLAP["fa3"],
+                                                       abs=0.01)
+    assert fit["SOFTMAX_OVERLAP[fa2]"] == pytest.approx(attention.SOFTMAX_OVERLAP["fa2"],
+                                                       abs=0.01)
+    assert fit["SOFTMAX_OVERLAP[cudnn]"] == pytest.approx(attention.SOFTMAX_OVERLAP["cudnn"],
+                                                         abs=0.01)
+    assert fit["MMA_SYNC_FRACTION"] == pytest.approx(attention.MMA_SYNC_FRACTION, abs=0.01)
+    assert fit["CTA_ROUND_TRIPS"] == pytest.approx(attention.CTA_ROUND_TRIPS, abs=0.05)
+
+
+def test_attention_beats_the_roofline_baseline_by_3x_on_judged_rows(summary):
+    for cls, hw in [("attention_fwd", "H100-SXM"), ("attention_bwd", "H100-SXM"),
+                    ("attention_fwd_bwd", "H100-SXM"), ("attention_fwd_bwd", "A100-SXM")]:
+        s = summary[(cls, hw, "judged")]
+        assert s["mape"] * 3 < s["roofline_mape"], (cls, hw, s)
+        assert s["mape"] < 0.17, (cls, hw, s)

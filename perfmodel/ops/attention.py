@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from ..demand import Demand, LaunchShape, add_work
+from ..demand import Demand, LaunchShape, Overlap, add_work
 from ..errors import InputError
 from ..units import bytes_per_element, tensor_dtype
 from .base import Op, Param, positive
@@ -44,6 +44,14 @@ SMEM_TILE_READS = {"fwd": 3.0, "bwd": 13.0}  # FA4 paper tile roofline (M = N = 
 FA4_EMULATED_EXP_FRACTION = 0.15   # FA4 emulates ~10-25 % of exps (hardware.md §7)
 FA4_EMULATED_EXP_FMA = 6.0         # FMA-pipe lane-ops per emulated exp (FFMA2 pair version)
 FA4_EMULATED_EXP_ALU = 2.5
+# Fitted (validate/fit_constants.py, rows named there): how much of the softmax work each
+# family hides under its MMAs (1 = fully, 0 = serial), and Hopper's mma.sync rate (FA2).
+# FA4 has no public rows to fit: it takes FA3's value (same warp-specialized pipelining idea).
+SOFTMAX_OVERLAP = {"fa2": 0.248, "fa3": 0.418, "fa4": 0.418, "cudnn": 0.247}
+MMA_SYNC_FRACTION = 0.528
+# A non-persistent CTA's exposed start and drain, in DRAM round trips: the first Q/K/V tiles, the
+# O tile and LSE written back, the next CTA's launch (fitted: 3.65; one CTA per SM hides none).
+CTA_ROUND_TRIPS = 3.65
 DROPOUT_BITS_PER_SCORE = 8         # FA2: 16 8-bit randoms per Philox4x32-7 call
 DECODE_MAX_SEQ_Q = 16              # up to this many new tokens (speculative decoding): decode path
 DECODE_TILE_M = 64                 # MMA rows per decode tile (wgmma / tcgen05 M = 64)
@@ -105,11 +113,11 @@ class Attention(Op):
         demands = [self._pass_demand(hw, kernel, p) for p in passes]
         if len(demands) == 1:
             return demands[0]
-        # fwd+bwd: sum of both kernels' work; launch shape of the longer (backward) pass
+        # fwd+bwd: the two passes' kernels back to back
         a, b = demands
         return Demand(work=add_work(a.work, b.work), launch=b.launch, flop=a.flop + b.flop,
                       hbm_bytes=a.hbm_bytes + b.hbm_bytes, kernels=a.kernels + b.kernels,
-                      details={**b.details, "passes": "fwd+bwd"})
+                      sequence=(a, b), details={"kernel": kernel, "direction": "fwd+bwd"})
 
     def _pass_demand(self, hw, kernel: str, direction: str) -> Demand:
         d, dv = self.head_dim, self.head_dim_v or self.head_dim
@@ -143,7 +151,11 @@ class Attention(Op):
         mma = (2.0 * (d + dv) if direction == "fwd" else 2.0 * (3 * d + 2 * dv)) * tile_scores
         useful = (2.0 * (d + dv) if direction == "fwd" else 2.0 * (3 * d + 2 * dv)) * scores_total
 
-        work: dict[str, float] = {f"tensor:{tensor_dtype(self.dtype)}": mma}
+        tensor = f"tensor:{tensor_dtype(self.dtype)}"
+        # FA2 issues Ampere's mma.sync, which Hopper and Blackwell run below their wgmma/tcgen05
+        # rate: its tensor work counts at the native rate divided by that fraction
+        path = MMA_SYNC_FRACTION if (kernel == "fa2" and hw.architecture != "ampere") else 1.0
+        work: dict[str, float] = {tensor: mma / path}
         exps = tile_scores
         if kernel == "fa4":
             emulated = exps * FA4_EMULATED_EXP_FRACTION
@@ -154,6 +166,15 @@ class Attention(Op):
         work = add_work(work, {"fma": SOFTMAX_FMA_PER_SCORE[direction] * tile_scores,
                                "alu": SOFTMAX_ALU_PER_SCORE * tile_scores})
         work["smem"] = SMEM_TILE_READS[direction] * pairs * bn * (d + dv) / 2 * b
+        if tensor == "tensor:fp8" and kernel in ("fa3", "cudnn"):
+            # FP8 wgmma wants V K-major: each V tile is transposed in shared memory (read and
+            # write once) and P is byte-permuted in registers (FA3 paper §3.3)
+            work["smem"] += 2.0 * pairs * bn * dv * b
+            work["alu"] += tile_scores / 4
+        if self.causal:
+            # diagonal tiles mask scores: a compare and a select per score of those tiles
+            diagonal = self.batch * heads_for_tiles * math.ceil(self.seq_q / tile_m)
+            work["alu"] += 2.0 * diagonal * tile_m * bn
         work["issue"] = sum(work.get(r, 0.0) for r in ("fma", "alu", "xu")) / 32.0
 
         q_bytes = self.batch * self.heads * self.seq_q * d * b
@@ -179,7 +200,12 @@ class Attention(Op):
         launch = LaunchShape(ctas=max(1, ctas), threads_per_cta=threads, registers_per_thread=regs,
                              smem_per_cta_bytes=smem,
                              bytes_in_flight_per_cta=2 * bn * (d + dv) * b)
-        return Demand(work=work, launch=launch, flop=useful, hbm_bytes=hbm,
+        # what runs beside the MMAs: softmax on the CUDA cores, and in backward also the dQ
+        # accumulation (FP32 atomics in L2)
+        beside = ("xu", "fma", "alu", "issue") + (("l2",) if direction == "bwd" else ())
+        overlap = Overlap((tensor,), beside, SOFTMAX_OVERLAP[kernel])
+        return Demand(work=work, launch=launch, flop=useful, hbm_bytes=hbm, overlap=overlap,
+                      cta_latency_s=CTA_ROUND_TRIPS * hw.hbm_latency_s,
                       kernels=2 if (decode and ctas > groups) or direction == "bwd"
                       else 1,
                       details={"kernel": kernel, "direction": direction, "tile_pairs": pairs,

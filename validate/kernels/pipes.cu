@@ -17,9 +17,11 @@
 #include <cstring>
 #include <map>
 
-enum Op { NONE, FFMA, IMAD, IMADWIDE, IMADHI, LOP3, IADD3, EX2, I2F };
+enum Op { NONE, FFMA, IMAD, IMADWIDE, IMADHI, LOP3, IADD3, EX2, I2F, I2F16 };
 static const char* kSass[] = {"", "FFMA", "IMAD", "IMAD.WIDE.U32", "IMAD.HI.U32", "LOP3.LUT",
-                              "IADD3", "MUFU.EX2", "I2F.U32"};
+                              "IADD3", "MUFU.EX2", "I2FP.F32.U32", "I2F.U16"};
+// u32->f32 compiles to I2FP.F32.U32 on sm_90 (not the I2F.U32 of older parts); I2F.U16 is the
+// sub-word conversion quack measured at 1/8 rate on the XU pipe, kept to test XU sharing with EX2.
 
 constexpr int K = 8;       // independent chains per instruction kind per thread
 constexpr int U = 8;       // rounds per loop iteration (even: LOP3/IADD3 ping-pong two buffers)
@@ -32,7 +34,7 @@ struct St {
   uint64_t w[K];
 };
 
-struct Params { uint32_t p, q; float fp, fq; };
+struct Params { uint32_t p, q; float fp, fq; uint64_t c64; };
 
 __host__ __device__ inline uint32_t i_lop3(uint32_t a, uint32_t b, uint32_t c) {
 #ifdef __CUDA_ARCH__
@@ -70,15 +72,19 @@ __host__ __device__ inline uint32_t i_madhi(uint32_t a, uint32_t b, uint32_t c) 
   return (uint32_t)(((uint64_t)a * b) >> 32) + c;
 #endif
 }
-// w = lo(w) * p + w: one IMAD.WIDE.U32 whose 64-bit addend is the previous result (as Philox's
-// mul.wide.u32, with the addend folded in so the chain needs no other instruction).
-__host__ __device__ inline uint64_t i_madwide(uint64_t w, uint32_t p) {
+// Philox's form: a 32x32->64 product with no addend (IMAD.WIDE.U32 Rd, Ra, Rb, RZ), both halves
+// used: product i of the next round multiplies hi(w[i]) by lo(w[i-1]). Pure products lose bits
+// (low halves gather trailing zeros, high halves shrink) and reach zero within ~30 rounds, so once
+// per U rounds each chain is XORed with a constant (2 LOP3 per 8 IMAD.WIDE, on the ALU pipe, not
+// counted in the rate). Forms with a 64-bit addend (w = a*b + w) were tried and rejected: ptxas
+// 13.0 splits them into IMAD.WIDE.U32 ..., RZ plus IADD3 + IADD3.X, i.e. 2 ALU ops per product.
+__host__ __device__ inline uint64_t i_mulwide(uint32_t a, uint32_t b) {
 #ifdef __CUDA_ARCH__
   uint64_t d;
-  asm("mad.wide.u32 %0, %1, %2, %3;" : "=l"(d) : "r"((uint32_t)w), "r"(p), "l"(w));
+  asm("mul.wide.u32 %0, %1, %2;" : "=l"(d) : "r"(a), "r"(b));
   return d;
 #else
-  return (uint64_t)(uint32_t)w * p + w;
+  return (uint64_t)a * b;
 #endif
 }
 __host__ __device__ inline float f_fma(float a, float b, float c) {
@@ -111,6 +117,21 @@ __host__ __device__ inline uint32_t i_u2f(uint32_t a) {
 #endif
 }
 
+// u16 (the high half of the previous result's bits) -> f32: I2F.U16 with a half-word selector,
+// so the chain is conversions only; the high half of a float's bits never collapses to zero.
+__host__ __device__ inline uint32_t i_u16f(uint32_t a) {
+#ifdef __CUDA_ARCH__
+  float d;
+  asm("{.reg .u16 l, h; mov.b32 {l, h}, %1; cvt.rn.f32.u16 %0, h;}" : "=f"(d) : "r"(a));
+  return __float_as_uint(d);
+#else
+  float d = (float)(a >> 16);
+  uint32_t r;
+  memcpy(&r, &d, 4);
+  return r;
+#endif
+}
+
 // One round: K instructions of kind `op`. `r` (compile-time after unrolling) picks the ping-pong
 // direction for the cross-chain kinds, whose three inputs come from three different chains so no
 // two consecutive LOP3s/IADD3s can be merged.
@@ -120,12 +141,20 @@ __host__ __device__ inline void round(St& s, const Params& P, int r) {
   for (int i = 0; i < K; ++i) {
     if (op == FFMA) s.f[i] = f_fma(s.f[i], P.fp, P.fq);
     if (op == IMAD) s.x[i] = i_mad(s.x[i], P.p, P.q);
-    if (op == IMADWIDE) s.w[i] = i_madwide(s.w[i], P.p);
     if (op == IMADHI) s.x[i] = i_madhi(s.x[i], P.p, P.q);
     if (op == I2F) s.x[i] = i_u2f(s.x[i]);
+    if (op == I2F16) s.x[i] = i_u16f(s.x[i]);
 #ifdef __CUDA_ARCH__
     if (op == EX2) s.f[i] = f_ex2neg(s.f[i]);
 #endif
+  }
+  if (op == IMADWIDE) {
+    uint64_t old[K];
+#pragma unroll
+    for (int i = 0; i < K; ++i) old[i] = r == 0 ? s.w[i] ^ P.c64 : s.w[i];
+#pragma unroll
+    for (int i = 0; i < K; ++i)
+      s.w[i] = i_mulwide((uint32_t)(old[i] >> 32), (uint32_t)old[(i + K - 1) % K]);
   }
   if (op == LOP3 || op == IADD3) {
     uint32_t* src = (r & 1) ? s.y : s.x;
@@ -204,6 +233,7 @@ static void round_host(St& s, const Params& P, int r, int op) {
     case LOP3: round<LOP3>(s, P, r); break;
     case IADD3: round<IADD3>(s, P, r); break;
     case I2F: round<I2F>(s, P, r); break;
+    case I2F16: round<I2F16>(s, P, r); break;
     default: break;
   }
 }
@@ -225,8 +255,8 @@ struct Variant {
 static const Variant kVariants[] = {
     V(FFMA, NONE, 4096),   V(IMAD, NONE, 2048),  V(IMADWIDE, NONE, 2048),
     V(IMADHI, NONE, 2048), V(LOP3, NONE, 2048),  V(IADD3, NONE, 2048),
-    V(EX2, NONE, 512),     V(I2F, NONE, 512),
-    V(IMADWIDE, FFMA, 2048), V(LOP3, IMAD, 2048), V(EX2, I2F, 256),
+    V(EX2, NONE, 512),     V(I2F, NONE, 2048),   V(I2F16, NONE, 256),
+    V(IMADWIDE, FFMA, 2048), V(LOP3, IMAD, 2048), V(EX2, I2F, 512), V(EX2, I2F16, 256),
     V(IADD3, IMAD, 2048),  V(LOP3, FFMA, 2048),
 };
 
@@ -234,7 +264,7 @@ int main() {
   bench::Device dev;
   bench::Csv csv("pipes", dev.prop.name, "perfmodel microbenchmark (inline PTX, nvcc sm_90a)");
   bench::header();
-  Params P{0x9E3779B9u, 0x7F4A7C15u, 0.999f, 1e-4f};
+  Params P{0x9E3779B9u, 0x7F4A7C15u, 0.999f, 1e-4f, 0xD2511F53CD9E8D57ull};
   const int warmup = 2, reps = 10;
   for (const Variant& v : kVariants) {
     int per_sm = 0;
@@ -264,7 +294,7 @@ int main() {
       ctas[r.smid]++;
     }
     const int nops = (v.b == NONE ? 1 : 2);
-    const double ops_per_thread_each = (double)v.iters * U * K * (v.a == LOP3 || v.a == IADD3 ? 1 : 1);
+    const double ops_per_thread_each = (double)v.iters * U * K;  // per instruction kind
     std::vector<double> rates, cycles;
     for (auto& kv : span) {
       double cyc = (double)(kv.second.second - kv.second.first);
@@ -289,12 +319,10 @@ int main() {
         if (got != want) FAIL("%s thread %zu: device %08x host %08x", kSass[op], t, got, want);
       }
     }
-    if (v.a == EX2 || v.b == EX2) {
-      // Re-run one CTA's worth with a 1-iteration kernel is unnecessary: the fold of finite values
-      // in (0.5, 1] differs from the poison word; check no thread kept the poison.
-      for (size_t t = 0; t < threads; ++t)
-        if (h[2 * t] == 0xFFFFFFFFu) FAIL("EX2 thread %zu never wrote its result", t);
-    }
+    // Every thread must have replaced the poison (0xFFFFFFFF is not a fold any chain produces
+    // here: for EX2 the folded values are finite floats in (0.5, 1]).
+    for (size_t t = 0; t < threads; ++t)
+      if (h[2 * t] == 0xFFFFFFFFu) FAIL("%s thread %zu never wrote its result", kSass[v.a], t);
     std::string instr = std::string("[\"") + kSass[v.a] + "\"" +
                         (v.b == NONE ? "" : std::string(",\"") + kSass[v.b] + "\"") + "]";
     std::string shape = bench::fmt("{\"instr\":%s,\"ratio\":%s,\"chains_per_thread\":%d,"
