@@ -175,7 +175,11 @@ class Attention(Op):
             # diagonal tiles mask scores: a compare and a select per score of those tiles
             diagonal = self.batch * heads_for_tiles * math.ceil(self.seq_q / tile_m)
             work["alu"] += 2.0 * diagonal * tile_m * bn
-        work["issue"] = sum(work.get(r, 0.0) for r in ("fma", "alu", "xu")) / 32.0
+        # FA4 on Blackwell issues its FP32 softmax math as packed FFMA2/FADD2 (sm_100): one
+        # instruction per two lanes' work
+        fma_per_instr = 2.0 if (kernel == "fa4" and hw.architecture == "blackwell") else 1.0
+        work["issue"] = (work.get("fma", 0.0) / fma_per_instr + work.get("alu", 0.0)
+                         + work.get("xu", 0.0)) / 32.0
 
         q_bytes = self.batch * self.heads * self.seq_q * d * b
         kv_bytes = self.batch * hkv * skv * (d if self.shared_kv else d + dv) * b

@@ -66,12 +66,6 @@ __device__ inline void store_row(T* p, size_t row, const float (&y)[VPT * Vec<T>
     dst[v * THREADS + threadIdx.x] = raw;
   }
 }
-// Column index of register element i of this thread.
-template <class T, int THREADS>
-__device__ inline int col_of(int i) {
-  return ((i / Vec<T>::N) * THREADS + threadIdx.x) * Vec<T>::N + i % Vec<T>::N;
-}
-
 template <int COLS, bool LAYERNORM>
 __global__ void norm_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b,
                             __nv_bfloat16* y, float* rstd_out) {
@@ -90,11 +84,14 @@ __global__ void norm_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w, cons
 #pragma unroll
   for (int i = 0; i < E; ++i) sq += (v[i] - mean) * (v[i] - mean);
   const float rstd = rsqrtf(block_sum<THREADS>(sq, sh) / COLS + 1e-5f);
+  // Weight (and bias) in the same 16-byte-vector layout as the row: 4 vector loads, L2-resident.
+  float wv[E], bv[E];
+  load_row<__nv_bfloat16, COLS, THREADS>(w, 0, wv);
+  if (LAYERNORM) load_row<__nv_bfloat16, COLS, THREADS>(b, 0, bv);
 #pragma unroll
   for (int i = 0; i < E; ++i) {
-    int c = col_of<__nv_bfloat16, THREADS>(i);
-    float o = (v[i] - mean) * rstd * __bfloat162float(w[c]);
-    if (LAYERNORM) o += __bfloat162float(b[c]);
+    float o = (v[i] - mean) * rstd * wv[i];
+    if (LAYERNORM) o += bv[i];
     v[i] = o;
   }
   store_row<__nv_bfloat16, COLS, THREADS>(y, blockIdx.x, v);

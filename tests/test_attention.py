@@ -1,0 +1,83 @@
+"""Attention behaviour the hardware has (issue: attention kernel families)."""
+from __future__ import annotations
+
+import pytest
+
+import perfmodel as pm
+
+FWD = dict(batch=4, heads=32, seq_q=8192, head_dim=128, dtype="bf16")
+
+
+def est(hw, **kw):
+    return pm.predict_op(pm.ops.Attention(**{**FWD, **kw}), hw)
+
+
+def test_h100_forward_hd128_is_tensor_bound():
+    assert est("H100-SXM").bound == "tensor:bf16"
+
+
+def test_b200_exponentials_rival_the_mmas():
+    """B200 doubled the MMA rate but not MUFU: per 128x128 tile both take ~1024 cycles (FA4)."""
+    e = est("B200")
+    t = e.resource_time_s
+    # same order (the MMAs run at the sustained tensor clock, FA4 emulates ~15 % of the exps)
+    assert 0.5 < t["xu"] / t["tensor:bf16"] < 1.5
+    h = est("H100-SXM").resource_time_s
+    assert h["xu"] / h["tensor:bf16"] < 0.45
+
+
+def test_b300_double_mufu_makes_it_faster_than_b200():
+    assert est("B300").time_s < 0.95 * est("B200").time_s
+
+
+def test_b200_backward_is_shared_memory_or_tensor_bound():
+    e = est("B200", direction="bwd")
+    assert e.bound in ("smem", "tensor:bf16")
+    assert e.resource_time_s["smem"] > e.resource_time_s["tensor:bf16"]  # FA4: 3328 vs 2560 cyc
+
+
+def test_decode_reads_the_kv_cache_at_hbm_speed():
+    e = est("H100-SXM", batch=64, seq_q=1, seq_kv=8192, kv_heads=8)
+    assert e.bound == "hbm"
+    assert e.hbm_bytes == pytest.approx(64 * 8 * 8192 * 256 * 2, rel=0.02)
+
+
+def test_fused_dropout_costs_more_than_two_percent():
+    plain, drop = est("H100-SXM"), est("H100-SXM", dropout=0.1)
+    assert drop.time_s > 1.02 * plain.time_s
+    assert drop.resource_time_s["fma_heavy"] > 0  # Philox IMAD.WIDE
+
+
+def test_precomputed_mask_reads_it_from_hbm():
+    fused = est("H100-SXM", dropout=0.1)
+    pre = est("H100-SXM", dropout=0.1, dropout_rng="precomputed")
+    assert pre.hbm_bytes > fused.hbm_bytes + 4 * 32 * 8192 * 8192 * 0.99
+    assert "fma_heavy" not in pre.resource_time_s
+
+
+def test_gqa_reads_kv_once_per_kv_head():
+    mha = est("H100-SXM", batch=8, seq_q=1, seq_kv=4096)
+    gqa = est("H100-SXM", batch=8, seq_q=1, seq_kv=4096, kv_heads=4)
+    assert gqa.hbm_bytes < mha.hbm_bytes / 6
+
+
+def test_sliding_window_skips_far_tiles():
+    full = est("H100-SXM", causal=True)
+    window = est("H100-SXM", causal=True, window=1024)
+    assert window.time_s < 0.3 * full.time_s
+
+
+@pytest.mark.parametrize("kernel, hw", [("fa3", "B200"), ("fa4", "H100-SXM"), ("fa4", "A100-SXM")])
+def test_kernel_family_must_match_the_architecture(kernel, hw):
+    with pytest.raises(pm.InputError, match=f"'{kernel}' does not run on"):
+        est(hw, kernel=kernel)
+
+
+def test_fa3_beats_fa2_on_hopper():
+    assert est("H100-SXM", kernel="fa3").time_s < 0.7 * est("H100-SXM", kernel="fa2").time_s
+
+
+def test_mla_latent_kv_is_read_once():
+    e = est("H100-SXM", batch=128, heads=16, kv_heads=1, seq_q=1, seq_kv=4096, head_dim=576,
+            head_dim_v=512, shared_kv=True, causal=True)
+    assert e.hbm_bytes == pytest.approx(128 * 4096 * 576 * 2, rel=0.02)
