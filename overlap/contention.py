@@ -25,6 +25,9 @@ from perfmodel.demand import Demand, is_sm_resource
 from perfmodel.engine import Estimate, occupancy, sm_rate_per_s
 from perfmodel.hardware import Hardware
 
+SM_SLOTS = "sm_slots"
+
+
 @dataclass(frozen=True)
 class Load:
     """What one kernel asks of the shared GPU while it runs: utilization per resource."""
@@ -58,7 +61,7 @@ def load_of(demand: Demand, estimate: Estimate, hw: Hardware) -> Load:
     if t <= 0:
         return Load(0.0, {})
     util = {r: device_busy_s(r, w, hw) / t for r, w in demand.work.items() if w > 0}
-    util["sm_slots"] = sm_slot_share(demand, hw)
+    util[SM_SLOTS] = sm_slot_share(demand, hw)
     return Load(estimate.time_s, util)
 
 
@@ -73,23 +76,36 @@ def device_busy_s(resource: str, work: float, hw: Hardware) -> float:
     return work / hw.link(resource.split(":", 1)[1]).bandwidth_bytes_per_s
 
 
-def slowdown(loads: Iterable[Load]) -> float:
-    """Common slowdown of kernels running together: the most oversubscribed resource."""
+def slowdown(loads: Iterable[Load], slot_limits: bool = True) -> float:
+    """Common slowdown of kernels running together: the most oversubscribed resource.
+    `slot_limits=False` drops the co-residency limit (kernels sharing SMs as if their warps
+    were one kernel's, e.g. RNG warps added to a GEMM kernel)."""
     total: dict[str, float] = {}
     for load in loads:
         for r, u in load.utilization.items():
-            total[r] = total.get(r, 0.0) + u
+            if slot_limits or r != SM_SLOTS:
+                total[r] = total.get(r, 0.0) + u
     return max(1.0, max(total.values(), default=0.0))
 
 
-def joint_time_s(loads: list[Load]) -> float:
+def saturated_resource(loads: Iterable[Load], slot_limits: bool = True) -> str:
+    """The resource whose summed utilization is highest (what binds kernels run together)."""
+    total: dict[str, float] = {}
+    for load in loads:
+        for r, u in load.utilization.items():
+            if slot_limits or r != SM_SLOTS:
+                total[r] = total.get(r, 0.0) + u
+    return max(total, key=total.get) if total else ""
+
+
+def joint_time_s(loads: list[Load], slot_limits: bool = True) -> float:
     """Time for kernels that start together to all finish (fluid simulation of slowdown)."""
     remaining = sorted((ld.time_s, i) for i, ld in enumerate(loads) if ld.time_s > 0)
     active = {i for _, i in remaining}
     left = {i: t for t, i in remaining}
     now = 0.0
     while active:
-        s = slowdown(loads[i] for i in active)
+        s = slowdown((loads[i] for i in active), slot_limits)
         step = min(left[i] for i in active) * s
         now += step
         for i in list(active):

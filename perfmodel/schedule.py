@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from overlap.contention import Load, load_of, slowdown
+from overlap import contention  # module import: overlap.contention imports perfmodel too
 
 from .engine import Estimate, estimate
 from .graph import OpGraph
@@ -108,25 +108,28 @@ def _serial(ops: list[ScheduledOp]) -> float:
     return now
 
 
-def schedule(graph: OpGraph, hw: Hardware, level: str = "pipes") -> Prediction:
-    """Predict every op and simulate the schedule."""
-    cache: dict[int, tuple[Estimate, Load | None]] = {}
+def schedule(graph: OpGraph, hw: Hardware, level: str = "pipes",
+             slot_limits: bool = True) -> Prediction:
+    """Predict every op and simulate the schedule. `slot_limits=False` lets concurrent kernels
+    share SMs without co-residency limits (an upper bound on what overlap can gain)."""
+    cache: dict[int, tuple[Estimate, contention.Load | None]] = {}
     concurrent = len({n.stream for n in graph.nodes}) > 1  # else no contention to model
     ops: list[ScheduledOp] = []
-    loads: list[Load | None] = []
+    loads: list[contention.Load | None] = []
     for n in graph.nodes:
         key = id(n.op)  # builders reuse one op object for every identical layer
         hit = cache.get(key)
         if hit is None:
             d = n.op.demand(hw)
             est = estimate(d, hw, level)
-            hit = cache[key] = (est, load_of(d, est, hw) if concurrent else None)
+            hit = cache[key] = (est, contention.load_of(d, est, hw) if concurrent else None)
         ops.append(ScheduledOp(n.name, n.op, n.stream, hit[0]))
         loads.append(hit[1])
     meta = dict(graph.meta)
     pipeline = meta.get("pipeline")
     if not pipeline:
-        return Prediction(graph.name, hw, level, ops, _simulate(graph, ops, loads), meta)
+        return Prediction(graph.name, hw, level, ops, _simulate(graph, ops, loads, slot_limits),
+                          meta)
     # 1F1B pipeline (Narayanan et al. 2021, §2.2): this stage's per-microbatch work runs once
     # per microbatch, plus a bubble of (stages − 1)/virtual_stages microbatch times; the
     # per-step tail (gradient sync, optimizer) runs once. Listed op times are one microbatch's.
@@ -147,7 +150,8 @@ def schedule(graph: OpGraph, hw: Hardware, level: str = "pipes") -> Prediction:
     return Prediction(graph.name, hw, level, ops, offset + tail_time, meta)
 
 
-def _simulate(graph: OpGraph, ops: list[ScheduledOp], loads: list[Load]) -> float:
+def _simulate(graph: OpGraph, ops: list[ScheduledOp], loads: list[contention.Load],
+              slot_limits: bool = True) -> float:
     if len({n.stream for n in graph.nodes}) <= 1:
         return _serial(ops)
     index = {o.name: i for i, o in enumerate(ops)}
@@ -172,7 +176,7 @@ def _simulate(graph: OpGraph, ops: list[ScheduledOp], loads: list[Load]) -> floa
     for i in running:
         ops[i].start_s = 0.0
     while running:
-        s = slowdown(loads[i] for i in running) if len(running) > 1 else 1.0
+        s = contention.slowdown((loads[i] for i in running), slot_limits) if len(running) > 1 else 1.0
         step = min(left[i] for i in running) * s
         if len(running) == 1:
             ops[running[0]].exposed_s += step

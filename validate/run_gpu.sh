@@ -235,10 +235,12 @@ clk = {"sm": [], "mem": []}
 try:
     with open(os.path.join(os.environ["OUT"], "clocks.csv")) as f:
         for row in csv.reader(f):
-            if len(row) < 3 or "MHz" not in row[1]:
+            try:  # skips the header and "[N/A]" samples
+                sm, mem = float(row[1].split()[0]), float(row[2].split()[0])
+            except (IndexError, ValueError):
                 continue
-            clk["sm"].append(float(row[1].split()[0]))
-            clk["mem"].append(float(row[2].split()[0]))
+            clk["sm"].append(sm)
+            clk["mem"].append(mem)
 except OSError:
     pass
 def summ(v):

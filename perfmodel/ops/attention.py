@@ -27,7 +27,7 @@ from ..demand import Demand, LaunchShape, Overlap, add_work
 from ..errors import InputError
 from ..units import bytes_per_element, tensor_dtype
 from .base import Op, Param, positive
-from .rng import rng_instruction_work
+from .rng import GENERATOR_ROUNDS, rng_instruction_work
 
 KERNELS = ("fa2", "fa3", "fa4", "cudnn")
 DEFAULT_KERNEL = {"ampere": "fa2", "hopper": "fa3", "blackwell": "fa4"}
@@ -52,7 +52,9 @@ MMA_SYNC_FRACTION = 0.528
 # A non-persistent CTA's exposed start and drain, in DRAM round trips: the first Q/K/V tiles, the
 # O tile and LSE written back, the next CTA's launch (fitted: 3.65; one CTA per SM hides none).
 CTA_ROUND_TRIPS = 3.65
-DROPOUT_BITS_PER_SCORE = 8         # FA2: 16 8-bit randoms per Philox4x32-7 call
+# Applying a precomputed mask: byte mask → compare-free select per score; bit mask → extract the
+# bit (shift/and) then select.
+MASK_APPLY_ALU_PER_SCORE = {"bytes": 1.0, "bits": 2.0}
 DECODE_MAX_SEQ_Q = 16              # up to this many new tokens (speculative decoding): decode path
 DECODE_TILE_M = 64                 # MMA rows per decode tile (wgmma / tcgen05 M = 64)
 
@@ -93,6 +95,15 @@ class Attention(Op):
         "dropout": Param("float", default=0.0, lo=0.0, hi=0.999),
         "dropout_rng": Param("choice", default="fused", choices=("fused", "precomputed")),
         "kernel": Param("choice", default=None, nullable=True, choices=KERNELS),
+        "dropout_mask": Param("choice", default="bytes", choices=("bytes", "bits"),
+                              doc="precomputed mask layout: a byte or a bit per score"),
+        "dropout_bits_per_score": Param("int", default=8, lo=1, hi=128,
+                                        doc="random bits drawn per score by fused dropout "
+                                            "(FA2: 8, i.e. 16 per Philox call; 128: one call "
+                                            "per score, FA's per-element SM90/SM100 path)"),
+        "dropout_generator": Param("choice", default="philox4x32-7",
+                                   choices=("philox4x32-7", "philox4x32-10"),
+                                   doc="fused RNG (FlashAttention uses Philox4x32-7)"),
         "shared_kv": Param("bool", default=False,
                            doc="V is the first head_dim_v dims of K (MLA latent KV cache)"),
     }
@@ -194,11 +205,16 @@ class Attention(Op):
             l2 = hbm + pairs * bm * d * 4.0 * 2
         if self.dropout > 0:
             if self.dropout_rng == "fused":
-                rng = rng_instruction_work(scores_total, DROPOUT_BITS_PER_SCORE, 7, "bytes")
+                rounds = GENERATOR_ROUNDS[self.dropout_generator]
+                rng = rng_instruction_work(scores_total, self.dropout_bits_per_score, rounds,
+                                           "bytes")
                 work = add_work(work, rng)
-            else:  # mask precomputed by an rng kernel: one byte per score read back
-                hbm += scores_total
-                l2 += scores_total
+            else:  # mask precomputed by an rng kernel, read back and applied per score
+                mask_bytes = scores_total * (1.0 if self.dropout_mask == "bytes" else 1 / 8)
+                hbm += mask_bytes
+                l2 += mask_bytes
+                work["alu"] += scores_total * MASK_APPLY_ALU_PER_SCORE[self.dropout_mask]
+                work["issue"] += scores_total * MASK_APPLY_ALU_PER_SCORE[self.dropout_mask] / 32
         work["hbm"], work["l2"] = hbm, l2
         smem = min(hw.smem_per_cta_bytes, int((tile_m * d + 2 * bn * (d + dv)) * b))
         launch = LaunchShape(ctas=max(1, ctas), threads_per_cta=threads, registers_per_thread=regs,

@@ -58,7 +58,7 @@ class Rng(Op):
     EXAMPLE = dict(elements=1 << 26)
     PARAMS = {
         "elements": positive("elements", "random values generated"),
-        "bits_per_element": Param("int", default=8, lo=1, hi=32, unit="bits",
+        "bits_per_element": Param("int", default=8, lo=1, hi=128, unit="bits",
                                   doc="random bits consumed per element (FA2 dropout: 8)"),
         "generator": Param("choice", default="philox4x32-10", choices=tuple(GENERATOR_ROUNDS)),
         "output": Param("choice", default="bytes", choices=tuple(OUTPUT_BITS)),

@@ -1,0 +1,398 @@
+"""Expert placement and replica routing for expert-parallel MoE decode.
+
+Follows METRO (Yu et al., arXiv 2512.09277; notes in shared/research/seed-papers.md §2). In decode a
+GPU's MoE time is set by its *activated replicas* (replicas that get ≥ 1 token: each one costs a
+full read of the expert's weights), not by its tokens (§2.1). Given a placement (which GPUs hold a
+replica of which expert) and the tokens each expert got from the gate's top-k, a routing policy
+decides how many of each expert's tokens go to each of its replicas:
+
+  token_balanced   EPLB: split every expert's tokens evenly over its replicas (§2.1)
+  metro            METRO Algorithm 1: each active expert goes whole to one replica, the one on the
+                   candidate GPU with the fewest activated replicas so far (§2.4)
+  optimal          minimize the max activated replicas per GPU (MIN-EXP-ROUTING, §2.2–2.3)
+  uniform          each token to a uniformly random replica of its expert
+
+Units: tokens are token-expert assignments (a token routed to k experts counts k times); GPU ids
+are 0..G−1; expert ids 0..E−1. A replica is identified by (expert, GPU): no GPU holds two replicas
+of one expert, so `Placement.replicas[e]` is kept sorted by GPU id and flat replica arrays list
+replicas expert-major in that order.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+POLICIES = ("token_balanced", "metro", "optimal", "uniform")
+
+
+@dataclass(frozen=True, eq=False)
+class Placement:
+    """replicas[e] = GPU ids holding a replica of expert e (sorted here); `gpus` = G.
+
+    Derived flat arrays (length R = total replicas, expert-major): replica_expert, replica_gpu;
+    offsets (E+1) so expert e's replicas are [offsets[e], offsets[e+1]); counts (E) replicas per
+    expert; holds (E × G bool) = METRO's placement matrix A (§2.2)."""
+    replicas: tuple
+    gpus: int
+
+    def __post_init__(self):
+        reps = tuple(tuple(sorted(int(g) for g in r)) for r in self.replicas)
+        for e, r in enumerate(reps):
+            if not r:
+                raise ValueError(f"expert {e} has no replica")
+            if r[0] < 0 or r[-1] >= self.gpus:
+                raise ValueError(f"expert {e}: GPU ids {list(r)} outside 0..{self.gpus - 1}")
+            if len(set(r)) != len(r):
+                raise ValueError(f"expert {e}: two replicas on one GPU ({list(r)})")
+        counts = np.array([len(r) for r in reps], dtype=np.int64)
+        gpu = np.fromiter((g for r in reps for g in r), dtype=np.int64, count=int(counts.sum()))
+        holds = np.zeros((len(reps), self.gpus), bool)
+        expert = np.repeat(np.arange(len(reps)), counts)
+        holds[expert, gpu] = True
+        for name, value in dict(replicas=reps, counts=counts, replica_gpu=gpu, holds=holds,
+                                replica_expert=expert,
+                                offsets=np.concatenate([[0], np.cumsum(counts)])).items():
+            object.__setattr__(self, name, value)
+
+    @property
+    def experts(self) -> int:
+        return len(self.replicas)
+
+    @property
+    def replicas_per_gpu(self) -> np.ndarray:
+        """Replicas held by each GPU (G,)."""
+        return np.bincount(self.replica_gpu, minlength=self.gpus)
+
+
+@dataclass(frozen=True, eq=False)
+class Routing:
+    """Where each expert's tokens go. replica_tokens (R,): tokens sent to each replica (flat,
+    Placement order); activated_per_gpu (G,): replicas with ≥ 1 token on each GPU (what sets
+    memory-bound time); tokens_per_gpu (G,): token-expert assignments computed on each GPU."""
+    placement: Placement
+    policy: str
+    replica_tokens: np.ndarray
+    activated_per_gpu: np.ndarray
+    tokens_per_gpu: np.ndarray
+
+    @classmethod
+    def from_replica_tokens(cls, placement: Placement, policy: str, replica_tokens) -> Routing:
+        x = np.asarray(replica_tokens, dtype=np.int64)
+        gpu = placement.replica_gpu
+        return cls(placement, policy, x, np.bincount(gpu[x > 0], minlength=placement.gpus),
+                   np.bincount(gpu, weights=x, minlength=placement.gpus).astype(np.int64))
+
+    @property
+    def max_activated(self) -> int:
+        """λ of §2.2: the largest activated-replica count on any GPU."""
+        return int(self.activated_per_gpu.max(initial=0))
+
+    def expert_tokens(self, expert: int) -> np.ndarray:
+        """Tokens of `expert` on each of its replicas (in placement.replicas[expert] order)."""
+        o = self.placement.offsets
+        return self.replica_tokens[o[expert]:o[expert + 1]]
+
+    def expert_gpu_tokens(self) -> np.ndarray:
+        """x_{i,g} of §2.2 as an (E × G) int matrix."""
+        p = self.placement
+        out = np.zeros((p.experts, p.gpus), np.int64)
+        out[p.replica_expert, p.replica_gpu] = self.replica_tokens
+        return out
+
+    def gpu_rows(self) -> list[list[int]]:
+        """Per GPU, the token count of each activated replica (the grouped GEMM's row groups)."""
+        x, g = self.replica_tokens, self.placement.replica_gpu
+        rows: list[list[int]] = [[] for _ in range(self.placement.gpus)]
+        for j in np.flatnonzero(x):
+            rows[g[j]].append(int(x[j]))
+        return rows
+
+
+def expert_counts(demand, experts: int) -> np.ndarray:
+    """Tokens per expert (E,) int64 from a trace (tokens × top_k ids) or from counts (E,)."""
+    d = np.asarray(demand)
+    if d.ndim == 2:
+        if d.size and (d.min() < 0 or d.max() >= experts):
+            raise ValueError(f"trace has expert ids outside 0..{experts - 1}")
+        return np.bincount(d.ravel().astype(np.int64), minlength=experts)
+    if d.ndim != 1 or d.size != experts or (d.size and d.min() < 0):
+        raise ValueError(f"expected a (tokens × top_k) trace or {experts} non-negative "
+                         f"per-expert token counts, got shape {d.shape}")
+    return d.astype(np.int64)
+
+
+# ------------------------------------------------------------------------------- placement ----
+
+def place_contiguous(experts: int, gpus: int) -> Placement:
+    """No replication: expert e on GPU ⌊e·G/E⌋ (blocks of E/G consecutive experts)."""
+    return Placement(tuple((e * gpus // experts,) for e in range(experts)), gpus)
+
+
+def replica_counts(load, gpus: int, replication: float) -> np.ndarray:
+    """Replicas per expert (E,), at least 1 and at most G, summing to R = round(E·replication).
+    Each extra replica goes to the expert with the most load per replica (DeepSeek EPLB's
+    `replicate_experts`, a D'Hondt apportionment: counts come out proportional to load).
+    Ties go to the lower expert id; zero total load counts as uniform load."""
+    w = np.asarray(load, dtype=float)
+    e = w.size
+    total = int(math.floor(e * replication + 0.5))
+    if not e <= total <= e * gpus:
+        raise ValueError(f"replication {replication} gives {total} replicas of {e} experts; "
+                         f"need between {e} (one each) and {e * gpus} (one per GPU each)")
+    if w.min(initial=0) < 0:
+        raise ValueError("expert load must be >= 0")
+    w = w if w.sum() > 0 else np.ones(e)
+    counts = np.ones(e, np.int64)
+    for _ in range(total - e):
+        counts[np.argmax(np.where(counts < gpus, w / counts, -1.0))] += 1
+    return counts
+
+
+def place_eplb(load, gpus: int, replication: float) -> Placement:
+    """EPLB-style placement (§2.1, §2.5 "placement and replication stay EPLB's").
+
+    load (E,): recent tokens per expert (any non-negative unit). Replica counts from
+    `replica_counts`; then each replica, carrying load/count, is placed largest first (ties: lower
+    expert id) onto the least-loaded GPU (ties: fewer replicas, then lower id) that has a free slot
+    and no replica of that expert yet. Slots per GPU = ⌈R/G⌉, so every GPU holds R/G replicas
+    when G divides R. If every GPU with a free slot already holds the expert, a swap makes room
+    (always possible, see `_make_room`)."""
+    w = np.asarray(load, dtype=float)
+    w = w if w.sum() > 0 else np.ones(w.size)
+    counts = replica_counts(w, gpus, replication)
+    slots = -(-int(counts.sum()) // gpus)
+    per_replica = w / counts
+    holds = np.zeros((w.size, gpus), bool)
+    gpu_load, gpu_used = np.zeros(gpus), np.zeros(gpus, np.int64)
+    for e in np.lexsort((np.arange(w.size), -per_replica)):
+        for _ in range(counts[e]):
+            ok = ~holds[e] & (gpu_used < slots)
+            if not ok.any():
+                _make_room(e, holds, gpu_load, gpu_used, per_replica, slots)
+                ok = ~holds[e] & (gpu_used < slots)
+            cand = np.flatnonzero(ok)
+            g = cand[np.lexsort((cand, gpu_used[cand], gpu_load[cand]))[0]]
+            holds[e, g], gpu_load[g], gpu_used[g] = True, gpu_load[g] + per_replica[e], \
+                gpu_used[g] + 1
+    return Placement(tuple(tuple(np.flatnonzero(h)) for h in holds), gpus)
+
+
+def _make_room(e, holds, gpu_load, gpu_used, per_replica, slots) -> None:
+    """Free a slot for expert e on a GPU without e. Every GPU with a free slot holds e, so pick
+    one (h) and a full GPU g without e; g has some expert j that h lacks (else h would hold g's
+    `slots` experts plus e, over its slots). Move j from g to h; g now has a free slot."""
+    h = np.flatnonzero(gpu_used < slots)[0]
+    g = np.flatnonzero(~holds[e])[0]
+    j = np.flatnonzero(holds[:, g] & ~holds[:, h])[0]
+    holds[j, g], holds[j, h] = False, True
+    gpu_load[g] -= per_replica[j]
+    gpu_load[h] += per_replica[j]
+    gpu_used[g] -= 1
+    gpu_used[h] += 1
+
+
+# --------------------------------------------------------------------------------- routing ----
+
+def _whole(placement: Placement, counts: np.ndarray, chosen: np.ndarray, policy: str) -> Routing:
+    """Routing that sends all of each active expert's tokens to one chosen replica (flat ids)."""
+    x = np.zeros(placement.replica_gpu.size, np.int64)
+    x[chosen] = counts[placement.replica_expert[chosen]]
+    return Routing.from_replica_tokens(placement, policy, x)
+
+
+def route_token_balanced(demand, placement: Placement) -> Routing:
+    """EPLB routing (§2.1): expert e's T_e tokens split evenly over its r_e replicas, the first
+    T_e mod r_e replicas (by GPU id) taking one extra. Every replica gets a token once T_e ≥ r_e,
+    which is why token balancing inflates activated replicas in decode."""
+    p = placement
+    t = expert_counts(demand, p.experts)[p.replica_expert]
+    r = p.counts[p.replica_expert]
+    rank = np.arange(p.replica_expert.size) - p.offsets[p.replica_expert]
+    return Routing.from_replica_tokens(p, "token_balanced", t // r + (rank < t % r))
+
+
+def route_uniform(demand, placement: Placement, seed: int = 0) -> Routing:
+    """Each token-expert assignment goes to a uniformly random replica of its expert (seeded
+    numpy Generator; per-expert counts are expanded to one entry per token first)."""
+    p = placement
+    d = np.asarray(demand)
+    ids = d.ravel().astype(np.int64) if d.ndim == 2 else \
+        np.repeat(np.arange(p.experts), expert_counts(d, p.experts))
+    expert_counts(d, p.experts)  # validates ids
+    rank = (np.random.default_rng(seed).random(ids.size) * p.counts[ids]).astype(np.int64)
+    x = np.bincount(p.offsets[ids] + rank, minlength=p.replica_gpu.size)
+    return Routing.from_replica_tokens(p, "uniform", x)
+
+
+def route_metro_sequential(demand, placement: Placement) -> Routing:
+    """METRO Algorithm 1 (§2.4), transcribed sequentially. For each expert with T[i] > 0, in
+    expert id order (the paper runs one thread per expert; this is the serial schedule of those
+    threads in id order): visit its candidate GPUs in GPU id order (the paper's lock order),
+    take the one with the smallest activated count L[g] (first in id order on ties: a later
+    candidate must be strictly smaller to win), set y_{i,g} = 1, L[g] += 1. x_{i,g} = T[i]."""
+    p = placement
+    counts = expert_counts(demand, p.experts)
+    activated = [0] * p.gpus
+    chosen = []
+    for i in range(p.experts):
+        if counts[i] == 0:
+            continue
+        best = -1
+        for j in range(p.offsets[i], p.offsets[i + 1]):  # replicas sorted by GPU id
+            if best < 0 or activated[p.replica_gpu[j]] < activated[p.replica_gpu[best]]:
+                best = j
+        activated[p.replica_gpu[best]] += 1
+        chosen.append(best)
+    return _whole(p, counts, np.array(chosen, np.int64), "metro")
+
+
+def _candidates(p: Placement, experts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(M × rmax) flat replica ids and GPU ids of the given experts' replicas, padded with −1 / G
+    (GPU column G of the count matrices holds +inf, so padding never wins an argmin)."""
+    width = int(p.counts[experts].max(initial=1))
+    col = np.arange(width)
+    valid = col[None, :] < p.counts[experts][:, None]
+    flat = np.where(valid, p.offsets[experts][:, None] + col, -1)
+    return flat, np.where(valid, p.replica_gpu[np.maximum(flat, 0)], p.gpus)
+
+
+def route_metro(demand, placement: Placement) -> Routing:
+    """METRO Algorithm 1, vectorized; identical result to `route_metro_sequential`.
+
+    Experts with one replica have no choice: their contribution to the counts L[g] seen by each
+    later expert is a prefix sum, computed once. The replicated active experts are solved as the
+    fixed point of "each expert takes the argmin of the counts left by the choices of the experts
+    before it": from a guess, recompute every choice at once (a cumulative sum over a one-hot
+    matrix) and keep the rows before the first change, which are then exact (by induction: the
+    first row depends on nothing but forced experts). Each pass fixes at least one more row;
+    in practice a few passes suffice."""
+    p = placement
+    counts = expert_counts(demand, p.experts)
+    active = counts > 0
+    single = active & (p.counts == 1)
+    multi = np.flatnonzero(active & (p.counts > 1))
+    chosen_single = p.offsets[:-1][single]
+    if multi.size == 0:
+        return _whole(p, counts, chosen_single, "metro")
+    flat, gpu = _candidates(p, multi)
+    # Activated counts from single-replica experts with a lower id than each replicated expert.
+    forced = np.zeros((p.experts + 1, p.gpus + 1), np.int64)
+    forced[1:][single, p.replica_gpu[p.offsets[:-1][single]]] = 1
+    forced = np.cumsum(forced, axis=0)[multi]
+    forced[:, p.gpus] = np.iinfo(np.int64).max // 2
+    rows, m = np.arange(multi.size), multi.size
+    pick = np.zeros(m, np.int64)           # column of the chosen candidate (guess: lowest GPU id)
+    start = 0                              # rows < start are final
+    done = np.zeros(p.gpus + 1, np.int64)  # activated counts from the final rows
+    while start < m:
+        r = rows[: m - start]
+        g = gpu[start:]
+        onehot = np.zeros((m - start, p.gpus + 1), np.int64)
+        onehot[r, g[r, pick[start:]]] = 1
+        before = np.cumsum(onehot, axis=0)
+        before += forced[start:] + done - onehot
+        new = before[r[:, None], g].argmin(axis=1)
+        diff = np.flatnonzero(new != pick[start:])
+        pick[start:] = new
+        stop = m if diff.size == 0 else start + diff[0] + 1
+        done += np.bincount(gpu[rows[start:stop], pick[start:stop]], minlength=p.gpus + 1)
+        start = stop
+    return _whole(p, counts, np.concatenate([chosen_single, flat[rows, pick]]), "metro")
+
+
+def route_optimal(demand, placement: Placement, flow_func=None) -> Routing:
+    """Minimum max activated replicas per GPU (MIN-EXP-ROUTING, §2.2–2.3). By Lemma 1 an optimum
+    sends each active expert whole to one replica, so this is makespan scheduling of unit jobs on
+    restricted machines: binary search on λ, each λ tested by max-flow (networkx) on
+    source →(1) active expert →(1) its replica GPUs → GPU →(λ − fixed_g) sink; feasible iff the
+    flow saturates every expert. Experts with a single replica are fixed beforehand (fixed_g of
+    them on GPU g), which keeps the graph small. Search range: λ ≥ max(⌈active/G⌉, max fixed_g);
+    METRO's λ is feasible, so it is the upper end (and its routing is returned if optimal)."""
+    p = placement
+    counts = expert_counts(demand, p.experts)
+    metro = route_metro(counts, p)
+    active = counts > 0
+    single = active & (p.counts == 1)
+    multi = np.flatnonzero(active & (p.counts > 1))
+    fixed = np.bincount(p.replica_gpu[p.offsets[:-1][single]], minlength=p.gpus)
+    lo = max(-(-int(active.sum()) // p.gpus), int(fixed.max(initial=0)))
+    hi = metro.max_activated
+    if lo >= hi:
+        return Routing(p, "optimal", metro.replica_tokens, metro.activated_per_gpu,
+                       metro.tokens_per_gpu)
+    import networkx as nx  # imported on use: it is slow to import and only this policy needs it
+
+    m, source, sink = multi.size, multi.size + p.gpus, multi.size + p.gpus + 1
+    flat, gpu = _candidates(p, multi)
+    graph = nx.DiGraph()
+    graph.add_edges_from((source, k, {"capacity": 1}) for k in range(m))
+    ks, cs = np.nonzero(flat >= 0)
+    graph.add_edges_from((int(k), m + int(gpu[k, c]), {"capacity": 1}) for k, c in zip(ks, cs))
+    best = None
+    while lo < hi:
+        lam = (lo + hi) // 2
+        for g in range(p.gpus):
+            graph.add_edge(m + g, sink, capacity=int(lam - fixed[g]))
+        value, flow = nx.maximum_flow(graph, source, sink, flow_func=flow_func)
+        if value == m:
+            hi, best = lam, flow
+        else:
+            lo = lam + 1
+    if best is None:  # nothing below METRO's λ is feasible
+        return Routing(p, "optimal", metro.replica_tokens, metro.activated_per_gpu,
+                       metro.tokens_per_gpu)
+    pick = np.zeros(m, np.int64)  # the candidate column whose expert → GPU edge carries flow
+    for k, c in zip(ks, cs):
+        if best[int(k)].get(m + int(gpu[k, c]), 0) > 0:
+            pick[k] = c
+    chosen = np.concatenate([p.offsets[:-1][single], flat[np.arange(m), pick]])
+    return _whole(p, counts, chosen, "optimal")
+
+
+def route_optimal_milp(demand, placement: Placement) -> Routing:
+    """MIN-EXP-ROUTING as the paper's integer program (§2.2), solved by scipy.optimize.milp; a
+    cross-check for small cases (it does not assume Lemma 1: tokens may split). Variables per
+    (active expert i, GPU g holding it): x ∈ {0..T_i} tokens, y ∈ {0,1} activated; plus λ.
+    min λ s.t. Σ_i y_ig ≤ λ, Σ_g x_ig = T_i, x_ig ≤ T_i·y_ig."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    p = placement
+    counts = expert_counts(demand, p.experts)
+    reps = np.flatnonzero(counts[p.replica_expert] > 0)  # replicas of active experts
+    n = reps.size
+    if n == 0:
+        return Routing.from_replica_tokens(p, "optimal", np.zeros(p.replica_gpu.size))
+    t = counts[p.replica_expert[reps]].astype(float)
+    nvar = 2 * n + 1                                       # x (n), y (n), λ
+    per_gpu = np.zeros((p.gpus, nvar))
+    per_gpu[p.replica_gpu[reps], n + np.arange(n)] = 1.0
+    per_gpu[:, -1] = -1.0
+    active = np.unique(p.replica_expert[reps])
+    per_expert = np.zeros((active.size, nvar))
+    per_expert[np.searchsorted(active, p.replica_expert[reps]), np.arange(n)] = 1.0
+    link = np.zeros((n, nvar))
+    link[np.arange(n), np.arange(n)] = 1.0
+    link[np.arange(n), n + np.arange(n)] = -t
+    res = milp(c=np.r_[np.zeros(2 * n), 1.0], integrality=np.r_[np.ones(2 * n), 0.0],
+               bounds=Bounds(np.zeros(nvar), np.r_[t, np.ones(n), np.inf]),
+               constraints=[LinearConstraint(per_gpu, -np.inf, 0.0),
+                            LinearConstraint(per_expert, counts[active], counts[active]),
+                            LinearConstraint(link, -np.inf, 0.0)])
+    if not res.success:
+        raise RuntimeError(f"MILP routing failed: {res.message}")
+    x = np.zeros(p.replica_gpu.size, np.int64)
+    x[reps] = np.round(res.x[:n]).astype(np.int64)
+    return Routing.from_replica_tokens(p, "optimal", x)
+
+
+def route(policy: str, demand, placement: Placement, seed: int = 0) -> Routing:
+    """Dispatch by policy name (POLICIES); `seed` is used by 'uniform' only."""
+    if policy == "uniform":
+        return route_uniform(demand, placement, seed)
+    table = {"token_balanced": route_token_balanced, "metro": route_metro,
+             "optimal": route_optimal}
+    if policy not in table:
+        raise ValueError(f"routing policy must be one of {POLICIES}, got {policy!r}")
+    return table[policy](demand, placement)
