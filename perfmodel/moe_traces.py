@@ -9,6 +9,7 @@ traces. The closed form for activated experts follows the MoE issue (item 3); ME
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 
@@ -111,11 +112,11 @@ def correlated_steps(steps: int, tokens: int, experts: int, top_k: int, skew: fl
 def check_trace(ids: np.ndarray, top_k: int, experts: int | None = None,
                 name: str = "trace") -> np.ndarray:
     """Validate a trace array and return it as int64; ValueError (TraceError) naming `name`."""
+    if ids.size == 0:
+        raise TraceError(f"{name}: no tokens")
     if ids.ndim != 2 or ids.shape[1] != top_k:
         raise TraceError(f"{name}: expected one row of {top_k} expert ids per token, got shape "
                          f"{ids.shape}")
-    if ids.shape[0] == 0:
-        raise TraceError(f"{name}: no tokens")
     if not np.issubdtype(ids.dtype, np.integer):
         if not np.issubdtype(ids.dtype, np.floating) or not np.all(np.isfinite(ids)) or \
                 np.any(ids != np.round(ids)):
@@ -149,7 +150,9 @@ def load_trace(path: str, top_k: int, experts: int | None = None) -> np.ndarray:
                     raise TraceError(f"{path}: NPZ has no array 'experts' (has {z.files})")
                 ids = z["experts"]
         else:
-            ids = np.loadtxt(path, delimiter=",", ndmin=2, comments="#", dtype=float)
+            with warnings.catch_warnings():  # an empty file is reported below, not warned
+                warnings.simplefilter("ignore", UserWarning)
+                ids = np.loadtxt(path, delimiter=",", ndmin=2, comments="#", dtype=float)
     except TraceError:
         raise
     except (OSError, ValueError, KeyError) as e:
