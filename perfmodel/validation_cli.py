@@ -17,6 +17,8 @@ def add_validate_parser(sub) -> None:
     v.add_argument("--level", choices=LEVELS, default="pipes")
     v.add_argument("--format", choices=("table", "json", "csv"), default="table")
     v.add_argument("--rows", action="store_true", help="also list every row's error")
+    v.add_argument("--worst", type=int, default=5, help="worst judged rows listed (default 5)")
+    v.add_argument("--plot", help="write a predicted-vs-measured log-log plot per class (PNG)")
     v.set_defaults(fn=run_validate)
 
 
@@ -51,6 +53,32 @@ def run_validate(args) -> int:
         [[s["op_class"], s["hardware"], s["rows"], s["n"], f"{s['mape']:.1%}",
           f"{s['median_ape']:.1%}", f"{s['max_ape']:.1%}", f"{s['bias']:+.1%}",
           f"{s['roofline_mape']:.1%}"] for s in summary]))
+    judged = sorted((c for c in comps if not c.case.fitted), key=lambda c: -abs(c.error))
+    if judged and args.worst > 0:
+        print(f"\nworst {min(args.worst, len(judged))} judged rows:")
+        print(format_table(["id", "class", "hardware", "measured_us", "predicted_us", "error",
+                            "bound"],
+                           [[c.case.id, c.case.op_class, c.case.hardware.name,
+                             f"{c.case.measured_time_s * 1e6:.4g}",
+                             f"{c.predicted_time_s * 1e6:.4g}", f"{c.error:+.1%}", c.bound]
+                            for c in judged[:args.worst]]))
+    if args.plot:
+        from matplotlib.figure import Figure
+        from validate.plots import plot_predicted_vs_measured
+        classes = sorted({c.case.op_class for c in comps})
+        cols = min(3, len(classes))
+        rows_n = -(-len(classes) // cols)
+        fig = Figure(figsize=(5.5 * cols, 4.8 * rows_n))
+        axes = fig.subplots(rows_n, cols, squeeze=False)
+        for ax, cls in zip(axes.flat, classes):
+            plot_predicted_vs_measured([c for c in comps if c.case.op_class == cls], ax=ax,
+                                       by="library")
+            ax.set_title(cls, fontsize=9)
+        for ax in list(axes.flat)[len(classes):]:
+            ax.set_visible(False)
+        fig.tight_layout()
+        fig.savefig(args.plot, dpi=110)
+        print(f"\nwrote {args.plot}", file=sys.stderr)
     if args.rows:
         print()
         print(format_table(["id", "hardware", "library", "measured_us", "predicted_us", "error",
