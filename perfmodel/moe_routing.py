@@ -38,6 +38,8 @@ class Placement:
     gpus: int
 
     def __post_init__(self):
+        if self.gpus < 1:
+            raise ValueError(f"gpus must be >= 1, got {self.gpus}")
         reps = tuple(tuple(sorted(int(g) for g in r)) for r in self.replicas)
         for e, r in enumerate(reps):
             if not r:
@@ -174,8 +176,9 @@ def place_eplb(load, gpus: int, replication: float) -> Placement:
                 ok = ~holds[e] & (gpu_used < slots)
             cand = np.flatnonzero(ok)
             g = cand[np.lexsort((cand, gpu_used[cand], gpu_load[cand]))[0]]
-            holds[e, g], gpu_load[g], gpu_used[g] = True, gpu_load[g] + per_replica[e], \
-                gpu_used[g] + 1
+            holds[e, g] = True
+            gpu_load[g] += per_replica[e]
+            gpu_used[g] += 1
     return Placement(tuple(tuple(np.flatnonzero(h)) for h in holds), gpus)
 
 
@@ -218,9 +221,8 @@ def route_uniform(demand, placement: Placement, seed: int = 0) -> Routing:
     numpy Generator; per-expert counts are expanded to one entry per token first)."""
     p = placement
     d = np.asarray(demand)
-    ids = d.ravel().astype(np.int64) if d.ndim == 2 else \
-        np.repeat(np.arange(p.experts), expert_counts(d, p.experts))
-    expert_counts(d, p.experts)  # validates ids
+    counts = expert_counts(d, p.experts)  # also validates the ids
+    ids = d.ravel().astype(np.int64) if d.ndim == 2 else np.repeat(np.arange(p.experts), counts)
     rank = (np.random.default_rng(seed).random(ids.size) * p.counts[ids]).astype(np.int64)
     x = np.bincount(p.offsets[ids] + rank, minlength=p.replica_gpu.size)
     return Routing.from_replica_tokens(p, "uniform", x)
@@ -258,42 +260,69 @@ def _candidates(p: Placement, experts: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return flat, np.where(valid, p.replica_gpu[np.maximum(flat, 0)], p.gpus)
 
 
-def route_metro(demand, placement: Placement) -> Routing:
-    """METRO Algorithm 1, vectorized; identical result to `route_metro_sequential`.
-
-    Experts with one replica have no choice: their contribution to the counts L[g] seen by each
-    later expert is a prefix sum, computed once. The replicated active experts are solved as the
-    fixed point of "each expert takes the argmin of the counts left by the choices of the experts
-    before it": from a guess, recompute every choice at once (a cumulative sum over a one-hot
-    matrix) and keep the rows before the first change, which are then exact (by induction: the
-    first row depends on nothing but forced experts). Each pass fixes at least one more row;
-    in practice a few passes suffice."""
-    p = placement
-    counts = expert_counts(demand, p.experts)
+def _metro_forced(p: Placement, counts: np.ndarray):
+    """Split the active experts for METRO: single-replica ones have no choice (their flat replica
+    ids), replicated ones (ids, in id order) need one; and, for each replicated expert, the
+    activated counts per GPU left by the single-replica experts with a lower id (a prefix sum)."""
     active = counts > 0
     single = active & (p.counts == 1)
     multi = np.flatnonzero(active & (p.counts > 1))
     chosen_single = p.offsets[:-1][single]
-    if multi.size == 0:
-        return _whole(p, counts, chosen_single, "metro")
+    forced = np.zeros((p.experts + 1, p.gpus), np.int64)
+    forced[1:][single, p.replica_gpu[chosen_single]] = 1
+    return chosen_single, multi, np.cumsum(forced, axis=0)[multi]
+
+
+def route_metro(demand, placement: Placement) -> Routing:
+    """METRO Algorithm 1, fast; identical result to `route_metro_sequential` (tested).
+
+    Experts with one replica (most of them at EPLB replication ≤ 1.5) have no choice, so their
+    share of the counts L[g] is a numpy prefix sum (`_metro_forced`); only the replicated active
+    experts run the greedy, as a scalar loop over Python lists. The greedy is inherently
+    sequential: a fully array-based form (`route_metro_fixpoint`) needs 3–45 numpy passes at
+    E = 256 and is slower than this loop at these sizes (benchmarks/moe_routing_speed.py)."""
+    p = placement
+    counts = expert_counts(demand, p.experts)
+    chosen_single, multi, forced = _metro_forced(p, counts)
+    offsets, replica_gpu = p.offsets.tolist(), p.replica_gpu.tolist()
+    flexible = [0] * p.gpus            # activated counts from replicated experts so far
+    chosen = []
+    for i, before in zip(multi.tolist(), forced.tolist()):
+        best, best_count = -1, None
+        for j in range(offsets[i], offsets[i + 1]):  # GPU id order; strict < keeps the first tie
+            c = before[replica_gpu[j]] + flexible[replica_gpu[j]]
+            if best_count is None or c < best_count:
+                best, best_count = j, c
+        flexible[replica_gpu[best]] += 1
+        chosen.append(best)
+    return _whole(p, counts, np.concatenate([chosen_single, np.array(chosen, np.int64)]),
+                  "metro")
+
+
+def route_metro_fixpoint(demand, placement: Placement) -> Routing:
+    """METRO Algorithm 1 with array passes only; identical to `route_metro_sequential` (tested).
+
+    The replicated active experts' choices are the fixed point of "each expert takes the argmin
+    of the counts left by the experts before it". From a guess (lowest GPU id), recompute every
+    choice at once (cumulative sum over a one-hot matrix) and keep the rows up to and including
+    the first change, which are then exact (induction: rows before it were exact and unchanged).
+    Each pass fixes ≥ 1 row, so it ends; the pass count is the number of greedy corrections."""
+    p = placement
+    counts = expert_counts(demand, p.experts)
+    chosen_single, multi, forced = _metro_forced(p, counts)
     flat, gpu = _candidates(p, multi)
-    # Activated counts from single-replica experts with a lower id than each replicated expert.
-    forced = np.zeros((p.experts + 1, p.gpus + 1), np.int64)
-    forced[1:][single, p.replica_gpu[p.offsets[:-1][single]]] = 1
-    forced = np.cumsum(forced, axis=0)[multi]
-    forced[:, p.gpus] = np.iinfo(np.int64).max // 2
+    forced = np.concatenate([forced, np.full((multi.size, 1), np.iinfo(np.int64).max // 2)], 1)
     rows, m = np.arange(multi.size), multi.size
-    pick = np.zeros(m, np.int64)           # column of the chosen candidate (guess: lowest GPU id)
+    pick = np.zeros(m, np.int64)           # column of the chosen candidate
     start = 0                              # rows < start are final
     done = np.zeros(p.gpus + 1, np.int64)  # activated counts from the final rows
     while start < m:
-        r = rows[: m - start]
-        g = gpu[start:]
+        r, g = rows[: m - start], gpu[start:]
         onehot = np.zeros((m - start, p.gpus + 1), np.int64)
         onehot[r, g[r, pick[start:]]] = 1
         before = np.cumsum(onehot, axis=0)
         before += forced[start:] + done - onehot
-        new = before[r[:, None], g].argmin(axis=1)
+        new = before[r[:, None], g].argmin(axis=1)   # first minimum = lowest GPU id on ties
         diff = np.flatnonzero(new != pick[start:])
         pick[start:] = new
         stop = m if diff.size == 0 else start + diff[0] + 1
@@ -313,11 +342,9 @@ def route_optimal(demand, placement: Placement, flow_func=None) -> Routing:
     p = placement
     counts = expert_counts(demand, p.experts)
     metro = route_metro(counts, p)
-    active = counts > 0
-    single = active & (p.counts == 1)
-    multi = np.flatnonzero(active & (p.counts > 1))
-    fixed = np.bincount(p.replica_gpu[p.offsets[:-1][single]], minlength=p.gpus)
-    lo = max(-(-int(active.sum()) // p.gpus), int(fixed.max(initial=0)))
+    chosen_single, multi, _ = _metro_forced(p, counts)
+    fixed = np.bincount(p.replica_gpu[chosen_single], minlength=p.gpus)
+    lo = max(-(-int((counts > 0).sum()) // p.gpus), int(fixed.max(initial=0)))
     hi = metro.max_activated
     if lo >= hi:
         return Routing(p, "optimal", metro.replica_tokens, metro.activated_per_gpu,
@@ -347,8 +374,8 @@ def route_optimal(demand, placement: Placement, flow_func=None) -> Routing:
     for k, c in zip(ks, cs):
         if best[int(k)].get(m + int(gpu[k, c]), 0) > 0:
             pick[k] = c
-    chosen = np.concatenate([p.offsets[:-1][single], flat[np.arange(m), pick]])
-    return _whole(p, counts, chosen, "optimal")
+    return _whole(p, counts, np.concatenate([chosen_single, flat[np.arange(m), pick]]),
+                  "optimal")
 
 
 def route_optimal_milp(demand, placement: Placement) -> Routing:

@@ -14,12 +14,13 @@ from hypothesis import strategies as st
 from perfmodel.errors import InputError
 from perfmodel.moe_routing import (POLICIES, Placement, _make_room, expert_counts,
                                    place_contiguous, place_eplb, replica_counts, route,
-                                   route_metro, route_metro_sequential, route_optimal,
+                                   route_metro, route_metro_fixpoint, route_metro_sequential,
+                                   route_optimal,
                                    route_optimal_milp, route_token_balanced, route_uniform)
 from perfmodel.moe_traces import (TraceError, correlated_steps, expected_activated,
                                   expected_activated_per_gpu, load_trace, synthetic_trace)
 
-PROPS = settings(max_examples=150, deadline=None, derandomize=True)
+PROPS = settings(max_examples=100, deadline=None, derandomize=True)
 
 
 @st.composite
@@ -67,10 +68,11 @@ def test_synthetic_trace_shape_range_no_repeats_seeded(kind):
 def test_zipf_is_skewed_and_uniform_is_not():
     tokens, experts, k = 4096, 128, 8
     mean = tokens * k / experts  # 256 per expert under uniform routing
-    zipf = np.bincount(synthetic_trace(tokens, experts, k, "zipf", 1.0, 0).ravel(), minlength=experts)
+    zipf = np.bincount(synthetic_trace(tokens, experts, k, "zipf", 1.0, 0).ravel(),
+                       minlength=experts)
     uni = np.bincount(synthetic_trace(tokens, experts, k, "uniform", seed=0).ravel(),
                       minlength=experts)
-    assert zipf.max() > 3 * mean  # hottest expert has p ≈ 1/H_128 ≈ 0.18 per slot (capped at 1/token)
+    assert zipf.max() > 3 * mean  # the hottest (p ≈ 1/H_128 ≈ 0.18 per draw) is in most top-8s
     assert uni.max() < 1.3 * mean
     # the hottest expert is chosen by a seeded permutation, not always expert 0
     hottest = {int(np.argmax(np.bincount(synthetic_trace(2048, 128, 8, "zipf", 1.0, s).ravel())))
@@ -102,22 +104,24 @@ def test_trace_argument_errors():
         synthetic_trace(10, 8, 2, kind="correlated", correlation=1.5)
 
 
-# Tolerance: 3 % relative on the mean of 400 seeded samples per batch size. The standard error
-# of the mean is below 0.5 % of the mean here (activated count std ≲ 2 experts, means ≥ 4).
+# Samples: max(50, 3200 // tokens) seeded uniform decode steps per case (≥ 100 up to 32 tokens).
+# Tolerance: 3 % on the mean activated experts, 8 % on each GPU's mean; in every case that is
+# more than 3.5 standard errors of the simulated mean (worst: 8 experts per GPU at 8 tokens,
+# s.e. ≈ 2.2 % of the mean), and the total at 1 token is exactly top_k.
 @pytest.mark.parametrize("experts,top_k", [(64, 4), (256, 8)])
 @pytest.mark.parametrize("tokens", [1, 8, 32, 128])
 def test_closed_form_matches_simulation(experts, top_k, tokens):
-    samples, gpus = 400, 8
+    samples, gpus = max(50, 3200 // tokens), 8
     t = synthetic_trace(samples * tokens, experts, top_k, "uniform", seed=tokens)
     sample = np.repeat(np.arange(samples), tokens * top_k)
     hit = np.bincount(sample * experts + t.ravel(), minlength=samples * experts) > 0
     hit = hit.reshape(samples, experts)
     assert hit.sum(1).mean() == pytest.approx(expected_activated(experts, top_k, tokens),
                                               rel=0.03)
-    # per GPU: experts in contiguous blocks of E/G, no replication
-    per_gpu = hit.reshape(samples, gpus, experts // gpus).sum(2)
-    assert per_gpu.mean() == pytest.approx(
-        expected_activated_per_gpu(experts, top_k, tokens, gpus), rel=0.03)
+    # per GPU: experts in contiguous blocks of E/G (place_contiguous), no replication
+    per_gpu = hit.reshape(samples, gpus, experts // gpus).sum(2).mean(0)
+    assert per_gpu == pytest.approx(
+        np.full(gpus, expected_activated_per_gpu(experts, top_k, tokens, gpus)), rel=0.08)
 
 
 def test_closed_form_limits():
@@ -252,8 +256,8 @@ def test_routing_properties(case):
         assert served == [int(c > 0) for c in counts]
     assert out["optimal"].max_activated <= out["metro"].max_activated
     assert out["optimal"].max_activated == route_optimal_milp(counts, p).max_activated
-    assert np.array_equal(route_metro_sequential(counts, p).replica_tokens,
-                          out["metro"].replica_tokens)
+    for metro in (route_metro_sequential, route_metro_fixpoint):
+        assert np.array_equal(metro(counts, p).replica_tokens, out["metro"].replica_tokens)
     # Theorem when token-balanced activates every replica (T_e ≥ r_e): metro puts on GPU g only
     # active experts with a replica on g, and token-balanced activates all of those there.
     if all(c >= r for c, r in zip(counts, p.counts) if c > 0):
@@ -270,7 +274,8 @@ def test_metro_can_exceed_token_balanced_when_an_expert_has_fewer_tokens_than_re
     assert route_token_balanced(counts, p).activated_per_gpu.tolist() == [2, 2]
     assert route_optimal(counts, p).max_activated == 2
     counts = np.array([2, 2, 1, 2])  # with T ≥ r token-balanced activates both replicas
-    assert route_token_balanced(counts, p).max_activated == 3 == route_metro(counts, p).max_activated
+    assert route_token_balanced(counts, p).max_activated == 3
+    assert route_metro(counts, p).max_activated == 3
 
 
 def test_paper_toy_example_token_balancing_doubles_activated_replicas():
@@ -289,22 +294,23 @@ def test_optimal_beats_greedy_on_a_tie():
     assert route_optimal(counts, p).activated_per_gpu.tolist() == [1, 1]
 
 
-def test_metro_vectorized_equals_sequential_on_many_cases():
+def test_metro_fast_versions_equal_sequential_on_many_cases():
     rng = np.random.default_rng(0)
     suboptimal = 0
-    for i in range(600):
+    for i in range(400):
         p, counts = random_case(rng)
-        seq, vec = route_metro_sequential(counts, p), route_metro(counts, p)
-        assert np.array_equal(seq.replica_tokens, vec.replica_tokens)
-        assert np.array_equal(seq.activated_per_gpu, vec.activated_per_gpu)
-        if i < 150:
+        seq = route_metro_sequential(counts, p)
+        for fast in (route_metro(counts, p), route_metro_fixpoint(counts, p)):
+            assert np.array_equal(seq.replica_tokens, fast.replica_tokens)
+            assert np.array_equal(seq.activated_per_gpu, fast.activated_per_gpu)
+        if i < 100:
             opt = route_optimal(counts, p)
             check_routing(opt, p, counts)
             suboptimal += opt.max_activated < seq.max_activated
     assert suboptimal > 5  # the max-flow search is exercised, not only METRO's λ
 
 
-@pytest.mark.parametrize("replication", [1.0, 1.125, 1.5, 2.0])
+@pytest.mark.parametrize("replication", [1.0, 1.125, 1.5, 2.0, 3.0])
 @pytest.mark.parametrize("skew", [0.0, 1.2])
 def test_decode_size_step(replication, skew):
     p, trace = decode_step(replication=replication, skew=skew)
@@ -313,8 +319,8 @@ def test_decode_size_step(replication, skew):
     for r in out.values():
         assert r.tokens_per_gpu.sum() == 1024 * 8
         check_routing(r, p, counts)
-    assert np.array_equal(route_metro_sequential(trace, p).replica_tokens,
-                          out["metro"].replica_tokens)
+    for metro in (route_metro_sequential, route_metro_fixpoint):
+        assert np.array_equal(metro(trace, p).replica_tokens, out["metro"].replica_tokens)
     assert out["optimal"].max_activated <= out["metro"].max_activated \
         <= out["token_balanced"].max_activated
     assert out["optimal"].max_activated >= math.ceil((counts > 0).sum() / 16)

@@ -121,7 +121,8 @@ def _case(row: dict) -> Case | Skipped:
     value = float(row["value"]) * UNIT_SCALE[row["unit"]]
     hw = hardware(row["hardware"])
     if kind in ("gemm", "gemm_fp8_blockscaled"):
-        o = ops.Gemm(m=s["M"], n=s["N"], k=s["K"], dtype=_dtype(row["dtype"]))
+        o = ops.Gemm(m=s["M"], n=s["N"], k=s["K"], dtype=_dtype(row["dtype"]),
+                     fp8_scaling="block" if kind == "gemm_fp8_blockscaled" else "tensor")
         t = o.flop / value
     elif kind.startswith("attention_"):
         kernel = next((k for name, k in KERNEL_OF_LIBRARY.items() if lib.lower().startswith(name)),

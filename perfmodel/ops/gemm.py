@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..demand import Demand, LaunchShape
+from ..demand import Demand, LaunchShape, Overlap
 from ..engine import kernel_resource_times, occupancy
 from ..errors import InputError
 from ..hardware import Hardware
@@ -40,6 +40,7 @@ MAX_STAGES = 8
 # 64x32..128x64 subtiles of the output; 32 KiB covers them).
 EPILOGUE_SMEM_BYTES = 32 * 1024
 MAX_SPLIT_K = 16
+FP8_BLOCK = 128  # DeepSeek-V3 fine-grained FP8 scaling block along K (arXiv:2412.19437 §3.3.2)
 MMA_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2", "int8", "mxfp8",
               "nvfp4", "mxfp4")
 
@@ -105,9 +106,9 @@ def _tile_table(hw: Hardware, compute: str, a_b: float, b_b: float, c_b: float) 
 def _best_demand(shape_key: tuple, hw: Hardware) -> Demand:
     """Memoized demand of the fastest kernel per (shape, dtypes, GPU): model graphs repeat the
     same GEMMs in every layer, so the tile search runs once per distinct shape."""
-    m, n, k, batch, dtype, a_dtype, b_dtype, out_dtype, count = shape_key
+    m, n, k, batch, dtype, a_dtype, b_dtype, out_dtype, count, fp8_scaling = shape_key
     g = Gemm(m=m, n=n, k=k, batch=batch, dtype=dtype, a_dtype=a_dtype, b_dtype=b_dtype,
-             out_dtype=out_dtype, count=count)
+             out_dtype=out_dtype, count=count, fp8_scaling=fp8_scaling)
     return g.fastest_demand(hw)
 
 
@@ -129,18 +130,35 @@ class Gemm(Op):
                          doc="B storage type (= dtype); narrower than dtype means dequant in the "
                              "mainloop (e.g. w4a16: dtype bf16, b_dtype int4)"),
         "count": positive("", "identical GEMMs back to back (separate launches)", False, 1),
+        "fp8_scaling": Param("choice", default="tensor", choices=("tensor", "block"),
+                             doc="fp8 scales: one per tensor, or DeepSeek-V3 blocks (1x128 "
+                                 "activations, 128x128 weights) promoted on the CUDA cores"),
     }
     SIZE_PARAMS = ("m", "n", "k", "batch", "count")
+
+    def check(self, v):
+        if v["fp8_scaling"] == "block" and tensor_dtype(v["dtype"]) != "fp8":
+            return [("fp8_scaling", f"block scaling applies to fp8 GEMMs, not {v['dtype']}")]
+        return []
 
     @property
     def flop(self) -> float:
         return 2.0 * self.m * self.n * self.k * self.batch
 
+    @property
+    def block_scaled_fp8(self) -> bool:
+        return self.fp8_scaling == "block"
+
     def unique_bytes(self) -> tuple[float, float, float]:
         a = bytes_per_element(self.a_dtype or self.dtype)
         b = bytes_per_element(self.b_dtype or self.dtype)
         c = bytes_per_element(self.out_dtype)
-        return (self.m * self.k * a * self.batch, self.k * self.n * b * self.batch,
+        a_scales = b_scales = 0.0
+        if self.block_scaled_fp8:  # FP32 scales: per 1x128 of A, per 128x128 of B
+            a_scales = self.m * _ceil(self.k, FP8_BLOCK) * 4.0
+            b_scales = _ceil(self.k, FP8_BLOCK) * _ceil(self.n, FP8_BLOCK) * 4.0
+        return (self.m * self.k * a * self.batch + a_scales * self.batch,
+                self.k * self.n * b * self.batch + b_scales * self.batch,
                 self.m * self.n * c * self.batch)
 
     def demand(self, hw: Hardware) -> Demand:
@@ -153,7 +171,7 @@ class Gemm(Op):
 
     def _shape_key(self) -> tuple:
         return (self.m, self.n, self.k, self.batch, self.dtype, self.a_dtype, self.b_dtype,
-                self.out_dtype, self.count)
+                self.out_dtype, self.count, self.fp8_scaling)
 
     # ---- the kernel search -------------------------------------------------------------------
     def candidates(self, hw: Hardware) -> tuple[dict, np.ndarray, np.ndarray]:
@@ -180,8 +198,10 @@ class Gemm(Op):
         w = self._work(hw, *self.candidates(hw))
         times = kernel_resource_times(hw, w["work"], w["ctas"], w["ctas_per_sm"],
                                       w["in_flight"])
-        total = np.maximum.reduce(list(times.values())) + hw.hbm_latency_s \
-            + hw.kernel_launch_s * w["kernels"]
+        busy = np.maximum.reduce(list(times.values()))
+        if self.block_scaled_fp8:  # promotion serial with the MMAs it waits for
+            busy = np.maximum(busy, times["tensor:fp8"] + times["fma"])
+        total = busy + hw.hbm_latency_s + hw.kernel_launch_s * w["kernels"]
         total = np.where(w["valid"], total, np.inf)
         best = int(np.argmin(total))
         if not np.isfinite(total[best]):
@@ -201,6 +221,8 @@ class Gemm(Op):
         tiles_m, tiles_n = _ceil(self.m, tm), _ceil(self.n, tn)
         tiles = tiles_m * tiles_n * self.batch * split
         valid = table["fits"][index] & ((split == 1) | (k_split >= 2 * kblock))
+        if self.block_scaled_fp8:  # one weight scale per 128 columns: 128-wide N tiles
+            valid &= tn <= FP8_BLOCK
 
         mma_flop = tiles * 2.0 * tm * tn * k_pad
         work: dict[str, np.ndarray] = {}
@@ -214,6 +236,11 @@ class Gemm(Op):
             # (convert + scale per element, on the FMA pipe)
             narrow_b = bool(self.b_dtype) and b_b < op_b
             fma = fma + tiles * k_pad * (tn if narrow_b else tm) * 2
+        if self.block_scaled_fp8:
+            # DeepSeek-V3 §3.3.2 / CUTLASS blockwise: every 128 of K the partial sums leave the
+            # tensor core and are scaled into FP32 accumulators on the CUDA cores (one FFMA per
+            # accumulator), after the MMAs drain
+            fma = fma + tiles * tm * tn * (k_pad / FP8_BLOCK)
         work["fma"] = fma
         # MMA operands read from shared memory once per tile per k-block (FA4's smem-cycle
         # accounting); a CTA pair splits B, each SM holding and reading half of it; the epilogue
@@ -245,8 +272,9 @@ class Gemm(Op):
                              bytes_in_flight_per_cta=float(w["in_flight"][i]))
         label = (f"{tile.m}x{tile.n}x{w['kblock']}" + ("x2sm" if tile.cta_pair else "")
                  + (f" cluster {tile.cluster_m}x1" if tile.cluster_m > 1 else ""))
+        overlap = (Overlap(("tensor:fp8",), ("fma",), 0.0) if self.block_scaled_fp8 else None)
         return Demand(work={r: float(v[i]) for r, v in w["work"].items()}, launch=launch,
-                      flop=self.flop, hbm_bytes=a_bytes + b_bytes + c_bytes,
+                      flop=self.flop, hbm_bytes=a_bytes + b_bytes + c_bytes, overlap=overlap,
                       kernels=int(w["kernels"][i]),  # split-K: GEMM, then a reduction kernel
                       repeat=self.count,
                       details={"tile": label, "split_k": split, "stages": int(w["stages"][i]),
