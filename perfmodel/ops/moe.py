@@ -1,11 +1,13 @@
-"""Mixture-of-experts FFN layer under expert parallelism (first version; the MoE issue deepens it).
+"""Mixture-of-experts FFN layer under expert parallelism (METRO, arXiv:2512.09277).
 
-Tokens pick `top_k` of `experts` (seeded synthetic routing: uniform, or Zipf-skewed popularity
-p_e ∝ (e+1)^−skew; or a trace file). Experts (and, with replication > 1, replicas of the most
-loaded experts) are placed on `gpus`; a routing policy sends each expert's tokens to replicas:
+Tokens pick `top_k` of `experts` (seeded synthetic routing: uniform, or Zipf-skewed popularity;
+or a trace file; `perfmodel.moe_traces`). Experts, and with replication > 1 extra replicas of the
+most loaded ones (EPLB placement), sit on `gpus`; a routing policy (`perfmodel.moe_routing`)
+sends each expert's tokens to replicas:
   token_balanced  split every expert's tokens evenly over its replicas (EPLB);
   metro           each active expert goes whole to the replica whose GPU has the fewest activated
-                  replicas so far, GPUs visited in id order (METRO, Algorithm 1);
+                  replicas so far (METRO, Algorithm 1);
+  optimal         minimum over routings of the max activated replicas per GPU (max-flow);
   uniform         each token to a random replica.
 Per GPU the grouped GEMM reads every activated replica's gate/up/down weights (3·h·f elements)
 and multiplies its tokens (rows padded to the 64-row MMA tile). In decode the weight bytes
@@ -14,6 +16,7 @@ time is the slowest GPU's.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -22,6 +25,9 @@ from ..demand import Demand, LaunchShape
 from ..engine import pipes
 from ..errors import InputError
 from ..units import bytes_per_element, tensor_dtype
+from ..moe_routing import Routing, place_contiguous, place_eplb
+from ..moe_routing import route as route_tokens
+from ..moe_traces import load_trace, popularity, synthetic_trace
 from .base import Op, Param, positive
 
 # Above this many token × expert draws, route by per-expert counts instead of per token
@@ -31,74 +37,12 @@ MMA_ROWS = 64  # smallest MMA tile in M (Hopper wgmma m64; tcgen05 M = 64)
 TILE_N = 128
 
 
-def route(tokens: int, experts: int, top_k: int, skew: float, seed: int) -> np.ndarray:
-    """tokens × top_k expert ids without repeats per token (Gumbel top-k on log-popularity)."""
-    rng = np.random.default_rng(seed)
-    logp = -skew * np.log(np.arange(1, experts + 1, dtype=float))
-    keys = logp[None, :] + rng.gumbel(size=(tokens, experts))
-    return np.argpartition(-keys, top_k - 1, axis=1)[:, :top_k]
-
-
 def routed_counts(tokens: int, experts: int, top_k: int, skew: float, seed: int) -> np.ndarray:
     """Tokens per expert for large batches: tokens·top_k picks from the popularity (the
     no-repeat-per-token constraint is negligible when tokens ≫ experts)."""
-    p = np.arange(1, experts + 1, dtype=float) ** -skew
-    return np.random.default_rng(seed).multinomial(tokens * top_k, p / p.sum())
-
-
-def load_trace(path: str, top_k: int) -> np.ndarray:
-    """Per-token expert ids from a CSV (one token per row) or an NPZ with array `experts`."""
-    try:
-        if path.endswith(".npz"):
-            ids = np.load(path)["experts"]
-        else:
-            ids = np.loadtxt(path, delimiter=",", dtype=np.int64, ndmin=2)
-    except (OSError, KeyError, ValueError) as e:
-        raise InputError(f"{path}: cannot read routing trace ({e})") from None
-    if ids.ndim != 2 or ids.shape[1] != top_k:
-        raise InputError(f"{path}: expected one row of {top_k} expert ids per token, "
-                         f"got shape {ids.shape}")
-    return ids
-
-
-def place(load: np.ndarray, gpus: int, replicas: int) -> list[list[int]]:
-    """GPU ids of each expert's replicas: one per expert in contiguous blocks, extra replicas for
-    the most loaded experts on the GPU with the fewest replicas (EPLB-style greedy)."""
-    e = len(load)
-    homes = [[i * gpus // e] for i in range(e)]
-    count = np.bincount([h[0] for h in homes], minlength=gpus).astype(float)
-    order = np.argsort(-load / 1.0, kind="stable")
-    for i in range(replicas - e):
-        ex = int(order[i % e])
-        candidates = [g for g in np.argsort(count, kind="stable") if g not in homes[ex]]
-        g = int(candidates[0]) if candidates else homes[ex][0]
-        homes[ex].append(g)
-        count[g] += 1
-    return homes
-
-
-def assign(tokens_per_expert: np.ndarray, homes: list[list[int]], gpus: int, routing: str,
-           seed: int) -> tuple[np.ndarray, list[list[int]]]:
-    """(activated replicas per GPU, token counts of each activated replica per GPU)."""
-    rows: list[list[int]] = [[] for _ in range(gpus)]
-    rng = np.random.default_rng(seed + 1)
-    if routing == "metro":
-        activated = np.zeros(gpus, int)
-        for ex in np.flatnonzero(tokens_per_expert):
-            g = min(homes[ex], key=lambda x: (activated[x], x))
-            activated[g] += 1
-            rows[g].append(int(tokens_per_expert[ex]))
-    else:
-        for ex in np.flatnonzero(tokens_per_expert):
-            t, reps = int(tokens_per_expert[ex]), homes[ex]
-            if routing == "token_balanced":
-                share = [t // len(reps) + (i < t % len(reps)) for i in range(len(reps))]
-            else:  # uniform: each token to a random replica
-                share = np.bincount(rng.integers(0, len(reps), t), minlength=len(reps))
-            for g, s in zip(reps, share):
-                if s:
-                    rows[g].append(int(s))
-    return np.array([len(r) for r in rows]), rows
+    kind = "zipf" if skew > 0 else "uniform"
+    p = popularity(experts, kind, skew, np.random.default_rng(seed))
+    return np.random.default_rng(seed).multinomial(tokens * top_k, p)
 
 
 class Moe(Op):
@@ -132,24 +76,30 @@ class Moe(Op):
         if v["experts"] % v["gpus"]:
             out.append(("gpus", f"experts ({v['experts']}) must divide evenly over gpus "
                                 f"({v['gpus']})"))
-        if v["routing"] == "optimal":
-            out.append(("routing", "'optimal' (max-flow routing) is not available yet; use "
-                                   "token_balanced, metro or uniform"))
         return out
 
-    def per_gpu_rows(self) -> list[list[int]]:
+    def expert_counts(self) -> np.ndarray:
+        """Tokens routed to each expert in this step (trace, or seeded synthetic routing)."""
         if self.trace:
-            ids = load_trace(self.trace, self.top_k)
-            per_expert = np.bincount(ids.ravel(), minlength=self.experts)[: self.experts]
+            ids = load_trace(self.trace, self.top_k, self.experts)
         elif self.tokens * self.experts <= EXACT_ROUTING_LIMIT:
-            ids = route(self.tokens, self.experts, self.top_k, self.skew, self.seed)
-            per_expert = np.bincount(ids.ravel(), minlength=self.experts)
+            ids = synthetic_trace(self.tokens, self.experts, self.top_k,
+                                  "zipf" if self.skew > 0 else "uniform", self.skew, self.seed)
         else:  # many tokens: per-expert counts from a multinomial over the popularity
-            per_expert = routed_counts(self.tokens, self.experts, self.top_k, self.skew,
-                                       self.seed)
-        replicas = max(self.experts, round(self.experts * self.replication))
-        homes = place(per_expert.astype(float), self.gpus, replicas)
-        return assign(per_expert, homes, self.gpus, self.routing, self.seed)[1]
+            return routed_counts(self.tokens, self.experts, self.top_k, self.skew, self.seed)
+        return np.bincount(ids.ravel(), minlength=self.experts)
+
+    @functools.cached_property
+    def routing_result(self) -> Routing:
+        """EPLB placement (replicas from this step's load: an oracle for EPLB's statistics) and
+        the routing policy's assignment of tokens to replicas."""
+        counts = self.expert_counts()
+        placement = (place_contiguous(self.experts, self.gpus) if self.replication == 1.0
+                     else place_eplb(counts.astype(float), self.gpus, self.replication))
+        return route_tokens(self.routing, counts, placement, self.seed)
+
+    def per_gpu_rows(self) -> list[list[int]]:
+        return self.routing_result.gpu_rows()
 
     def demand(self, hw):
         if not hw.supports(self.dtype):
