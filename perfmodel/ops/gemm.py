@@ -199,7 +199,8 @@ class Gemm(Op):
         times = kernel_resource_times(hw, w["work"], w["ctas"], w["ctas_per_sm"],
                                       w["in_flight"])
         busy = np.maximum.reduce(list(times.values()))
-        if self.block_scaled_fp8:  # promotion serial with the MMAs it waits for
+        promoted = self.block_scaled_fp8 and hw.architecture == "hopper"
+        if promoted:  # promotion serial with the MMAs it waits for
             busy = np.maximum(busy, times["tensor:fp8"] + times["fma"])
         total = busy + hw.hbm_latency_s + hw.kernel_launch_s * w["kernels"]
         total = np.where(w["valid"], total, np.inf)
@@ -221,8 +222,8 @@ class Gemm(Op):
         tiles_m, tiles_n = _ceil(self.m, tm), _ceil(self.n, tn)
         tiles = tiles_m * tiles_n * self.batch * split
         valid = table["fits"][index] & ((split == 1) | (k_split >= 2 * kblock))
-        if self.block_scaled_fp8:  # one weight scale per 128 columns: 128-wide N tiles
-            valid &= tn <= FP8_BLOCK
+        if self.block_scaled_fp8 and hw.architecture == "hopper":
+            valid &= tn <= FP8_BLOCK  # sm90 blockwise: one weight scale per 128-wide N tile
 
         mma_flop = tiles * 2.0 * tm * tn * k_pad
         work: dict[str, np.ndarray] = {}
@@ -236,10 +237,11 @@ class Gemm(Op):
             # (convert + scale per element, on the FMA pipe)
             narrow_b = bool(self.b_dtype) and b_b < op_b
             fma = fma + tiles * k_pad * (tn if narrow_b else tm) * 2
-        if self.block_scaled_fp8:
-            # DeepSeek-V3 §3.3.2 / CUTLASS blockwise: every 128 of K the partial sums leave the
-            # tensor core and are scaled into FP32 accumulators on the CUDA cores (one FFMA per
-            # accumulator), after the MMAs drain
+        if self.block_scaled_fp8 and hw.architecture == "hopper":
+            # DeepSeek-V3 §3.3.2 / CUTLASS sm90 blockwise: wgmma takes no scales, so every 128
+            # of K the partial sums leave the tensor core and are scaled into FP32 accumulators
+            # on the CUDA cores (one FFMA per accumulator), after the MMAs drain. Blackwell's
+            # tcgen05 block-scaled MMA applies the scales in the tensor core.
             fma = fma + tiles * tm * tn * (k_pad / FP8_BLOCK)
         work["fma"] = fma
         # MMA operands read from shared memory once per tile per k-block (FA4's smem-cycle
@@ -261,7 +263,8 @@ class Gemm(Op):
                 "valid": valid, "in_flight": table["in_flight"][index],
                 "smem": table["smem"][index], "stages": table["stages"][index],
                 "kernels": np.where(splitk, 2, 1), "kblock": kblock,
-                "tile": [table["tiles"][i] for i in index], "split": split}
+                "tile": [table["tiles"][i] for i in index], "split": split,
+                "promoted": self.block_scaled_fp8 and hw.architecture == "hopper"}
 
     def _demand_at(self, w: dict, i: int) -> Demand:
         tile, split = w["tile"][i], int(w["split"][i])
@@ -272,7 +275,8 @@ class Gemm(Op):
                              bytes_in_flight_per_cta=float(w["in_flight"][i]))
         label = (f"{tile.m}x{tile.n}x{w['kblock']}" + ("x2sm" if tile.cta_pair else "")
                  + (f" cluster {tile.cluster_m}x1" if tile.cluster_m > 1 else ""))
-        overlap = (Overlap(("tensor:fp8",), ("fma",), 0.0) if self.block_scaled_fp8 else None)
+        overlap = (Overlap(("tensor:fp8",), ("fma",), 0.0)
+                   if self.block_scaled_fp8 and w["promoted"] else None)
         return Demand(work={r: float(v[i]) for r, v in w["work"].items()}, launch=launch,
                       flop=self.flop, hbm_bytes=a_bytes + b_bytes + c_bytes, overlap=overlap,
                       kernels=int(w["kernels"][i]),  # split-K: GEMM, then a reduction kernel

@@ -53,7 +53,9 @@ class Quantize(Op):
             block = block * block  # 16x16 (or 32x32) tiles share one scale
         amax = self.amax_pass if self.amax_pass is not None else self.to in ("nvfp4", "fp8")
         payload = n * DTYPE_BYTES[self.to]  # element payload; scales counted separately
-        scale_bytes = n / block * BLOCK_SCALES.get(self.to, (1, 1.0))[1] if block else 4.0
+        # scale entries: E4M3 (nvfp4) or UE8M0 (MX) bytes; FP32 for fp8 blocks (DeepSeek/TE)
+        scale_size = BLOCK_SCALES[self.to][1] if self.to in BLOCK_SCALES else 4.0
+        scale_bytes = n / block * scale_size if block else 4.0
         copies = 2 if self.transpose else 1
         read = n * in_b * (2 if amax else 1)
         write = copies * (payload + scale_bytes)
