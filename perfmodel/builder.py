@@ -47,6 +47,9 @@ class Workload:
     dtype: str = "bf16"
     microbatches: int | None = None
     virtual_stages: int = 1  # interleaved 1F1B: model chunks per GPU (Narayanan et al. §2.2)
+    moe_routing: str = "token_balanced"  # MoE decode: token_balanced (EPLB) | metro | optimal
+    moe_replication: float = 1.0
+    moe_skew: float = 0.0                # Zipf exponent of synthetic expert popularity
 
     def check(self, model: ModelSpec) -> None:
         p: list[str] = []
@@ -233,7 +236,8 @@ class _LayerBuilder:
         # expert parallelism with data-parallel attention: the ep/tp attention replicas each
         # route their own tokens to the shared pool of experts
         moe = dict(tokens=self.t * max(1, w.ep // self.tp), experts=m.experts, top_k=m.top_k, hidden=h,
-                   expert_hidden=eh, dtype=w.dtype, gpus=w.ep, shared_experts=m.shared_experts)
+                   expert_hidden=eh, dtype=w.dtype, gpus=w.ep, shared_experts=m.shared_experts,
+                   routing=w.moe_routing, replication=w.moe_replication, skew=w.moe_skew)
         self.moe_params = moe
         self.g.add(f"{p}experts", "moe", **moe)
         if w.ep > 1:
@@ -285,9 +289,12 @@ class _LayerBuilder:
 def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
                 context: int | None = None, tp: int = 1, ep: int = 1, pp: int = 1,
                 dp: int = 1, dtype: str = "bf16", microbatches: int | None = None,
-                virtual_stages: int = 1, hardware: str | None = None) -> OpGraph:
+                virtual_stages: int = 1, hardware: str | None = None,
+                moe_routing: str = "token_balanced", moe_replication: float = 1.0,
+                moe_skew: float = 0.0) -> OpGraph:
     """The op graph one GPU runs for one step of `phase` (see module docstring)."""
-    w = Workload(phase, batch, seq, context, tp, ep, pp, dp, dtype, microbatches, virtual_stages)
+    w = Workload(phase, batch, seq, context, tp, ep, pp, dp, dtype, microbatches, virtual_stages,
+                 moe_routing, moe_replication, moe_skew)
     w.check(model)
     mb = w.n_microbatches
     seqs = batch // mb

@@ -230,10 +230,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_workload_options(b)
     b.set_defaults(fn=_build)
 
+    from .moe_cli import add_moe_parser
     from .overlap_cli import add_overlap_parser
     from .validation_cli import add_validate_parser
     add_validate_parser(sub)
     add_overlap_parser(sub)
+    add_moe_parser(sub)
     return p
 
 

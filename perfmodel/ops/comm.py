@@ -5,7 +5,7 @@ workstations", JPDC 2009; NCCL's ring): with G GPUs and a buffer of S bytes each
   all-reduce        2 (G−1)/G · S   in 2 (G−1) steps
   all-gather        (G−1)/G · S     in (G−1) steps   (S = the gathered output)
   reduce-scatter    (G−1)/G · S     in (G−1) steps   (S = the full input)
-  all-to-all        (G−1)/G · S     in 1 step of G−1 concurrent peers (NVSwitch)
+  all-to-all        (G−1)/G · S     in (G−1) pairwise steps
 Tree all-reduce (NCCL double binary tree) moves the same bytes in 2·log2(G) steps. Each step pays
 the link latency; reductions add one read-modify-write of the received bytes in HBM.
 """
@@ -59,15 +59,11 @@ class ReduceScatter(_Collective):
 
 
 class Alltoall(_Collective):
-    name = "alltoall"
+    """Pairwise exchange with every peer: (G−1)/G of the buffer leaves each GPU in G−1 steps
+    (NCCL's all-to-all is G−1 send/recv pairs; the METRO paper finds its fixed cost comparable
+    to an all-gather's, §2.5)."""
 
-    def demand(self, hw):
-        d = super().demand(hw)
-        if self.gpus == 1:
-            return d
-        # all peers at once through the switch: one latency, not G−1
-        return Demand(work=d.work, launch=None, hbm_bytes=d.hbm_bytes,
-                      latency_s=hw.link(self.link).latency_s, details=d.details)
+    name = "alltoall"
 
 
 class SendRecv(Op):
