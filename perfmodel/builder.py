@@ -17,6 +17,7 @@ training, low-precision policies add the quantization kernels of the Transformer
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from .errors import InputError
 from .graph import DEFAULT_STREAM, Node, OpGraph
 from .models import ModelSpec
 from .ops import Op, op as make_op
+from .recipes import quantize_op
 from .units import bytes_per_element
 
 PHASES = ("prefill", "decode", "train")
@@ -32,6 +34,8 @@ GEMM_DTYPES = ("bf16", "fp16", "fp8", "mxfp8", "nvfp4")
 ACT = "bf16"          # activations, attention, norms
 ACT_BYTES = 2.0
 ADAM_FLOP_PER_PARAM = 12  # two moment updates, bias correction, update (fp32)
+NVFP4_BF16_LAYER_FRACTION = 0.16  # NVFP4 recipe: ~15 % of blocks stay BF16 (12B: 10 of 62)
+NVFP4_BF16_FIRST_LAYERS = 2
 
 
 @dataclass(frozen=True)
@@ -147,10 +151,17 @@ class _LayerBuilder:
     def gemm(self, name: str, n: int, k: int, dtype: str | None = None, batch: int = 1):
         d = dtype or self.w.dtype
         if self.w.phase == "train" and d not in ("bf16", "fp16"):
-            self.g.add(f"{name}.quant_x", "quantize", rows=self.t * batch, cols=k, to=d,
-                       transpose=True)  # rowwise + columnwise copies (Wgrad needs both)
+            # TE recipe (perfmodel.recipes): the activation (rowwise + columnwise for Wgrad) and
+            # the weight are quantized on the fly in every forward
+            self._add_op(f"{name}.quant_x", quantize_op(d, self.t * batch, k, "activation"))
+            self._add_op(f"{name}.quant_w", quantize_op(d, k, n * batch, "weight"))
         self.g.add(name, "gemm", m=self.t, n=n, k=k, dtype=d, batch=batch)
         self.gemms.append((name, n, k, d, batch))
+
+    def _add_op(self, name: str, o: Op) -> None:
+        kind = o.name
+        self.g.add(name, kind, **{k: v for k, v in o.params.items()
+                                  if v != o.PARAMS[k].default or o.PARAMS[k].required})
 
     def allreduce(self, name: str):
         if self.tp > 1:
@@ -279,8 +290,7 @@ class _LayerBuilder:
         for fwd_name, n, k, d, batch in gemms:
             name = p + fwd_name.split(".", 1)[1]  # this layer's prefix, the forward op's role
             if d not in ("bf16", "fp16"):
-                self.g.add(f"{name}.quant_dy", "quantize", rows=self.t * batch, cols=n, to=d,
-                           transpose=True, stochastic_rounding=d == "nvfp4")
+                self._add_op(f"{name}.quant_dy", quantize_op(d, self.t * batch, n, "gradient"))
             self.g.add(f"{name}.dgrad", "gemm", m=self.t, n=k, k=n, dtype=d, batch=batch)
             self.g.add(f"{name}.wgrad", "gemm", m=k, n=n, k=self.t, dtype=d, batch=batch,
                        out_dtype="fp32")
@@ -307,10 +317,16 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
         out.add("embed", "elementwise", elements=tokens * h, dtype=ACT, flop_per_element=0)
     else:  # receive the previous stage's activations
         out.add("recv_activations", "sendrecv", bytes=float(tokens * h * ACT_BYTES))
-    builders: dict[bool, _LayerBuilder] = {}  # one per layer kind (dense / MoE)
+    builders: dict[tuple, _LayerBuilder] = {}  # one per layer kind (dense / MoE, GEMM dtype)
+    high = _high_precision_layers(model, w)
+
+    def layer_kind(i: int) -> tuple:
+        return (model.is_moe_layer(i), "bf16" if i in high else w.dtype)
+
     for i in stage_layers:
-        kind = model.is_moe_layer(i)
-        lb = builders.setdefault(kind, _LayerBuilder(model, w, out, tokens, seqs))
+        kind = layer_kind(i)
+        lb = builders.setdefault(kind, _LayerBuilder(model, dataclasses.replace(w, dtype=kind[1]),
+                                                     out, tokens, seqs))
         out.layer(f"l{i}.", kind, lambda p, lb=lb, i=i: lb.forward(p, i))
     logits = tokens if phase == "train" else seqs  # serving samples from the last position
     out.add("final_norm", "norm", rows=logits, cols=h, dtype=ACT)
@@ -323,8 +339,8 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
                 out_dtype="fp32")
         out.add("final_norm_bwd", "norm", rows=tokens, cols=h, dtype=ACT, direction="bwd")
         for i in reversed(stage_layers):
-            kind = model.is_moe_layer(i)
-            out.layer(f"l{i}.", ("bwd", kind), lambda p, lb=builders[kind], i=i: lb.backward(p, i))
+            kind = layer_kind(i)
+            out.layer(f"l{i}.", ("bwd", *kind), lambda p, lb=builders[kind], i=i: lb.backward(p, i))
         if pp > 1:
             out.add("send_grads", "sendrecv", bytes=float(tokens * h * ACT_BYTES))
     per_microbatch = len(out.nodes)
@@ -350,6 +366,17 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
         name += f"-tp{tp}" + (f"-ep{ep}" if ep > 1 else "") + (f"-pp{pp}" if pp > 1 else "") \
             + (f"-dp{dp}" if dp > 1 else "")
     return OpGraph(name, out.nodes, hardware, meta)
+
+
+def _high_precision_layers(model: ModelSpec, w: Workload) -> set[int]:
+    """NVFP4 pretraining keeps ~15 % of the linear layers in BF16, mostly at the end (the 12B
+    model: first 2 and last 8 of 62 blocks; arXiv:2509.25149 §4): the first FIRST and the last
+    enough to reach the fraction."""
+    if w.dtype != "nvfp4" or w.phase != "train":
+        return set()
+    n = math.ceil(NVFP4_BF16_LAYER_FRACTION * model.layers)
+    first = min(NVFP4_BF16_FIRST_LAYERS, n)
+    return set(range(first)) | set(range(model.layers - (n - first), model.layers))
 
 
 def _stage_params(model: ModelSpec, layers) -> float:

@@ -31,8 +31,12 @@ def _gemm(fmt: str, m: int, n: int, k: int) -> Op:
     return make_op("gemm", m=m, n=n, k=k, dtype=fmt)
 
 
-def _quant(fmt: str, rows: int, cols: int, role: str) -> Op:
-    """Quantization kernel of one operand; role ∈ activation | weight | gradient."""
+def quantize_op(fmt: str, rows: int, cols: int, role: str) -> Op:
+    """Quantization kernel of one operand; role ∈ activation | weight | gradient. `fp8` is
+    per-tensor current scaling (amax pass); the other formats as in the module docstring."""
+    if fmt == "fp8":
+        return make_op("quantize", rows=rows, cols=cols, to="fp8", amax_pass=True,
+                       transpose=role != "weight")
     if fmt == "fp8_block":
         block = 128 if role != "weight" else 128  # 1x128 rows; weights 128x128 via 2d
         return make_op("quantize", rows=rows, cols=cols, to="fp8", block=block,
@@ -58,7 +62,7 @@ def linear_layer(tokens: int, d_in: int, d_out: int, fmt: str,
         "wgrad": [_gemm(fmt, d_in, d_out, tokens)],
     }
     if quantize and fmt != "bf16":
-        out["fprop"] = [_quant(fmt, tokens, d_in, "activation"),
-                        _quant(fmt, d_in, d_out, "weight")] + out["fprop"]
-        out["dgrad"] = [_quant(fmt, tokens, d_out, "gradient")] + out["dgrad"]
+        out["fprop"] = [quantize_op(fmt, tokens, d_in, "activation"),
+                        quantize_op(fmt, d_in, d_out, "weight")] + out["fprop"]
+        out["dgrad"] = [quantize_op(fmt, tokens, d_out, "gradient")] + out["dgrad"]
     return out
