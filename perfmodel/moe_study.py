@@ -118,3 +118,41 @@ def study_rows(model: ModelSpec | str, hw: Hardware | str, gpus: int,
                 rows.append({"model": m.name, "hardware": hardware(hw).name, "gpus": gpus,
                              "tokens_per_gpu": t, "replication": r, **lr.to_dict()})
     return rows
+
+
+def tp_ep_sweep(model: ModelSpec | str, hw: Hardware | str, gpus: int,
+                global_batches: Sequence[int] = (64, 128, 256, 512, 1024),
+                policy: str = "metro", replication: float = 1.5, skew: float = 1.0,
+                context: int = 2048, dtype: str = "bf16") -> list[dict[str, Any]]:
+    """TPOT and throughput over TP × EP layouts of `gpus` GPUs (METRO Table II style): attention
+    tensor-parallel over `tp` GPUs in gpus/tp data-parallel groups; experts either
+    tensor-parallel over all GPUs (ep = 1) or expert-parallel over all of them (ep = gpus)."""
+    m = _model(model)
+    rows = []
+    layouts = [(gpus, 1)] + [(tp, gpus) for tp in (1, 2, 4, 8, 16) if tp <= gpus and
+                             gpus % tp == 0 and m.heads % tp == 0]
+    for tp, ep in layouts:
+        groups = gpus // tp  # data-parallel attention groups
+        for batch in global_batches:
+            if batch % groups:
+                continue
+            try:
+                tpot = decode_step(m, hw, ep if ep > 1 else 1, batch // groups, context,
+                                   replication, skew, policy if ep > 1 else "token_balanced",
+                                   dtype, tp=tp) if ep > 1 else _tp_only(m, hw, tp, batch,
+                                                                         context, dtype)
+            except Exception as e:  # noqa: BLE001 - a layout the builder rejects is skipped
+                from .errors import InputError
+                if isinstance(e, InputError):
+                    continue
+                raise
+            rows.append({"tp": tp, "ep": ep, "global_batch": batch, "policy": policy,
+                         "tpot_s": tpot, "tokens_per_s_per_gpu": batch / tpot / gpus,
+                         "fits": True})
+    return rows
+
+
+def _tp_only(m: ModelSpec, hw, tp: int, batch: int, context: int, dtype: str) -> float:
+    from . import predict
+    g = build_graph(m, "decode", batch=batch, context=context, tp=tp, dtype=dtype)
+    return predict(g, hardware(hw)).total_time_s

@@ -64,3 +64,13 @@ def test_cli_json(capsys):
 def test_cli_rejects_dense_models(capsys):
     assert main(["moe", "--model", "llama3-8b", "--hw", "B200"]) == 2
     assert "has no experts" in capsys.readouterr().err
+
+
+def test_tp_ep_sweep_prefers_full_tp_at_small_batch_and_ep_at_large():
+    from perfmodel.moe_study import tp_ep_sweep
+    from perfmodel.plan import pareto_front
+    rows = tp_ep_sweep("qwen3-235b-a22b", "B200", 8, global_batches=(64, 1024),
+                       policy="token_balanced")
+    assert {(r["tp"], r["ep"]) for r in rows} >= {(8, 1), (1, 8)}
+    front = pareto_front(rows)
+    assert front[0]["global_batch"] == 64 and front[-1]["ep"] == 8
