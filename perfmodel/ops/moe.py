@@ -63,7 +63,8 @@ class Moe(Op):
         "routing": Param("choice", default="token_balanced",
                          choices=("token_balanced", "metro", "optimal", "uniform")),
         "shared_experts": Param("int", default=0, lo=0),
-        "skew": Param("float", default=0.0, lo=0.0, doc="Zipf exponent of expert popularity"),
+        "skew": Param("float", default=0.0, lo=0.0, hi=8.0,
+                      doc="Zipf exponent of expert popularity (0: uniform)"),
         "seed": Param("int", default=0, lo=0),
         "trace": Param("path", default=None, nullable=True, doc="routing trace (CSV or NPZ)"),
     }
