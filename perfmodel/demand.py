@@ -95,6 +95,8 @@ class Demand:
     overlap: Overlap | None = None  # partial pipelining between two groups of SM resources
     cta_latency_s: float = 0.0  # serial per-CTA prologue/epilogue (not hidden by other CTAs
     #                             unless several are resident per SM)
+    cta_imbalance: float = 0.0  # (largest CTA's work / mean CTA's work) − 1: the busiest SM
+    #                             ends with a heavy CTA (causal attention's last query tiles)
     sequence: tuple["Demand", ...] = ()  # kernels run back to back (e.g. attention fwd + bwd);
     #                                      `work` holds their sum
     details: Mapping[str, object] = field(default_factory=dict)

@@ -169,18 +169,20 @@ def roofline(demand: Demand, hw: Hardware) -> Estimate:
 
 
 def kernel_resource_times(hw: Hardware, work: Mapping[str, Any], ctas: Any = None,
-                          ctas_per_sm: Any = 1, in_flight_bytes: Any = 0.0) -> dict[str, Any]:
+                          ctas_per_sm: Any = 1, in_flight_bytes: Any = 0.0,
+                          cta_imbalance: float = 0.0) -> dict[str, Any]:
     """Busy time of each resource for one kernel launch.
 
     Works on scalars or on numpy arrays holding one entry per candidate kernel (the GEMM tile
-    search), so both use one formula. SM resources: the busiest SM runs ceil(CTAs / SMs) CTAs.
+    search), so both use one formula. SM resources: the busiest SM runs ceil(CTAs / SMs) CTAs,
+    plus `cta_imbalance` CTAs' worth when CTAs differ in work (its last CTA is a heavy one).
     HBM: achievable bandwidth, capped by Little's law at (resident CTAs × bytes in flight) /
     DRAM latency.
     """
     times: dict[str, Any] = {}
     hbm_rate: Any = hw.hbm_bandwidth_bytes_per_s
     if ctas is not None:
-        busiest = np.ceil(ctas / hw.sm_count)
+        busiest = np.ceil(ctas / hw.sm_count) + cta_imbalance
         resident = np.minimum(ctas, hw.sm_count * ctas_per_sm)
         hbm_rate = np.minimum(hbm_rate, resident * in_flight_bytes / hw.hbm_latency_s)
     sm_rates = _sustained_sm_rates(hw)
@@ -209,7 +211,8 @@ def _pipes_times(demand: Demand, hw: Hardware) -> tuple[float, dict[str, float],
         details = {"ctas_per_sm": ctas_per_sm, "occupancy_limiter": limiter,
                    "waves": launch.ctas / (hw.sm_count * ctas_per_sm),
                    "busiest_sm_ctas": math.ceil(launch.ctas / hw.sm_count)}
-        raw = kernel_resource_times(hw, work, launch.ctas, ctas_per_sm, launch.in_flight_bytes)
+        raw = kernel_resource_times(hw, work, launch.ctas, ctas_per_sm, launch.in_flight_bytes,
+                                    demand.cta_imbalance)
     else:
         raw = kernel_resource_times(hw, work)
     times = {r: float(t) for r, t in raw.items()}

@@ -150,12 +150,17 @@ class Attention(Op):
             scores = self.seq_q * skv if not self.causal else visited(
                 self.seq_q, skv, True, self.window, bm, bn)[1]
             heads_for_tiles, ctas = hkv, groups * splits
+            imbalance = 0.0
         else:
             pairs_per_head, scores = visited(self.seq_q, skv, self.causal, self.window, bm, bn)
             heads_for_tiles, tile_m = self.heads, bm
             q_tiles = math.ceil(self.seq_q / bm)
             kv_tiles = math.ceil(skv / bn)
             ctas = self.batch * self.heads * (q_tiles if direction == "fwd" else kv_tiles)
+            # masks make CTAs unequal: the busiest SM finishes with a full-length one
+            per_cta = pairs_per_head / (q_tiles if direction == "fwd" else kv_tiles)
+            longest = kv_tiles if direction == "fwd" else q_tiles
+            imbalance = max(0.0, min(longest, (self.window or 10**12) // bn + 1) / per_cta - 1)
         pairs = pairs_per_head * self.batch * heads_for_tiles
         scores_total = float(scores) * self.batch * self.heads
         tile_scores = pairs * tile_m * bn
@@ -226,6 +231,7 @@ class Attention(Op):
         overlap = Overlap((tensor,), beside, SOFTMAX_OVERLAP[kernel])
         return Demand(work=work, launch=launch, flop=useful, hbm_bytes=hbm, overlap=overlap,
                       cta_latency_s=CTA_ROUND_TRIPS * hw.hbm_latency_s,
+                      cta_imbalance=imbalance,
                       kernels=2 if (decode and ctas > groups) or direction == "bwd"
                       else 1,
                       details={"kernel": kernel, "direction": direction, "tile_pairs": pairs,
