@@ -165,8 +165,9 @@ class _LayerBuilder:
 
     def allreduce(self, name: str):
         if self.tp > 1:
+            # serving engines and Megatron pick the all-reduce algorithm by message size
             self.g.add(name, "allreduce", bytes=float(self.t * self.m.hidden * ACT_BYTES),
-                       gpus=self.tp)
+                       gpus=self.tp, algorithm="auto")
 
     def elementwise(self, name: str, elements: int, **kw):
         self.g.add(name, "elementwise", elements=elements, dtype=ACT, **kw)

@@ -148,3 +148,16 @@ def test_bad_op_parameters_name_the_key(params, message):
 def test_unknown_op_is_named():
     with pytest.raises(pm.InputError, match="unknown op 'gemmm'"):
         pm.ops.op("gemmm", m=1)
+
+
+def test_allreduce_auto_picks_oneshot_for_small_and_ring_for_large(h100):
+    def t(nbytes, algorithm):
+        return pm.predict_op(pm.ops.Allreduce(bytes=nbytes, gpus=8, algorithm=algorithm),
+                             h100).time_s
+    assert t(1e6, "oneshot") < t(1e6, "ring")
+    assert t(1e9, "ring") < t(1e9, "oneshot")
+    for nbytes in (1e4, 1e6, 1e8, 1e9):
+        assert t(nbytes, "auto") == pytest.approx(min(t(nbytes, a) for a in
+                                                      ("ring", "tree", "oneshot")))
+    with pytest.raises(pm.InputError, match="'oneshot' is not an algorithm of allgather"):
+        pm.ops.Allgather(bytes=1e6, gpus=8, algorithm="oneshot")

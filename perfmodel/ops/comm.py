@@ -6,8 +6,11 @@ workstations", JPDC 2009; NCCL's ring): with G GPUs and a buffer of S bytes each
   all-gather        (G−1)/G · S     in (G−1) steps   (S = the gathered output)
   reduce-scatter    (G−1)/G · S     in (G−1) steps   (S = the full input)
   all-to-all        (G−1)/G · S     in (G−1) pairwise steps
-Tree all-reduce (NCCL double binary tree) moves the same bytes in 2·log2(G) steps. Each step pays
-the link latency; reductions add one read-modify-write of the received bytes in HBM.
+Tree all-reduce (NCCL double binary tree) moves the same bytes in 2·log2(G) steps. One-shot
+all-reduce (vLLM's and TensorRT-LLM's custom all-reduce for small messages over NVLink/NVSwitch)
+reads every peer's whole buffer in one step: (G−1)·S bytes in per GPU, one latency. `auto` takes
+the fastest, as those engines switch by message size. Each step pays the link latency; reductions
+add one read-modify-write of the received bytes in HBM.
 """
 from __future__ import annotations
 
@@ -22,7 +25,8 @@ class _Collective(Op):
         "bytes": Param("float", required=True, lo=1, unit="bytes", doc="buffer size per GPU"),
         "gpus": Param("int", required=True, lo=1, doc="GPUs in the group"),
         "link": Param("str", default="nvlink", doc="link name in the hardware spec"),
-        "algorithm": Param("choice", default="ring", choices=("ring", "tree")),
+        "algorithm": Param("choice", default="ring", choices=("ring", "tree", "oneshot", "auto"),
+                           doc="oneshot: all-reduce only; auto: the fastest available"),
     }
     SIZE_PARAMS = ("bytes",)
     EXAMPLE = dict(bytes=1e8, gpus=8)
@@ -30,23 +34,43 @@ class _Collective(Op):
     RING_STEPS = 1.0    # × (G−1) latency steps
     REDUCES = False
 
+    ALGORITHMS = ("ring", "tree")
+
+    def check(self, v):
+        if v["algorithm"] not in (*self.ALGORITHMS, "auto"):
+            return [("algorithm", f"'{v['algorithm']}' is not an algorithm of {self.name} "
+                                  f"(expected one of {', '.join(self.ALGORITHMS)}, auto)")]
+        return []
+
     def demand(self, hw):
-        g = self.gpus
-        if g == 1:
+        if self.gpus == 1:
             return Demand(work={}, launch=None, kernels=1)  # NCCL still launches a kernel
+        if self.algorithm != "auto":
+            return self._demand(hw, self.algorithm)
+        from ..engine import pipes_time_s
+        return min((self._demand(hw, a) for a in self.ALGORITHMS),
+                   key=lambda d: pipes_time_s(d, hw))
+
+    def _demand(self, hw, algorithm: str) -> Demand:
+        g = self.gpus
         link = hw.link(self.link)
-        sent = self.SEND_FACTOR * (g - 1) / g * self.bytes
-        steps = (2 * math.ceil(math.log2(g)) if self.algorithm == "tree"
-                 else self.RING_STEPS * (g - 1))
+        if algorithm == "oneshot":
+            sent, steps = (g - 1) * self.bytes, 1
+        else:
+            sent = self.SEND_FACTOR * (g - 1) / g * self.bytes
+            steps = (2 * math.ceil(math.log2(g)) if algorithm == "tree"
+                     else self.RING_STEPS * (g - 1))
         hbm = 2 * sent + (sent if self.REDUCES else 0.0)  # read to send, write received (+reduce)
         return Demand(work={f"link:{self.link}": sent, "hbm": hbm}, launch=None, flop=0.0,
                       hbm_bytes=hbm, latency_s=steps * link.latency_s,
-                      details={"bytes_sent_per_gpu": sent, "steps": steps})
+                      details={"bytes_sent_per_gpu": sent, "steps": steps,
+                               "algorithm": algorithm})
 
 
 class Allreduce(_Collective):
     name = "allreduce"
     SEND_FACTOR, RING_STEPS, REDUCES = 2.0, 2.0, True
+    ALGORITHMS = ("ring", "tree", "oneshot")
 
 
 class Allgather(_Collective):
