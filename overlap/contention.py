@@ -76,25 +76,26 @@ def device_busy_s(resource: str, work: float, hw: Hardware) -> float:
     return work / hw.link(resource.split(":", 1)[1]).bandwidth_bytes_per_s
 
 
-def slowdown(loads: Iterable[Load], slot_limits: bool = True) -> float:
-    """Common slowdown of kernels running together: the most oversubscribed resource.
-    `slot_limits=False` drops the co-residency limit (kernels sharing SMs as if their warps
-    were one kernel's, e.g. RNG warps added to a GEMM kernel)."""
+def summed_utilization(loads: Iterable[Load], slot_limits: bool = True) -> dict[str, float]:
+    """Utilization of each resource summed over kernels running together. `slot_limits=False`
+    drops the co-residency limit (kernels sharing SMs as if their warps were one kernel's, e.g.
+    RNG warps added to a GEMM kernel)."""
     total: dict[str, float] = {}
     for load in loads:
         for r, u in load.utilization.items():
             if slot_limits or r != SM_SLOTS:
                 total[r] = total.get(r, 0.0) + u
-    return max(1.0, max(total.values(), default=0.0))
+    return total
+
+
+def slowdown(loads: Iterable[Load], slot_limits: bool = True) -> float:
+    """Common slowdown of kernels running together: the most oversubscribed resource."""
+    return max(1.0, max(summed_utilization(loads, slot_limits).values(), default=0.0))
 
 
 def saturated_resource(loads: Iterable[Load], slot_limits: bool = True) -> str:
     """The resource whose summed utilization is highest (what binds kernels run together)."""
-    total: dict[str, float] = {}
-    for load in loads:
-        for r, u in load.utilization.items():
-            if slot_limits or r != SM_SLOTS:
-                total[r] = total.get(r, 0.0) + u
+    total = summed_utilization(loads, slot_limits)
     return max(total, key=total.get) if total else ""
 
 

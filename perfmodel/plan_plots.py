@@ -10,15 +10,13 @@ from typing import Any
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-
-def _axes(ax: Axes | None, size=(7.0, 4.2)) -> Axes:
-    return ax if ax is not None else Figure(figsize=size).add_subplot()
+from .plots import axes_or_new
 
 
 def plot_serving_plan(plan, ax: Axes | None = None) -> Figure:
     """TPOT and throughput per GPU against batch; the SLO, the memory limit and the chosen batch
     are marked."""
-    ax = _axes(ax)
+    ax = axes_or_new(ax, (7.0, 4.2))
     fits = [p for p in plan.points if p.memory.fits]
     over = [p for p in plan.points if not p.memory.fits]
     ax.plot([p.batch for p in fits], [p.tpot_s * 1e3 for p in fits], "o-", color="#4c72b0",
@@ -55,7 +53,7 @@ def plot_pareto(rows: list[dict[str, Any]], ax: Axes | None = None, by: str = "h
     """Throughput per GPU against TPOT for every configuration that fits, with each group's
     Pareto front (lower TPOT, higher throughput) drawn as a line."""
     from .plan import pareto_front
-    ax = _axes(ax)
+    ax = axes_or_new(ax, (7.0, 4.2))
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault(str(r[by]), []).append(r)

@@ -71,7 +71,8 @@ def _time_unit(total_s: float) -> tuple[float, str]:
     return (1e3, "ms") if total_s >= 1e-3 else (1e6, "µs")
 
 
-def _axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
+def axes_or_new(ax: Axes | None, size: tuple[float, float]) -> Axes:
+    """The given Axes, or one on a new pyplot-free Figure (headless, inline in notebooks)."""
     return ax if ax is not None else Figure(figsize=size).add_subplot()
 
 
@@ -85,7 +86,7 @@ def plot_breakdown(pred: Prediction, ax: Axes | None = None, top: int = 15) -> F
 
     Bar color is the resource family binding most of the group's time.
     """
-    ax = _axes(ax, (9, 0.35 * min(top + 1, 40) + 1.5))
+    ax = axes_or_new(ax, (9, 0.35 * min(top + 1, 40) + 1.5))
     groups = sorted(_groups(pred.ops).items(), key=lambda kv: -sum(o.time_s for o in kv[1]))
     shown = groups[:top]
     rest = [o for _, ops in groups[top:] for o in ops]
@@ -117,7 +118,7 @@ def plot_timeline(pred: Prediction, ax: Axes | None = None, max_ops: int = 2000)
     is a thin black strip along the bottom of its bars.
     """
     streams = _streams(pred)
-    ax = _axes(ax, (11, 0.6 * len(streams) + 1.8))
+    ax = axes_or_new(ax, (11, 0.6 * len(streams) + 1.8))
     row = {s: i for i, s in enumerate(streams)}
     scale, unit = _time_unit(pred.total_time_s)
     fams = {family(o.estimate.bound) for o in pred.ops}
@@ -169,7 +170,7 @@ def plot_roofline(pred: Prediction, ax: Axes | None = None, dtype: str | None = 
     `plot_breakdown`), from its stand-alone estimates: total FLOP / total HBM bytes against total
     FLOP / total stand-alone time. Ops with no FLOP or no HBM bytes have no place here.
     """
-    ax = _axes(ax, (8, 6))
+    ax = axes_or_new(ax, (8, 6))
     hw = pred.hardware
     dtype = dtype or _main_tensor_dtype(pred)
     bw = hw.hbm_peak_bandwidth_bytes_per_s

@@ -8,18 +8,16 @@ from __future__ import annotations
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from perfmodel.plots import axes_or_new
+
 from .compare import Comparison
-
-
-def _axes(ax: Axes | None, size=(6.0, 5.0)) -> Axes:
-    return ax if ax is not None else Figure(figsize=size).add_subplot()
 
 
 def plot_predicted_vs_measured(comps: list[Comparison], ax: Axes | None = None,
                                by: str = "op_class") -> Figure:
     """Every row as a point (measured time, predicted time), log-log, with ±10 % and ±25 % bands;
     fitted rows hollow."""
-    ax = _axes(ax)
+    ax = axes_or_new(ax, (6.0, 5.0))
     groups: dict[str, list[Comparison]] = {}
     for c in comps:
         groups.setdefault(getattr(c.case, by) if by != "hardware" else c.case.hardware.name,
@@ -55,7 +53,7 @@ def plot_tflops_curves(comps: list[Comparison], ax: Axes | None = None,
                        title: str = "") -> Figure:
     """Attention TFLOPS (FlashAttention FLOP convention) against sequence length: measured as
     markers, predicted as lines, one colour per kernel family."""
-    ax = _axes(ax, (6.0, 4.0))
+    ax = axes_or_new(ax, (6.0, 4.0))
     fams: dict[str, list[Comparison]] = {}
     for c in comps:
         fams.setdefault(c.case.op.kernel or "default", []).append(c)
