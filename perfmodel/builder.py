@@ -131,6 +131,12 @@ class _GraphWriter:
         o = self._ops.get(key)
         if o is None:
             o = self._ops[key] = make_op(kind, **params)
+        return self.add_op(name, o, after, stream)
+
+    def add_op(self, name: str, o: Op, after: list[str] | None = None,
+               stream: str = DEFAULT_STREAM) -> str:
+        """Append an op object already built (e.g. by `perfmodel.recipes`)."""
+        o = self._ops.setdefault(("op", o), o)  # one object per distinct op
         if after is None:
             after = [self.nodes[-1].name] if self.nodes else []
         self.nodes.append(Node(name, o, tuple(after), stream))
@@ -153,15 +159,10 @@ class _LayerBuilder:
         if self.w.phase == "train" and d not in ("bf16", "fp16"):
             # TE recipe (perfmodel.recipes): the activation (rowwise + columnwise for Wgrad) and
             # the weight are quantized on the fly in every forward
-            self._add_op(f"{name}.quant_x", quantize_op(d, self.t * batch, k, "activation"))
-            self._add_op(f"{name}.quant_w", quantize_op(d, k, n * batch, "weight"))
+            self.g.add_op(f"{name}.quant_x", quantize_op(d, self.t * batch, k, "activation"))
+            self.g.add_op(f"{name}.quant_w", quantize_op(d, k, n * batch, "weight"))
         self.g.add(name, "gemm", m=self.t, n=n, k=k, dtype=d, batch=batch)
         self.gemms.append((name, n, k, d, batch))
-
-    def _add_op(self, name: str, o: Op) -> None:
-        kind = o.name
-        self.g.add(name, kind, **{k: v for k, v in o.params.items()
-                                  if v != o.PARAMS[k].default or o.PARAMS[k].required})
 
     def allreduce(self, name: str):
         if self.tp > 1:
@@ -291,7 +292,7 @@ class _LayerBuilder:
         for fwd_name, n, k, d, batch in gemms:
             name = p + fwd_name.split(".", 1)[1]  # this layer's prefix, the forward op's role
             if d not in ("bf16", "fp16"):
-                self._add_op(f"{name}.quant_dy", quantize_op(d, self.t * batch, n, "gradient"))
+                self.g.add_op(f"{name}.quant_dy", quantize_op(d, self.t * batch, n, "gradient"))
             self.g.add(f"{name}.dgrad", "gemm", m=self.t, n=k, k=n, dtype=d, batch=batch)
             self.g.add(f"{name}.wgrad", "gemm", m=k, n=n, k=self.t, dtype=d, batch=batch,
                        out_dtype="fp32")
