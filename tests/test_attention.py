@@ -85,3 +85,31 @@ def test_mla_latent_kv_is_read_once():
     e = est("H100-SXM", batch=128, heads=16, kv_heads=1, seq_q=1, seq_kv=4096, head_dim=576,
             head_dim_v=512, shared_kv=True, causal=True)
     assert e.hbm_bytes == pytest.approx(128 * 4096 * 576 * 2, rel=0.02)
+
+
+def test_backward_runs_preprocess_main_and_postprocess_kernels():
+    """FA2/FA3 backward = dot(dO, O) preprocess + main + dQ-convert postprocess. The two small
+    kernels stream tokens·d bytes, so at a fixed token count their time is the same at every
+    sequence length while the main kernel's grows with it."""
+    def parts(seq):
+        op = pm.ops.Attention(batch=16384 // seq, heads=16, seq_q=seq, head_dim=128,
+                              dtype="fp16", direction="bwd", kernel="fa3")
+        e = pm.predict_op(op, "H100-SXM")
+        return [p["part"] for p in e.details["parts"][::2]], e.time_s, op.demand(
+            pm.hardware("H100-SXM"))
+
+    names, t_short, d_short = parts(512)
+    assert names[0].startswith("bwd preprocess") and names[1].startswith("bwd postprocess")
+    _, t_long, d_long = parts(8192)
+    side = [pm.engine.estimate(d, pm.hardware("H100-SXM")).time_s
+            for d in (d_short.sequence[0], d_short.sequence[2])]
+    side_long = [pm.engine.estimate(d, pm.hardware("H100-SXM")).time_s
+                 for d in (d_long.sequence[0], d_long.sequence[2])]
+    assert side == pytest.approx(side_long, rel=0.05)
+    assert sum(side) / t_short > 5 * sum(side_long) / t_long  # matters at short sequences
+
+
+def test_fp8_probability_packs_share_the_xu_with_the_exponentials():
+    fp16 = est("H100-SXM", dtype="fp16", kernel="fa3")
+    fp8 = est("H100-SXM", dtype="fp8", kernel="fa3")
+    assert fp8.resource_time_s["xu"] == pytest.approx(1.5 * fp16.resource_time_s["xu"], rel=0.01)

@@ -9,7 +9,13 @@ Shah et al. FlashAttention-3, arXiv:2407.08608 §3; FlashAttention-4, arXiv:2603
   * shared memory: the FA4 tile roofline counts 3 tile reads (Q, K, V) per pair forward and 13
     backward, at 128 B/clk/SM;
   * backward: 5 MMAs (recompute S, dP, dV, dK, dQ) = 2·bm·bn·(3d + 2dv), the exp recomputed,
-    dQ accumulated with FP32 atomics in L2;
+    dQ accumulated with FP32 atomics in L2; FlashAttention-2/3 run it as three kernels in sequence
+    (flash_bwd_launch_template.h; FA3 paper §3): a preprocess (D = rowsum(dO∘O), zero the FP32
+    dQ accumulator), the main kernel, and a postprocess (dQ FP32 → input dtype). The two small ones
+    are memory-bound and scale with tokens, the main one with tokens², so they matter at short
+    sequence lengths;
+  * FP8: the FP32 probabilities P are packed to E4M3 for the PV MMA with cvt…e4m3x2 (two scores per
+    instruction), a conversion the XU pipe executes beside the exponentials;
   * HBM: Q, K, V, O (+ LSE) forward; + dO, dQ, dK, dV backward; K/V read once per KV head
     (L2 serves the query tiles and GQA heads that share it);
   * causal and sliding-window masks skip tiles; diagonal tiles compute fully but are partly
@@ -27,6 +33,7 @@ from ..demand import Demand, LaunchShape, Overlap, add_work
 from ..errors import InputError
 from ..units import bytes_per_element, tensor_dtype
 from .base import Op, Param, positive
+from .streaming import stream_demand
 from .rng import GENERATOR_ROUNDS, rng_instruction_work
 
 KERNELS = ("fa2", "fa3", "fa4", "cudnn")
@@ -40,6 +47,14 @@ TILE = {"fa2": (128, 64, 128, 255), "fa3": (128, 128, 384, 168), "fa4": (128, 12
         "cudnn": (128, 128, 384, 168)}
 SOFTMAX_FMA_PER_SCORE = {"fwd": 4.0, "bwd": 6.0}
 SOFTMAX_ALU_PER_SCORE = 1.0
+# P → FP8 for the PV MMA: cvt.rn.satfinite.e4m3x2.f32 converts two scores per instruction; the
+# CUDA throughput table puts such conversions at 16/clk/SM, the XU (hardware.md §4.1), so they
+# share the MUFU's slots. FP16/BF16 packs take the ALU's fast path and sit in the ALU count.
+FP8_PACK_XU_PER_SCORE = 0.5
+# Backward pre/postprocess kernels: FMA-pipe ops per element (dO·O product-accumulate; scale and
+# convert of the FP32 dQ accumulator).
+BWD_PREPROCESS_FMA_PER_ELEMENT = 2.0
+BWD_POSTPROCESS_FMA_PER_ELEMENT = 1.0
 SMEM_TILE_READS = {"fwd": 3.0, "bwd": 13.0}  # FA4 paper tile roofline (M = N = D = 128)
 FA4_EMULATED_EXP_FRACTION = 0.15   # FA4 emulates ~10-25 % of exps (hardware.md §7)
 FA4_EMULATED_EXP_FMA = 6.0         # FMA-pipe lane-ops per emulated exp (FFMA2 pair version)
@@ -187,6 +202,8 @@ class Attention(Op):
             # write once) and P is byte-permuted in registers (FA3 paper §3.3)
             work["smem"] += 2.0 * pairs * bn * dv * b
             work["alu"] += tile_scores / 4
+        if tensor == "tensor:fp8":
+            work["xu"] += FP8_PACK_XU_PER_SCORE * tile_scores
         if self.causal:
             # diagonal tiles mask scores: a compare and a select per score of those tiles
             diagonal = self.batch * heads_for_tiles * math.ceil(self.seq_q / tile_m)
@@ -205,8 +222,9 @@ class Attention(Op):
             hbm = q_bytes + kv_bytes + o_bytes + lse
             kv_row = d if self.shared_kv else d + dv
             l2 = q_bytes + pairs * bn * kv_row * b + o_bytes + lse
-        else:  # read Q, K, V, O, dO, LSE; write dQ, dK, dV; dQ FP32 atomics through L2
-            hbm = 2 * q_bytes + 2 * kv_bytes + 2 * o_bytes + lse + q_bytes * 4 / b
+        else:  # main kernel: read Q, K, V, dO, LSE, D; write dK, dV; dQ FP32 atomics through L2
+            dq_accum = q_bytes * 4 / b
+            hbm = q_bytes + 2 * kv_bytes + o_bytes + 2 * lse + dq_accum
             l2 = hbm + pairs * bm * d * 4.0 * 2
         if self.dropout > 0:
             if self.dropout_rng == "fused":
@@ -229,10 +247,25 @@ class Attention(Op):
         # accumulation (FP32 atomics in L2)
         beside = ("xu", "fma", "alu", "issue") + (("l2",) if direction == "bwd" else ())
         overlap = Overlap((tensor,), beside, SOFTMAX_OVERLAP[kernel])
-        return Demand(work=work, launch=launch, flop=useful, hbm_bytes=hbm, overlap=overlap,
+        details = {"kernel": kernel, "direction": direction, "tile_pairs": pairs,
+                   "decode_split_kv": decode}
+        main = Demand(work=work, launch=launch, flop=useful, hbm_bytes=hbm, overlap=overlap,
                       cta_latency_s=CTA_ROUND_TRIPS * hw.hbm_latency_s,
                       cta_imbalance=imbalance,
-                      kernels=2 if (decode and ctas > groups) or direction == "bwd"
-                      else 1,
-                      details={"kernel": kernel, "direction": direction, "tile_pairs": pairs,
-                               "decode_split_kv": decode})
+                      kernels=2 if (decode and ctas > groups) else 1, details=details)
+        if direction == "fwd":
+            return main
+        # backward's pre- and postprocess kernels around the main one
+        elements_o = self.batch * self.heads * self.seq_q * dv
+        pre = stream_demand(elements_o, read_bytes=2 * o_bytes, write_bytes=lse + dq_accum,
+                            per_element={"fma": BWD_PREPROCESS_FMA_PER_ELEMENT},
+                            element_bytes=b, flop=0.0,
+                            details={"part": "bwd preprocess: D = rowsum(dO∘O), zero dQ accum"})
+        post = stream_demand(dq_accum / 4, read_bytes=dq_accum, write_bytes=q_bytes,
+                             per_element={"fma": BWD_POSTPROCESS_FMA_PER_ELEMENT},
+                             element_bytes=4.0, flop=0.0,
+                             details={"part": "bwd postprocess: dQ FP32 → input dtype"})
+        return Demand(work=add_work(pre.work, main.work, post.work), launch=launch,
+                      flop=useful, hbm_bytes=pre.hbm_bytes + hbm + post.hbm_bytes,
+                      kernels=pre.kernels + main.kernels + post.kernels,
+                      sequence=(pre, main, post), details=details)
