@@ -62,11 +62,23 @@ class Overlap:
     """Two groups of SM resources a kernel overlaps only partly (e.g. attention's MMAs and its
     softmax on the CUDA cores): their joint time is max(tA, tB) + (1 − efficiency)·min(tA, tB),
     where tA, tB are the busiest resource time of each group. efficiency 1 is perfect
-    pipelining (the plain max), 0 is fully serial (the sum)."""
+    pipelining (the plain max), 0 is fully serial (the sum). A group may itself be an Overlap
+    (FA2's MMAs with their own ldmatrix operand loads, that pair with the softmax)."""
 
-    a: tuple[str, ...]
-    b: tuple[str, ...]
+    a: "tuple[str, ...] | Overlap"
+    b: "tuple[str, ...] | Overlap"
     efficiency: float
+
+    def resources(self) -> tuple[str, ...]:
+        return tuple(r for g in (self.a, self.b)
+                     for r in (g.resources() if isinstance(g, Overlap) else g))
+
+    def time_s(self, times: Mapping[str, float]) -> float:
+        """Joint time of the two groups given each resource's busy time."""
+        ta, tb = (g.time_s(times) if isinstance(g, Overlap)
+                  else max((times.get(r, 0.0) for r in g), default=0.0)
+                  for g in (self.a, self.b))
+        return max(ta, tb) + (1.0 - self.efficiency) * min(ta, tb)
 
     def __post_init__(self):
         if not 0.0 <= self.efficiency <= 1.0:

@@ -218,10 +218,7 @@ def _pipes_times(demand: Demand, hw: Hardware) -> tuple[float, dict[str, float],
     times = {r: float(t) for r, t in raw.items()}
     busy = max(times.values(), default=0.0)
     if demand.overlap is not None:
-        ov = demand.overlap
-        ta = max((times.get(r, 0.0) for r in ov.a), default=0.0)
-        tb = max((times.get(r, 0.0) for r in ov.b), default=0.0)
-        joint = max(ta, tb) + (1.0 - ov.efficiency) * min(ta, tb)
+        joint = demand.overlap.time_s(times)
         details["overlap_loss_s"] = max(0.0, joint - busy)
         busy = max(busy, joint)
     first_load = hw.hbm_latency_s if (launch is not None and work.get("hbm", 0) > 0) else 0

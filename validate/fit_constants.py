@@ -26,11 +26,14 @@ from perfmodel.ops import attention
 from .measurements import FITTED_ROWS, PUBLIC_CSV, Case, load_cases
 
 # Attention: per family, how much softmax work hides under the MMAs (SOFTMAX_OVERLAP), the rate
-# of Ampere-style mma.sync on Hopper (FA2), and the exposed per-CTA start/drain in DRAM round
-# trips (CTA_ROUND_TRIPS). Fitted on forward, FP16, non-causal rows: head dim 128 at sequence
-# length >= 2048 (all families), head dim 64 >= 2048 (FA2, to separate its two constants), and
-# FA3 head dim 128 below 2048 (the per-CTA cost). Everything else — causal, other head dims,
-# other families' short sequences, FP8, backward, forward+backward, A100 — is judged only.
+# of Ampere-style mma.sync on Hopper (FA2), how much of FA2's own ldmatrix operand loads hide
+# under its mma.sync MMAs (MMA_SYNC_OPERAND_OVERLAP), and the exposed per-CTA start/drain in DRAM
+# round trips (CTA_ROUND_TRIPS). Fitted on forward, FP16, non-causal rows: head dim 128 at
+# sequence length >= 2048 (all families), head dim 64 >= 2048 (FA2, to separate its softmax and
+# mma.sync constants), FA2 head dim 256 >= 2048 (its 64x64 tiles make operand loads as heavy as
+# the MMAs: the one shape that separates the operand overlap from the mma.sync rate), and FA3
+# head dim 128 below 2048 (the per-CTA cost). Everything else (causal, other head dims, other
+# families' short sequences, FP8, backward, forward+backward, A100) is judged only.
 
 
 def attention_fit_rows(cases: list[Case]) -> list[Case]:
@@ -42,8 +45,9 @@ def attention_fit_rows(cases: list[Case]) -> list[Case]:
         long_hd128 = o.seq_q >= 2048 and o.head_dim == 128
         fa2_hd64 = o.seq_q >= 2048 and o.head_dim == 64 and o.kernel == "fa2"
         fa3_short = o.seq_q < 2048 and o.head_dim == 128 and o.kernel == "fa3"
+        fa2_hd256 = o.seq_q >= 2048 and o.head_dim == 256 and o.kernel == "fa2"
         if (c.op_class == "attention_fwd" and o.dtype == "fp16" and not o.causal
-                and (long_hd128 or fa2_hd64 or fa3_short)):
+                and (long_hd128 or fa2_hd64 or fa3_short or fa2_hd256)):
             out.append(c)
     return out
 
@@ -56,13 +60,15 @@ def fit_attention(cases: list[Case]) -> dict[str, float]:
         attention.SOFTMAX_OVERLAP.update(dict(zip(families, x[:3])))
         attention.MMA_SYNC_FRACTION = x[3]
         attention.CTA_ROUND_TRIPS = x[4]
+        attention.MMA_SYNC_OPERAND_OVERLAP = x[5]
         return [math.log(estimate(c.op.demand(c.hardware), c.hardware).time_s
                          / c.measured_time_s) for c in rows]
 
-    start = [attention.SOFTMAX_OVERLAP[f] for f in families] + [attention.MMA_SYNC_FRACTION,
-                                                                 attention.CTA_ROUND_TRIPS]
-    fit = least_squares(residuals, start, bounds=([0, 0, 0, 0.2, 0], [1, 1, 1, 1, 10]))
-    names = [f"SOFTMAX_OVERLAP[{f}]" for f in families] + ["MMA_SYNC_FRACTION", "CTA_ROUND_TRIPS"]
+    start = [attention.SOFTMAX_OVERLAP[f] for f in families] + [
+        attention.MMA_SYNC_FRACTION, attention.CTA_ROUND_TRIPS, attention.MMA_SYNC_OPERAND_OVERLAP]
+    fit = least_squares(residuals, start, bounds=([0, 0, 0, 0.2, 0, 0], [1, 1, 1, 1, 10, 1]))
+    names = [f"SOFTMAX_OVERLAP[{f}]" for f in families] + [
+        "MMA_SYNC_FRACTION", "CTA_ROUND_TRIPS", "MMA_SYNC_OPERAND_OVERLAP"]
     result = dict(zip(names, np.round(fit.x, 3).tolist()))
     residuals(start)  # leave the module as the source file has it
     return {**result, "rows": [c.id for c in rows],

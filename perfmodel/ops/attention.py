@@ -45,6 +45,41 @@ KERNEL_ARCHS = {"fa2": ("ampere", "hopper", "blackwell"), "fa3": ("hopper",),
 # correction and load warps); cuDNN similar to FA3/FA4 on its architecture.
 TILE = {"fa2": (128, 64, 128, 255), "fa3": (128, 128, 384, 168), "fa4": (128, 128, 512, 128),
         "cudnn": (128, 128, 384, 168)}
+
+
+def fa2_tile(hw, head_dim: int, direction: str) -> tuple[int, int, int]:
+    """(block_m, block_n, threads) FlashAttention-2 launches for this head dim on this GPU
+    (csrc/flash_attn/src/flash_{fwd,bwd}_launch_template.h, v2.8.3, no dropout, sm80/sm90).
+    Each warp owns 16-row slices of the query tile and reads the whole K and V tiles itself."""
+    if direction == "bwd":
+        return ((128, 128, 256) if head_dim <= 64 else (64, 128, 256) if head_dim <= 128
+                else (64, 64, 256))
+    if head_dim <= 64:
+        return 128, 128, 128
+    if head_dim <= 128:
+        return 128, 64, 128
+    if head_dim <= 192 or hw.smem_per_sm_bytes < 4 * head_dim * (64 + 2 * 64):
+        return 128, 64, 256  # 8 warps (A100's 164 KB smem per SM)
+    return 64, 64, 128       # H100-class smem per SM: two 4-warp CTAs per SM
+
+
+# FA2 backward warp grids (AtomLayoutMSdP, AtomLayoutNdKV, AtomLayoutMdQ) up to each head dim
+FA2_BWD_WARP_LAYOUT = {64: (4, 4, 4), 96: (2, 4, 4), 128: (2, 4, 2), 256: (4, 2, 2)}
+
+
+def fa2_bwd_smem_elements(bm: int, bn: int, d: int, dv: int, warps: int) -> float:
+    """Shared-memory elements FA2's backward reads and writes per (bm × bn) tile pair.
+
+    A warp-tiled GEMM M×N×K whose warps form an a × (warps/a) grid reads its A operand
+    warps/a times and its B operand a times. The five GEMMs (S = QKᵀ, dP = dO·Vᵀ, dV += Pᵀ·dO,
+    dK += dSᵀ·Q, dQ = dS·K) use the kernel's three warp layouts; P and dS are written to smem."""
+    a1, a2, a3 = next((FA2_BWD_WARP_LAYOUT[h] for h in sorted(FA2_BWD_WARP_LAYOUT) if h >= d),
+                      FA2_BWD_WARP_LAYOUT[256])
+    gemm = lambda m, n, k, a: m * k * (warps // a) + n * k * a  # noqa: E731
+    return (gemm(bm, bn, d, a1) + gemm(bm, bn, dv, a1) + gemm(bn, dv, bm, a2)
+            + gemm(bn, d, bm, a2) + gemm(bm, d, bn, a3) + 2 * bm * bn)
+
+
 SOFTMAX_FMA_PER_SCORE = {"fwd": 4.0, "bwd": 6.0}
 SOFTMAX_ALU_PER_SCORE = 1.0
 # P → FP8 for the PV MMA: cvt.rn.satfinite.e4m3x2.f32 converts two scores per instruction; the
@@ -62,11 +97,12 @@ FA4_EMULATED_EXP_ALU = 2.5
 # Fitted (validate/fit_constants.py, rows named there): how much of the softmax work each
 # family hides under its MMAs (1 = fully, 0 = serial), and Hopper's mma.sync rate (FA2).
 # FA4 has no public rows to fit: it takes FA3's value (same warp-specialized pipelining idea).
-SOFTMAX_OVERLAP = {"fa2": 0.248, "fa3": 0.418, "fa4": 0.418, "cudnn": 0.247}
-MMA_SYNC_FRACTION = 0.528
+SOFTMAX_OVERLAP = {"fa2": 0.158, "fa3": 0.415, "fa4": 0.415, "cudnn": 0.245}
+MMA_SYNC_FRACTION = 0.661
+MMA_SYNC_OPERAND_OVERLAP = 0.646
 # A non-persistent CTA's exposed start and drain, in DRAM round trips: the first Q/K/V tiles, the
 # O tile and LSE written back, the next CTA's launch (fitted: 3.65; one CTA per SM hides none).
-CTA_ROUND_TRIPS = 3.65
+CTA_ROUND_TRIPS = 3.615
 # Applying a precomputed mask: byte mask → compare-free select per score; bit mask → extract the
 # bit (shift/and) then select.
 MASK_APPLY_ALU_PER_SCORE = {"bytes": 1.0, "bits": 2.0}
@@ -152,6 +188,8 @@ class Attention(Op):
         group = self.heads // hkv
         b = bytes_per_element(self.dtype)
         bm, bn, threads, regs = TILE[kernel]
+        if kernel == "fa2":
+            bm, bn, threads = fa2_tile(hw, d, direction)
         decode = direction == "fwd" and self.seq_q <= DECODE_MAX_SEQ_Q
         if decode:
             # flash-decoding (FlashDecoding, FlashInfer, FlashMLA): the query rows of all heads
@@ -196,7 +234,13 @@ class Attention(Op):
         work["xu"] = exps
         work = add_work(work, {"fma": SOFTMAX_FMA_PER_SCORE[direction] * tile_scores,
                                "alu": SOFTMAX_ALU_PER_SCORE * tile_scores})
-        work["smem"] = SMEM_TILE_READS[direction] * pairs * bn * (d + dv) / 2 * b
+        if kernel == "fa2" and direction == "fwd":
+            # mma.sync operands: the Q tile once, and K and V once per warp (ldmatrix)
+            work["smem"] = pairs * (bm * d + threads // 32 * bn * (d + dv)) * b
+        elif kernel == "fa2":
+            work["smem"] = pairs * fa2_bwd_smem_elements(bm, bn, d, dv, threads // 32) * b
+        else:
+            work["smem"] = SMEM_TILE_READS[direction] * pairs * bn * (d + dv) / 2 * b
         if tensor == "tensor:fp8" and kernel in ("fa3", "cudnn"):
             # FP8 wgmma wants V K-major: each V tile is transposed in shared memory (read and
             # write once) and P is byte-permuted in registers (FA3 paper §3.3)
@@ -246,7 +290,11 @@ class Attention(Op):
         # what runs beside the MMAs: softmax on the CUDA cores, and in backward also the dQ
         # accumulation (FP32 atomics in L2)
         beside = ("xu", "fma", "alu", "issue") + (("l2",) if direction == "bwd" else ())
-        overlap = Overlap((tensor,), beside, SOFTMAX_OVERLAP[kernel])
+        # FA2's warps load their own MMA operands (ldmatrix) between mma.sync instructions: those
+        # loads overlap the MMAs only partly. wgmma/tcgen05 read shared memory themselves.
+        mmas = (Overlap((tensor,), ("smem",), MMA_SYNC_OPERAND_OVERLAP) if kernel == "fa2"
+                else (tensor,))
+        overlap = Overlap(mmas, beside, SOFTMAX_OVERLAP[kernel])
         details = {"kernel": kernel, "direction": direction, "tile_pairs": pairs,
                    "decode_split_kv": decode}
         main = Demand(work=work, launch=launch, flop=useful, hbm_bytes=hbm, overlap=overlap,
