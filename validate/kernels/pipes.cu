@@ -1,7 +1,9 @@
 // Per-SM-per-clock throughput of single SASS instructions, alone and interleaved in pairs, to
 // settle research/hardware.md §9 (a)-(c): is IMAD.WIDE.U32 full or half rate, do IMAD and FFMA
 // share the FMA-heavy pipe, do LOP3/IADD3 (ALU) overlap with IMAD (FMA-heavy), do MUFU.EX2 and
-// I2F share the XU pipe.
+// I2F share the XU pipe, and which pipe packs FP32 into FP8 (E4M3) and FP16 pairs: attention's
+// P -> FP8/FP16 conversion, modeled as XU work beside the exponentials (perfmodel/ops/attention.py
+// FP8_PACK_XU_PER_SCORE) and as ALU work for FP16.
 //
 // Method: every thread runs K independent dependency chains per instruction kind in a loop
 // unrolled U times, so issue, not latency, limits the rate. The grid is exactly one full wave
@@ -17,9 +19,10 @@
 #include <cstring>
 #include <map>
 
-enum Op { NONE, FFMA, IMAD, IMADWIDE, IMADHI, LOP3, IADD3, EX2, I2F, I2F16 };
+enum Op { NONE, FFMA, IMAD, IMADWIDE, IMADHI, LOP3, IADD3, EX2, I2F, I2F16, F2E4M3, F2F16 };
 static const char* kSass[] = {"", "FFMA", "IMAD", "IMAD.WIDE.U32", "IMAD.HI.U32", "LOP3.LUT",
-                              "IADD3", "MUFU.EX2", "I2FP.F32.U32", "I2F.U16"};
+                              "IADD3", "MUFU.EX2", "I2FP.F32.U32", "I2F.U16",
+                              "F2FP.SATFINITE.E4M3.F32.PACK_AB", "F2FP.F16.F32.PACK_AB"};
 // u32->f32 compiles to I2FP.F32.U32 on sm_90 (not the I2F.U32 of older parts); I2F.U16 is the
 // sub-word conversion quack measured at 1/8 rate on the XU pipe, kept to test XU sharing with EX2.
 
@@ -132,6 +135,24 @@ __host__ __device__ inline uint32_t i_u16f(uint32_t a) {
 #endif
 }
 
+// FP32 pair -> packed E4M3 pair (cvt.rn.satfinite.e4m3x2.f32, 2 values per instruction). The
+// chain reads the previous result's bits as the next float (its upper half holds the two FP8
+// bytes, so values stay finite: satfinite never emits the NaN byte); ptxas may need a PRMT to
+// place the 16-bit result, which the SASS counts show. No host re-run: only throughput matters.
+__device__ inline uint32_t i_f2e4m3(uint32_t a, float b) {
+  uint32_t d;
+  asm("{.reg .b16 t, lo; .reg .f32 fa; mov.b32 fa, %1; mov.b16 lo, 0x3c00;"
+      " cvt.rn.satfinite.e4m3x2.f32 t, fa, %2; mov.b32 %0, {lo, t};}"
+      : "=r"(d) : "r"(a), "f"(b));
+  return d;
+}
+// FP32 pair -> packed FP16 pair (cvt.rn.f16x2.f32), chained the same way.
+__device__ inline uint32_t i_f2f16(uint32_t a, float b) {
+  uint32_t d;
+  asm("{.reg .f32 fa; mov.b32 fa, %1; cvt.rn.f16x2.f32 %0, fa, %2;}" : "=r"(d) : "r"(a), "f"(b));
+  return d;
+}
+
 // One round: K instructions of kind `op`. `r` (compile-time after unrolling) picks the ping-pong
 // direction for the cross-chain kinds, whose three inputs come from three different chains so no
 // two consecutive LOP3s/IADD3s can be merged.
@@ -146,6 +167,8 @@ __host__ __device__ inline void round(St& s, const Params& P, int r) {
     if (op == I2F16) s.x[i] = i_u16f(s.x[i]);
 #ifdef __CUDA_ARCH__
     if (op == EX2) s.f[i] = f_ex2neg(s.f[i]);
+    if (op == F2E4M3) s.x[i] = i_f2e4m3(s.x[i], P.fp);
+    if (op == F2F16) s.x[i] = i_f2f16(s.x[i], P.fp);
 #endif
   }
   if (op == IMADWIDE) {
@@ -258,6 +281,7 @@ static const Variant kVariants[] = {
     V(EX2, NONE, 512),     V(I2F, NONE, 2048),   V(I2F16, NONE, 256),
     V(IMADWIDE, FFMA, 2048), V(LOP3, IMAD, 2048), V(EX2, I2F, 512), V(EX2, I2F16, 256),
     V(IADD3, IMAD, 2048),  V(LOP3, FFMA, 2048),
+    V(F2E4M3, NONE, 512),  V(F2F16, NONE, 1024),  V(EX2, F2E4M3, 512), V(F2F16, IADD3, 1024),
 };
 
 int main() {
@@ -314,7 +338,7 @@ int main() {
       for (int which = 0; which < nops; ++which) {
         int op = which == 0 ? v.a : v.b;
         uint32_t got = h[2 * t + which];
-        if (op == EX2) continue;  // folded hash of floats; range checked below
+        if (op == EX2 || op == F2E4M3 || op == F2F16) continue;  // not bit-reproduced on host
         uint32_t want = host_thread(op, (uint32_t)t, which, v.iters, P);
         if (got != want) FAIL("%s thread %zu: device %08x host %08x", kSass[op], t, got, want);
       }
