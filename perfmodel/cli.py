@@ -113,10 +113,29 @@ def _op(args) -> int:
     rows = [[r, f"{t * 1e6:.4g}", f"{t / est.time_s:.0%}"]
             for r, t in sorted(est.resource_time_s.items(), key=lambda kv: -kv[1])]
     print(format_table(["resource", "time_us", "busy"], rows))
-    if est.details:
+    parts = _kernel_parts(est.details)
+    if parts:
+        print(format_table(["kernel", "part", "time_us", "bound"],
+                           [[str(i + 1), name, f"{t * 1e6:.4g}", bound]
+                            for i, (name, t, bound) in enumerate(parts)]))
+    shown = {k: v for k, v in est.details.items() if k != "parts"}
+    if shown:
         print("  " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                               for k, v in est.details.items()))
+                               for k, v in shown.items()))
     return 0
+
+
+def _kernel_parts(details: dict) -> list[tuple[str, float, str]]:
+    """(name, time, bound) of each kernel of an op that runs several in sequence, flattened."""
+    out = []
+    for part in details.get("parts", ()):
+        if part.get("parts"):
+            out += _kernel_parts(part)
+        else:
+            name = part.get("part") or " ".join(str(part[k]) for k in ("kernel", "direction")
+                                                 if k in part) or "kernel"
+            out.append((name, part["time_s"], part["bound"]))
+    return out
 
 
 def _add_workload_options(p: argparse.ArgumentParser) -> None:

@@ -253,7 +253,8 @@ def pipes(demand: Demand, hw: Hardware) -> Estimate:
         return Estimate(total, max(times, key=times.get), times, demand.flop * demand.repeat,
                         demand.hbm_bytes * demand.repeat, "pipes",
                         roofline(demand, hw).time_s,
-                        {**demand.details, "parts": [e.details for e in parts]})
+                        {**demand.details, "parts": [{"time_s": e.time_s, "bound": e.bound,
+                                                      **e.details} for e in parts]})
     single, times, launch_details = _pipes_times(demand, hw)
     bound = max(times, key=times.get)
     times = {r: t * demand.repeat for r, t in times.items() if t > 0}

@@ -1,4 +1,4 @@
-"""Attention as FlashAttention-style tiles on pipes (first version; the attention issue refines it).
+"""Attention as FlashAttention-style tiles on pipes.
 
 Per visited (query tile × key tile) pair (Dao et al. FlashAttention-2, arXiv:2307.08691;
 Shah et al. FlashAttention-3, arXiv:2407.08608 §3; FlashAttention-4, arXiv:2603.05451):
@@ -6,8 +6,11 @@ Shah et al. FlashAttention-3, arXiv:2407.08608 §3; FlashAttention-4, arXiv:2603
   * softmax: one exp per score on the XU (MUFU.EX2), ~4 FMA-pipe ops per score (scale-subtract
     FFMA, running max, row sum, pack), masking compares on the ALU;
   * FA4 on Blackwell moves a fraction of the exps to a degree-3 polynomial on the FMA pipe;
-  * shared memory: the FA4 tile roofline counts 3 tile reads (Q, K, V) per pair forward and 13
-    backward, at 128 B/clk/SM;
+  * shared memory at 128 B/clk/SM: wgmma/tcgen05 kernels (FA3, FA4, cuDNN) use the FA4 tile
+    roofline's 3 tile reads (Q, K, V) per pair forward and 13 backward; FA2's tiles and warp grids
+    come from its launch templates, and each of its warps ldmatrix-loads the whole K and V tiles
+    (forward) or its share of the five backward GEMMs' operands, loads that overlap its mma.sync
+    MMAs only partly;
   * backward: 5 MMAs (recompute S, dP, dV, dK, dQ) = 2·bm·bn·(3d + 2dv), the exp recomputed,
     dQ accumulated with FP32 atomics in L2; FlashAttention-2/3 run it as three kernels in sequence
     (flash_bwd_launch_template.h; FA3 paper §3): a preprocess (D = rowsum(dO∘O), zero the FP32
@@ -47,17 +50,18 @@ TILE = {"fa2": (128, 64, 128, 255), "fa3": (128, 128, 384, 168), "fa4": (128, 12
         "cudnn": (128, 128, 384, 168)}
 
 
-def fa2_tile(hw, head_dim: int, direction: str) -> tuple[int, int, int]:
+def fa2_tile(hw, head_dim: int, direction: str, dropout: bool = False) -> tuple[int, int, int]:
     """(block_m, block_n, threads) FlashAttention-2 launches for this head dim on this GPU
-    (csrc/flash_attn/src/flash_{fwd,bwd}_launch_template.h, v2.8.3, no dropout, sm80/sm90).
-    Each warp owns 16-row slices of the query tile and reads the whole K and V tiles itself."""
+    (csrc/flash_attn/src/flash_{fwd,bwd}_launch_template.h, v2.8.3, sm80/sm90 paths; dropout
+    narrows the forward key tile). Each warp owns 16-row slices of the query tile and reads the
+    whole K and V tiles itself."""
     if direction == "bwd":
         return ((128, 128, 256) if head_dim <= 64 else (64, 128, 256) if head_dim <= 128
                 else (64, 64, 256))
     if head_dim <= 64:
-        return 128, 128, 128
+        return (128, 64, 128) if dropout else (128, 128, 128)
     if head_dim <= 128:
-        return 128, 64, 128
+        return (128, 32, 128) if dropout else (128, 64, 128)
     if head_dim <= 192 or hw.smem_per_sm_bytes < 4 * head_dim * (64 + 2 * 64):
         return 128, 64, 256  # 8 warps (A100's 164 KB smem per SM)
     return 64, 64, 128       # H100-class smem per SM: two 4-warp CTAs per SM
@@ -189,7 +193,7 @@ class Attention(Op):
         b = bytes_per_element(self.dtype)
         bm, bn, threads, regs = TILE[kernel]
         if kernel == "fa2":
-            bm, bn, threads = fa2_tile(hw, d, direction)
+            bm, bn, threads = fa2_tile(hw, d, direction, self.dropout > 0)
         decode = direction == "fwd" and self.seq_q <= DECODE_MAX_SEQ_Q
         if decode:
             # flash-decoding (FlashDecoding, FlashInfer, FlashMLA): the query rows of all heads
