@@ -60,10 +60,17 @@ class LaunchShape:
 @dataclass(frozen=True)
 class Overlap:
     """Two groups of SM resources a kernel overlaps only partly (e.g. attention's MMAs and its
-    softmax on the CUDA cores): their joint time is max(tA, tB) + (1 − efficiency)·min(tA, tB),
-    where tA, tB are the busiest resource time of each group. efficiency 1 is perfect
-    pipelining (the plain max), 0 is fully serial (the sum). A group may itself be an Overlap
-    (FA2's MMAs with their own ldmatrix operand loads, that pair with the softmax)."""
+    softmax on the CUDA cores). With tA ≥ tB the busiest resource time of each group, the joint
+    time is their power mean (tA^p + tB^p)^(1/p), p = 1 / (1 − efficiency): efficiency 0 is
+    fully serial (the sum), 1 is perfect pipelining (the plain max).
+
+    Why a power mean and not max + (1 − efficiency)·min: the exposed part of the smaller group,
+    tA·((1 + r^p)^(1/p) − 1) with r = tB/tA, shrinks faster than r. The more slack the bigger
+    group leaves, the more of the smaller one a warp scheduler can slot into it, and the cost is
+    largest when the two are balanced. FlashAttention-3's forward constant, fitted at head dim 128
+    (exp time = 1/2 of MMA time), predicts head dims 64 and 256 (1 and 1/4) within ~5% on judged
+    rows; the linear form missed head dim 64 by 9% (validate/fit_constants.py). A group may itself be an Overlap (FA2's MMAs
+    with their own ldmatrix operand loads, that pair with the softmax)."""
 
     a: "tuple[str, ...] | Overlap"
     b: "tuple[str, ...] | Overlap"
@@ -78,7 +85,11 @@ class Overlap:
         ta, tb = (g.time_s(times) if isinstance(g, Overlap)
                   else max((times.get(r, 0.0) for r in g), default=0.0)
                   for g in (self.a, self.b))
-        return max(ta, tb) + (1.0 - self.efficiency) * min(ta, tb)
+        hi, lo = max(ta, tb), min(ta, tb)
+        if lo <= 0.0 or self.efficiency >= 1.0:
+            return hi
+        p = 1.0 / (1.0 - self.efficiency)
+        return hi * (1.0 + (lo / hi) ** p) ** (1.0 / p)
 
     def __post_init__(self):
         if not 0.0 <= self.efficiency <= 1.0:

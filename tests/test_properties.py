@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import perfmodel as pm
-from perfmodel.demand import Demand, LaunchShape
+from perfmodel.demand import Demand, LaunchShape, Overlap
 from perfmodel.engine import estimate, occupancy
 
 H100 = pm.hardware("H100-SXM")
@@ -75,3 +76,28 @@ def test_wave_quantization_charges_partial_waves_fully(ctas):
     one = estimate(Demand(work={"tensor:bf16": per_cta}, launch=LaunchShape(1, 384, 168, 200_000),
                           flop=per_cta), H100).resource_time_s["tensor:bf16"]
     assert math.isclose(t, one * math.ceil(ctas / H100.sm_count), rel_tol=1e-9)
+
+
+times_s = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ta=times_s, tb=times_s, lo=st.floats(0.0, 1.0), hi=st.floats(0.0, 1.0))
+def test_overlap_lies_between_max_and_sum_and_grows_as_efficiency_falls(ta, tb, lo, hi):
+    lo, hi = min(lo, hi), max(lo, hi)
+    times = {"tensor:bf16": ta, "xu": tb}
+    joint = [Overlap(("tensor:bf16",), ("xu",), e).time_s(times) for e in (lo, hi)]
+    for t in joint:
+        assert max(ta, tb) * (1 - 1e-12) <= t <= (ta + tb) * (1 + 1e-12)
+    assert joint[0] >= joint[1] * (1 - 1e-12)  # less efficient overlap never runs faster
+    assert Overlap(("tensor:bf16",), ("xu",), 0.0).time_s(times) == \
+        pytest.approx(ta + tb, rel=1e-12, abs=1e-15)
+    assert Overlap(("tensor:bf16",), ("xu",), 1.0).time_s(times) == max(ta, tb)
+
+
+def test_overlap_hides_the_smaller_group_better_the_more_slack_there_is():
+    """Power mean: the exposed fraction of the smaller group falls as the bigger one grows."""
+    ov = Overlap(("tensor:bf16",), ("xu",), 0.25)
+    exposed = [(ov.time_s({"tensor:bf16": big, "xu": 1.0}) - big) / 1.0
+               for big in (1.0, 2.0, 4.0, 8.0)]
+    assert all(a > b for a, b in zip(exposed, exposed[1:]))

@@ -98,12 +98,14 @@ SMEM_TILE_READS = {"fwd": 3.0, "bwd": 13.0}  # FA4 paper tile roofline (M = N = 
 FA4_EMULATED_EXP_FRACTION = 0.15   # FA4 emulates ~10-25 % of exps (hardware.md §7)
 FA4_EMULATED_EXP_FMA = 6.0         # FMA-pipe lane-ops per emulated exp (FFMA2 pair version)
 FA4_EMULATED_EXP_ALU = 2.5
-# Fitted (validate/fit_constants.py, rows named there): how much of the softmax work each
-# family hides under its MMAs (1 = fully, 0 = serial), and Hopper's mma.sync rate (FA2).
-# FA4 has no public rows to fit: it takes FA3's value (same warp-specialized pipelining idea).
-SOFTMAX_OVERLAP = {"fa2": 0.158, "fa3": 0.415, "fa4": 0.415, "cudnn": 0.245}
-MMA_SYNC_FRACTION = 0.661
-MMA_SYNC_OPERAND_OVERLAP = 0.646
+# Fitted (validate/fit_constants.py, rows named there): each family's overlap efficiency of its
+# softmax with its MMAs (demand.Overlap's power mean: 1 = fully hidden, 0 = serial; FA3's 0.218
+# is exponent p = 1.28), Hopper's mma.sync rate (FA2), and how well FA2's ldmatrix operand loads
+# overlap its MMAs. FA4 has no public rows to fit: it takes FA3's value (same warp-specialized
+# pipelining idea).
+SOFTMAX_OVERLAP = {"fa2": 0.107, "fa3": 0.218, "fa4": 0.218, "cudnn": 0.123}
+MMA_SYNC_FRACTION = 0.58
+MMA_SYNC_OPERAND_OVERLAP = 0.578
 # A non-persistent CTA's exposed start and drain, in DRAM round trips: the first Q/K/V tiles, the
 # O tile and LSE written back, the next CTA's launch (fitted: 3.65; one CTA per SM hides none).
 CTA_ROUND_TRIPS = 3.615
