@@ -113,3 +113,19 @@ def test_fp8_probability_packs_share_the_xu_with_the_exponentials():
     fp16 = est("H100-SXM", dtype="fp16", kernel="fa3")
     fp8 = est("H100-SXM", dtype="fp8", kernel="fa3")
     assert fp8.resource_time_s["xu"] == pytest.approx(1.5 * fp16.resource_time_s["xu"], rel=0.01)
+
+
+@pytest.mark.parametrize("kernel, extra, read_factor", [("fa2", "bwd GQA: sum dK, dV", 8),
+                                                        ("fa3", "bwd postprocess: dK, dV", 2)])
+def test_gqa_backward_reduces_dk_dv_over_the_query_head_group(kernel, extra, read_factor):
+    """With 8 query heads per KV head, FA2 writes dK/dV per query head and a reduction sums each
+    group (reads 8x the compact bytes); FA3-style kernels accumulate in FP32 and a postprocess
+    converts (reads 2x in bf16 terms). MHA needs neither kernel."""
+    kw = dict(batch=1, heads=64, seq_q=4096, head_dim=128, dtype="bf16", direction="bwd",
+              kernel=kernel)
+    hw = pm.hardware("H100-SXM")
+    gqa = pm.ops.Attention(kv_heads=8, **kw).demand(hw)
+    assert len(gqa.sequence) == 4 and gqa.sequence[3].details["part"].startswith(extra)
+    compact = 2 * 4096 * 8 * 128 * 2  # dK + dV of the 8 KV heads, bf16
+    assert gqa.sequence[3].hbm_bytes == pytest.approx((read_factor + 1) * compact)
+    assert len(pm.ops.Attention(kv_heads=64, **kw).demand(hw).sequence) == 3

@@ -20,13 +20,15 @@ Shah et al. FlashAttention-3, arXiv:2407.08608 §3; FlashAttention-4, arXiv:2603
   * FP8: the FP32 probabilities P are packed to E4M3 for the PV MMA with cvt…e4m3x2 (two scores per
     instruction), a conversion the XU pipe executes beside the exponentials;
   * HBM: Q, K, V, O (+ LSE) forward; + dO, dQ, dK, dV backward; K/V read once per KV head
-    (L2 serves the query tiles and GQA heads that share it);
+    (L2 serves the query tiles and GQA heads that share it); with GQA the backward's dK, dV are
+    written per query head and summed (FA2) or accumulated in FP32 and converted (FA3-style);
   * causal and sliding-window masks skip tiles; diagonal tiles compute fully but are partly
     wasted; decode (few query rows) splits the KV sequence across CTAs (flash-decoding).
 Dropout adds Philox work per score (fused) or a mask read from HBM (precomputed).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -278,8 +280,15 @@ class Attention(Op):
             l2 = q_bytes + pairs * bn * kv_row * b + o_bytes + lse
         else:  # main kernel: read Q, K, V, dO, LSE, D; write dK, dV; dQ FP32 atomics through L2
             dq_accum = q_bytes * 4 / b
-            hbm = q_bytes + 2 * kv_bytes + o_bytes + 2 * lse + dq_accum
-            l2 = hbm + pairs * bm * d * 4.0 * 2
+            # dK, dV with GQA (a group of query heads per KV head): FA2 writes them per query head
+            # and sums the group afterwards (flash_api.cpp mha_bwd: dk_expanded, at::sum_out);
+            # FA3-style kernels add each query head's share into FP32 accumulators with atomics
+            # and convert them in a postprocess (cute/interface.py _flash_attn_bwd: dk_accum)
+            dkv_expanded = kv_bytes * group if (group > 1 and kernel == "fa2") else 0.0
+            dkv_accum = kv_bytes * 4 / b if (group > 1 and kernel != "fa2") else 0.0
+            dkv_written = dkv_expanded or dkv_accum or kv_bytes
+            hbm = q_bytes + kv_bytes + dkv_written + o_bytes + 2 * lse + dq_accum
+            l2 = hbm + pairs * bm * d * 4.0 * 2 + dkv_accum * group * 2
         if self.dropout > 0:
             if self.dropout_rng == "fused":
                 rounds = GENERATOR_ROUNDS[self.dropout_generator]
@@ -315,15 +324,27 @@ class Attention(Op):
             return main
         # backward's pre- and postprocess kernels around the main one
         elements_o = self.batch * self.heads * self.seq_q * dv
-        pre = stream_demand(elements_o, read_bytes=2 * o_bytes, write_bytes=lse + dq_accum,
+        pre = stream_demand(elements_o, read_bytes=2 * o_bytes,
+                            write_bytes=lse + dq_accum + dkv_accum,
                             per_element={"fma": BWD_PREPROCESS_FMA_PER_ELEMENT},
                             element_bytes=b, flop=0.0,
                             details={"part": "bwd preprocess: D = rowsum(dO∘O), zero dQ accum"})
-        post = stream_demand(dq_accum / 4, read_bytes=dq_accum, write_bytes=q_bytes,
-                             per_element={"fma": BWD_POSTPROCESS_FMA_PER_ELEMENT},
-                             element_bytes=4.0, flop=0.0,
-                             details={"part": "bwd postprocess: dQ FP32 → input dtype"})
-        return Demand(work=add_work(pre.work, main.work, post.work), launch=launch,
-                      flop=useful, hbm_bytes=pre.hbm_bytes + hbm + post.hbm_bytes,
-                      kernels=pre.kernels + main.kernels + post.kernels,
-                      sequence=(pre, main, post), details=details)
+        parts = [pre, main, stream_demand(
+            dq_accum / 4, read_bytes=dq_accum, write_bytes=q_bytes,
+            per_element={"fma": BWD_POSTPROCESS_FMA_PER_ELEMENT}, element_bytes=4.0, flop=0.0,
+            details={"part": "bwd postprocess: dQ FP32 → input dtype"})]
+        if dkv_expanded:  # two reductions (dK, dV) over each KV head's query-head group
+            parts.append(dataclasses.replace(stream_demand(
+                dkv_expanded / b, read_bytes=dkv_expanded, write_bytes=kv_bytes,
+                per_element={"fma": 1.0}, element_bytes=b, flop=0.0,
+                details={"part": "bwd GQA: sum dK, dV over the query-head group"}), kernels=2))
+        if dkv_accum:  # dK and dV postprocess: FP32 accumulators → input dtype
+            parts.append(dataclasses.replace(stream_demand(
+                dkv_accum / 4, read_bytes=dkv_accum, write_bytes=kv_bytes,
+                per_element={"fma": BWD_POSTPROCESS_FMA_PER_ELEMENT}, element_bytes=4.0,
+                flop=0.0, details={"part": "bwd postprocess: dK, dV FP32 → input dtype"}),
+                kernels=2))
+        return Demand(work=add_work(*(p.work for p in parts)), launch=launch, flop=useful,
+                      hbm_bytes=sum(p.hbm_bytes for p in parts),
+                      kernels=sum(p.kernels for p in parts), sequence=tuple(parts),
+                      details=details)
