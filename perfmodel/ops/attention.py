@@ -38,16 +38,16 @@ from ..demand import Demand, LaunchShape, Overlap, add_work
 from ..errors import InputError
 from ..units import bytes_per_element, tensor_dtype
 from .base import Op, Param, positive
-from .streaming import stream_demand
 from .rng import GENERATOR_ROUNDS, rng_instruction_work
+from .streaming import stream_demand
 
 KERNELS = ("fa2", "fa3", "fa4", "cudnn")
 DEFAULT_KERNEL = {"ampere": "fa2", "hopper": "fa3", "blackwell": "fa4"}
 KERNEL_ARCHS = {"fa2": ("ampere", "hopper", "blackwell"), "fa3": ("hopper",),
                 "fa4": ("blackwell",), "cudnn": ("ampere", "hopper", "blackwell")}
-# (block_m, block_n, threads, registers) per family: FA2 128x64 with 4 warps; FA3 128x128 with
-# 3 warpgroups (1 producer, 2 consumers); FA4 128x128 with 512 threads (MMA, softmax,
-# correction and load warps); cuDNN similar to FA3/FA4 on its architecture.
+# (block_m, block_n, threads, registers) per family: FA3 128x128 with 3 warpgroups (1 producer,
+# 2 consumers); FA4 128x128 with 512 threads (MMA, softmax, correction and load warps); cuDNN
+# similar to FA3/FA4 on its architecture; FA2's tiles depend on head dim and GPU (fa2_tile).
 TILE = {"fa2": (128, 64, 128, 255), "fa3": (128, 128, 384, 168), "fa4": (128, 128, 512, 128),
         "cudnn": (128, 128, 384, 168)}
 
@@ -109,7 +109,7 @@ SOFTMAX_OVERLAP = {"fa2": 0.107, "fa3": 0.218, "fa4": 0.218, "cudnn": 0.123}
 MMA_SYNC_FRACTION = 0.58
 MMA_SYNC_OPERAND_OVERLAP = 0.578
 # A non-persistent CTA's exposed start and drain, in DRAM round trips: the first Q/K/V tiles, the
-# O tile and LSE written back, the next CTA's launch (fitted: 3.65; one CTA per SM hides none).
+# O tile and LSE written back, the next CTA's launch (fitted; one CTA per SM hides none).
 CTA_ROUND_TRIPS = 3.615
 # Applying a precomputed mask: byte mask → compare-free select per score; bit mask → extract the
 # bit (shift/and) then select.
