@@ -23,7 +23,7 @@
 #   step           cases                                  runs/case  expected per run   est.   [limit]
 #   compile        8 programs, JOBS in parallel           -          -                  60 s   [240 s]
 #   hbm            4 HBM (4 GiB arrays) + 4 L2-resident   17         1-3 ms (+flush)     5 s   [ 60 s]
-#   pipes          19 instruction variants                12         0.5-6 ms            3 s   [ 60 s]
+#   pipes          22 instruction variants                12         0.5-6 ms            3 s   [ 60 s]
 #   philox         8 (2 generators x 2 outputs x 2 xor)   23         0.05-0.3 ms         3 s   [ 60 s]
 #   gemm_cublaslt  2 dtypes x (8 square + 144 decode)     ~38 (16 for 4 algos + 22)
 #                                                                    0.01-11 ms         25 s   [150 s]

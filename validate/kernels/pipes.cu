@@ -3,7 +3,9 @@
 // share the FMA-heavy pipe, do LOP3/IADD3 (ALU) overlap with IMAD (FMA-heavy), do MUFU.EX2 and
 // I2F share the XU pipe, and which pipe packs FP32 into FP8 (E4M3) and FP16 pairs: attention's
 // P -> FP8/FP16 conversion, modeled as XU work beside the exponentials (perfmodel/ops/attention.py
-// FP8_PACK_XU_PER_SCORE) and as ALU work for FP16.
+// FP8_PACK_XU_PER_SCORE) and as ALU work for FP16. And the rate of Ampere-style mma.sync
+// (HMMA.16816.F32) on Hopper, alone and beside MUFU.EX2 / FFMA: FlashAttention-2's MMA path,
+// modeled as MMA_SYNC_FRACTION of the wgmma rate with its softmax partly overlapped.
 //
 // Method: every thread runs K independent dependency chains per instruction kind in a loop
 // unrolled U times, so issue, not latency, limits the rate. The grid is exactly one full wave
@@ -19,10 +21,11 @@
 #include <cstring>
 #include <map>
 
-enum Op { NONE, FFMA, IMAD, IMADWIDE, IMADHI, LOP3, IADD3, EX2, I2F, I2F16, F2E4M3, F2F16 };
+enum Op { NONE, FFMA, IMAD, IMADWIDE, IMADHI, LOP3, IADD3, EX2, I2F, I2F16, F2E4M3, F2F16, HMMA };
 static const char* kSass[] = {"", "FFMA", "IMAD", "IMAD.WIDE.U32", "IMAD.HI.U32", "LOP3.LUT",
                               "IADD3", "MUFU.EX2", "I2FP.F32.U32", "I2F.U16",
-                              "F2FP.SATFINITE.E4M3.F32.PACK_AB", "F2FP.F16.F32.PACK_AB"};
+                              "F2FP.SATFINITE.E4M3.F32.PACK_AB", "F2FP.F16.F32.PACK_AB",
+                              "HMMA.16816.F32"};
 // u32->f32 compiles to I2FP.F32.U32 on sm_90 (not the I2F.U32 of older parts); I2F.U16 is the
 // sub-word conversion quack measured at 1/8 rate on the XU pipe, kept to test XU sharing with EX2.
 
@@ -35,9 +38,10 @@ struct St {
   uint32_t x[K], y[K];
   float f[K];
   uint64_t w[K];
+  float acc[K][4];  // HMMA: one m16n8k16 FP32 accumulator fragment per chain
 };
 
-struct Params { uint32_t p, q; float fp, fq; uint64_t c64; };
+struct Params { uint32_t p, q; float fp, fq; uint64_t c64; uint32_t h2; };
 
 __host__ __device__ inline uint32_t i_lop3(uint32_t a, uint32_t b, uint32_t c) {
 #ifdef __CUDA_ARCH__
@@ -153,6 +157,14 @@ __device__ inline uint32_t i_f2f16(uint32_t a, float b) {
   return d;
 }
 
+// One warp-wide m16n8k16 FP16 MMA with FP32 accumulation (2*16*8*16 = 4096 FLOP per warp, 128
+// per thread); A and B are the same small f16x2 constant, so the accumulators stay finite.
+__device__ inline void hmma(float (&c)[4], uint32_t h2) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%4,%4,%4}, {%4,%4},"
+      " {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(h2));
+}
+
 // One round: K instructions of kind `op`. `r` (compile-time after unrolling) picks the ping-pong
 // direction for the cross-chain kinds, whose three inputs come from three different chains so no
 // two consecutive LOP3s/IADD3s can be merged.
@@ -169,6 +181,7 @@ __host__ __device__ inline void round(St& s, const Params& P, int r) {
     if (op == EX2) s.f[i] = f_ex2neg(s.f[i]);
     if (op == F2E4M3) s.x[i] = i_f2e4m3(s.x[i], P.fp);
     if (op == F2F16) s.x[i] = i_f2f16(s.x[i], P.fp);
+    if (op == HMMA) hmma(s.acc[i], P.h2);
 #endif
   }
   if (op == IMADWIDE) {
@@ -197,6 +210,7 @@ __host__ __device__ inline void init_state(St& s, uint32_t gid, int which) {
     s.y[i] = 0;
     s.f[i] = 0.25f + (h >> 8) * (0.5f / 16777216.0f);
     s.w[i] = ((uint64_t)bench::hash32(h) << 32) | h;
+    for (int j = 0; j < 4; ++j) s.acc[i][j] = 0.0f;
   }
 }
 
@@ -208,6 +222,12 @@ __host__ __device__ inline uint32_t fold_state(const St& s, int op) {
       uint32_t b;
       memcpy(&b, &f, 4);
       r = r * 31u + b;
+    } else if (op == HMMA) {
+      for (int j = 0; j < 4; ++j) {
+        uint32_t b;
+        memcpy(&b, &s.acc[i][j], 4);
+        r = r * 31u + b;
+      }
     } else if (op == IMADWIDE) {
       r = r * 31u + (uint32_t)s.w[i] + (uint32_t)(s.w[i] >> 32);
     } else {
@@ -282,13 +302,16 @@ static const Variant kVariants[] = {
     V(IMADWIDE, FFMA, 2048), V(LOP3, IMAD, 2048), V(EX2, I2F, 512), V(EX2, I2F16, 256),
     V(IADD3, IMAD, 2048),  V(LOP3, FFMA, 2048),
     V(F2E4M3, NONE, 512),  V(F2F16, NONE, 1024),  V(EX2, F2E4M3, 512), V(F2F16, IADD3, 1024),
+    V(HMMA, NONE, 256),    V(HMMA, EX2, 256),     V(HMMA, FFMA, 256),
 };
 
 int main() {
   bench::Device dev;
   bench::Csv csv("pipes", dev.prop.name, "perfmodel microbenchmark (inline PTX, nvcc sm_90a)");
   bench::header();
-  Params P{0x9E3779B9u, 0x7F4A7C15u, 0.999f, 1e-4f, 0xD2511F53CD9E8D57ull};
+  // h2: two FP16 values of 2^-8 (A = B): 16 products of 2^-16 per MMA output keep the FP32
+  // accumulators far from overflow over any run here
+  Params P{0x9E3779B9u, 0x7F4A7C15u, 0.999f, 1e-4f, 0xD2511F53CD9E8D57ull, 0x1C001C00u};
   const int warmup = 2, reps = 10;
   for (const Variant& v : kVariants) {
     int per_sm = 0;
@@ -338,7 +361,7 @@ int main() {
       for (int which = 0; which < nops; ++which) {
         int op = which == 0 ? v.a : v.b;
         uint32_t got = h[2 * t + which];
-        if (op == EX2 || op == F2E4M3 || op == F2F16) continue;  // not bit-reproduced on host
+        if (op == EX2 || op == F2E4M3 || op == F2F16 || op == HMMA) continue;  // no host re-run
         uint32_t want = host_thread(op, (uint32_t)t, which, v.iters, P);
         if (got != want) FAIL("%s thread %zu: device %08x host %08x", kSass[op], t, got, want);
       }
@@ -361,8 +384,9 @@ int main() {
         rates.size(), rates.front(), rates.back(), st.notes().c_str(), cyc_med,
         cyc_med / (st.median_ms * 1e3), total_ops / dev.sms / (st.median_ms * 1e6), per_sm,
         THREADS);
-    csv.row("pipe_throughput", v.a == FFMA || v.a == EX2 ? "fp32" : "u32", shape,
-            "thread_ops_per_sm_per_clk", rate, "ops/clk/SM", notes);
+    if (v.a == HMMA) notes += "; HMMA: one thread-op = 128 FLOP (m16n8k16 per warp / 32)";
+    csv.row("pipe_throughput", v.a == HMMA ? "fp16" : v.a == FFMA || v.a == EX2 ? "fp32" : "u32",
+            shape, "thread_ops_per_sm_per_clk", rate, "ops/clk/SM", notes);
     CK(cudaFree(out));
     CK(cudaFree(clk));
   }
