@@ -19,6 +19,7 @@ from perfmodel.hardware import Hardware, hardware
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 PUBLIC_CSV = DATA_DIR / "public_measurements.csv"
+BLACKWELL_CSV = DATA_DIR / "blackwell_attention.csv"  # B200 FA4/cuDNN numbers (SOURCES.md, end)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 # Rows that informed a constant: judged separately, never counted as validation.
@@ -29,6 +30,7 @@ FITTED_ROWS = {
                                   "(validate/fit_constants.py)"
        for i in (3, 4, 5, 6, 38, 39, 40, 41, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53,
                  74, 75, 76, 77)},
+    "att-fa4-b200-001": "attention SOFTMAX_OVERLAP[fa4] (validate/fit_constants.py)",
 }
 
 KERNEL_OF_LIBRARY = {"flashattention-2": "fa2", "flashattention-3": "fa3", "cudnn": "cudnn",
@@ -186,5 +188,6 @@ def load_cases(path: str | Path) -> tuple[list[Case], list[Skipped]]:
 
 
 def default_sources() -> list[Path]:
-    """The public data plus every results CSV under validate/results/."""
-    return [PUBLIC_CSV, *sorted(RESULTS_DIR.glob("**/*.csv"))]
+    """The public data (H100/A100, and our B200 attention rows) plus every results CSV under
+    validate/results/."""
+    return [PUBLIC_CSV, BLACKWELL_CSV, *sorted(RESULTS_DIR.glob("**/*.csv"))]

@@ -103,9 +103,9 @@ FA4_EMULATED_EXP_ALU = 2.5
 # Fitted (validate/fit_constants.py, rows named there): each family's overlap efficiency of its
 # softmax with its MMAs (demand.Overlap's power mean: 1 = fully hidden, 0 = serial; FA3's 0.218
 # is exponent p = 1.28), Hopper's mma.sync rate (FA2), and how well FA2's ldmatrix operand loads
-# overlap its MMAs. FA4 has no public rows to fit: it takes FA3's value (same warp-specialized
-# pipelining idea).
-SOFTMAX_OVERLAP = {"fa2": 0.107, "fa3": 0.218, "fa4": 0.218, "cudnn": 0.123}
+# overlap its MMAs. FA4's is fitted on its one published B200 number (att-fa4-b200-001): its
+# dedicated MMA warp and two ping-ponging softmax warpgroups hide far more than FA3 does.
+SOFTMAX_OVERLAP = {"fa2": 0.107, "fa3": 0.218, "fa4": 0.564, "cudnn": 0.123}
 MMA_SYNC_FRACTION = 0.58
 MMA_SYNC_OPERAND_OVERLAP = 0.578
 # A non-persistent CTA's exposed start and drain, in DRAM round trips: the first Q/K/V tiles, the
@@ -195,7 +195,11 @@ class Attention(Op):
         skv = self.seq_kv or self.seq_q
         group = self.heads // hkv
         b = bytes_per_element(self.dtype)
-        bm, bn, threads, regs = TILE[kernel]
+        # cuDNN's Blackwell SDPA kernels are tcgen05 warp-specialized designs of FA4's kind (AVO,
+        # arXiv 2603.24517, has cuDNN 9.19 within a few % of FA4 and ahead of it): on Blackwell
+        # cuDNN takes FA4's tile, packed FP32 math and overlap (judged: att-cudnn-b200-001)
+        design = "fa4" if (kernel == "cudnn" and hw.architecture == "blackwell") else kernel
+        bm, bn, threads, regs = TILE[design]
         if kernel == "fa2":
             bm, bn, threads = fa2_tile(hw, d, direction, self.dropout > 0)
         decode = direction == "fwd" and self.seq_q <= DECODE_MAX_SEQ_Q
@@ -262,7 +266,7 @@ class Attention(Op):
             work["alu"] += 2.0 * diagonal * tile_m * bn
         # FA4 on Blackwell issues its FP32 softmax math as packed FFMA2/FADD2 (sm_100): one
         # instruction per two lanes' work
-        fma_per_instr = 2.0 if (kernel == "fa4" and hw.architecture == "blackwell") else 1.0
+        fma_per_instr = 2.0 if (design == "fa4" and hw.architecture == "blackwell") else 1.0
         work["issue"] = (work.get("fma", 0.0) / fma_per_instr + work.get("alu", 0.0)
                          + work.get("xu", 0.0)) / 32.0
 
@@ -313,7 +317,7 @@ class Attention(Op):
         # loads overlap the MMAs only partly. wgmma/tcgen05 read shared memory themselves.
         mmas = (Overlap((tensor,), ("smem",), MMA_SYNC_OPERAND_OVERLAP) if kernel == "fa2"
                 else (tensor,))
-        overlap = Overlap(mmas, beside, SOFTMAX_OVERLAP[kernel])
+        overlap = Overlap(mmas, beside, SOFTMAX_OVERLAP[design])
         details = {"kernel": kernel, "direction": direction, "tile_pairs": pairs,
                    "decode_split_kv": decode}
         main = Demand(work=work, launch=launch, flop=useful, hbm_bytes=hbm, overlap=overlap,
