@@ -129,3 +129,14 @@ def test_gqa_backward_reduces_dk_dv_over_the_query_head_group(kernel, extra, rea
     compact = 2 * 4096 * 8 * 128 * 2  # dK + dV of the 8 KV heads, bf16
     assert gqa.sequence[3].hbm_bytes == pytest.approx((read_factor + 1) * compact)
     assert len(pm.ops.Attention(kv_heads=64, **kw).demand(hw).sequence) == 3
+
+
+def test_backward_at_head_dim_64_is_slower_per_flop_than_at_128():
+    """Same FLOP (heads x head_dim fixed): hd64 has twice the scores, so twice the softmax work per
+    MMA FLOP. FA3's dQ atomics run on their own warp, beside the MMA+softmax pipeline, so they do
+    not hide that work (measured FA3 paper rows: 474 vs 561 TFLOPS at 16k)."""
+    def t(hd):
+        return pm.predict_op(pm.ops.Attention(batch=1, heads=2048 // hd, seq_q=16384, head_dim=hd,
+                                              dtype="fp16", direction="bwd", kernel="fa3"),
+                             "H100-SXM").time_s
+    assert t(64) > 1.08 * t(128)

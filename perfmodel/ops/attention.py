@@ -310,14 +310,22 @@ class Attention(Op):
         launch = LaunchShape(ctas=max(1, ctas), threads_per_cta=threads, registers_per_thread=regs,
                              smem_per_cta_bytes=smem,
                              bytes_in_flight_per_cta=2 * bn * (d + dv) * b)
-        # what runs beside the MMAs: softmax on the CUDA cores, and in backward also the dQ
-        # accumulation (FP32 atomics in L2)
-        beside = ("xu", "fma", "alu", "issue") + (("l2",) if direction == "bwd" else ())
         # FA2's warps load their own MMA operands (ldmatrix) between mma.sync instructions: those
         # loads overlap the MMAs only partly. wgmma/tcgen05 read shared memory themselves.
         mmas = (Overlap((tensor,), ("smem",), MMA_SYNC_OPERAND_OVERLAP) if kernel == "fa2"
                 else (tensor,))
-        overlap = Overlap(mmas, beside, SOFTMAX_OVERLAP[design])
+        # what runs beside the MMAs: the softmax on the CUDA cores, and in backward the dQ
+        # accumulation (FP32 atomics in L2). FA2's compute warps issue those atomics themselves,
+        # between their MMAs and softmax; FA3-style kernels hand each dQ tile to a warp of their
+        # own that adds it with TMA reduce-adds, a third stage overlapping the other two.
+        softmax = ("xu", "fma", "alu", "issue")
+        eff = SOFTMAX_OVERLAP[design]
+        if direction == "bwd" and kernel == "fa2":
+            overlap = Overlap(mmas, softmax + ("l2",), eff)
+        elif direction == "bwd":
+            overlap = Overlap(Overlap(mmas, softmax, eff), ("l2",), eff)
+        else:
+            overlap = Overlap(mmas, softmax, eff)
         details = {"kernel": kernel, "direction": direction, "tile_pairs": pairs,
                    "decode_split_kv": decode}
         main = Demand(work=work, launch=launch, flop=useful, hbm_bytes=hbm, overlap=overlap,
