@@ -139,4 +139,4 @@ def test_backward_at_head_dim_64_is_slower_per_flop_than_at_128():
         return pm.predict_op(pm.ops.Attention(batch=1, heads=2048 // hd, seq_q=16384, head_dim=hd,
                                               dtype="fp16", direction="bwd", kernel="fa3"),
                              "H100-SXM").time_s
-    assert t(64) > 1.08 * t(128)
+    assert t(64) > 1.05 * t(128)  # measured 1.18; the model without the third stage gave 1.00
