@@ -35,9 +35,12 @@ def test_b300_double_mufu_makes_it_faster_than_b200():
 
 
 def test_b200_backward_is_shared_memory_or_tensor_bound():
+    """FA4: per tile SMEM 3328 cycles vs MMA 2560; 2-CTA mode (its default) cuts SMEM to 2688, so
+    shared memory and the tensor pipe end up balanced (tensor at its sustained rate)."""
     e = est("B200", direction="bwd")
     assert e.bound in ("smem", "tensor:bf16")
-    assert e.resource_time_s["smem"] > e.resource_time_s["tensor:bf16"]  # FA4: 3328 vs 2560 cyc
+    t = e.resource_time_s
+    assert 0.8 < t["smem"] / t["tensor:bf16"] < 1.2
 
 
 def test_decode_reads_the_kv_cache_at_hbm_speed():

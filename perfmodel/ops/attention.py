@@ -97,6 +97,10 @@ FP8_PACK_XU_PER_SCORE = 0.5
 BWD_PREPROCESS_FMA_PER_ELEMENT = 2.0
 BWD_POSTPROCESS_FMA_PER_ELEMENT = 1.0
 SMEM_TILE_READS = {"fwd": 3.0, "bwd": 13.0}  # FA4 paper tile roofline (M = N = D = 128)
+# FA4's backward runs its MMAs in 2-CTA mode (tcgen05 cta_group::2): per tile SMEM falls from 3328
+# to 2688 cycles and the dQ atomic adds halve (FA4 paper, via hardware.md §7 / seed-papers §5.3)
+FA4_BWD_2CTA_SMEM_FRACTION = 2688 / 3328
+FA4_BWD_2CTA_DQ_FRACTION = 0.5
 FA4_EMULATED_EXP_FRACTION = 0.15   # FA4 emulates ~10-25 % of exps (hardware.md §7)
 FA4_EMULATED_EXP_FMA = 6.0         # FMA-pipe lane-ops per emulated exp (FFMA2 pair version)
 FA4_EMULATED_EXP_ALU = 2.5
@@ -253,6 +257,8 @@ class Attention(Op):
             work["smem"] = pairs * fa2_bwd_smem_elements(bm, bn, d, dv, threads // 32) * b
         else:
             work["smem"] = SMEM_TILE_READS[direction] * pairs * bn * (d + dv) / 2 * b
+            if kernel == "fa4" and direction == "bwd":
+                work["smem"] *= FA4_BWD_2CTA_SMEM_FRACTION
         if tensor == "tensor:fp8" and kernel in ("fa3", "cudnn"):
             # FP8 wgmma wants V K-major: each V tile is transposed in shared memory (read and
             # write once) and P is byte-permuted in registers (FA3 paper §3.3)
@@ -292,7 +298,9 @@ class Attention(Op):
             dkv_accum = kv_bytes * 4 / b if (group > 1 and kernel != "fa2") else 0.0
             dkv_written = dkv_expanded or dkv_accum or kv_bytes
             hbm = q_bytes + kv_bytes + dkv_written + o_bytes + 2 * lse + dq_accum
-            l2 = hbm + pairs * bm * d * 4.0 * 2 + dkv_accum * group * 2
+            dq_atomics = pairs * bm * d * 4.0 * 2 * (FA4_BWD_2CTA_DQ_FRACTION if kernel == "fa4"
+                                                     else 1.0)
+            l2 = hbm + dq_atomics + dkv_accum * group * 2
         if self.dropout > 0:
             if self.dropout_rng == "fused":
                 rounds = GENERATOR_ROUNDS[self.dropout_generator]
