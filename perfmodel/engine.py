@@ -195,7 +195,10 @@ def kernel_resource_times(hw: Hardware, work: Mapping[str, Any], ctas: Any = Non
                 raise ValueError(f"demand puts work on SM resource '{r}' without a launch shape")
             times[r] = busiest * (w / ctas) / rate
         elif r == "hbm":
-            times[r] = w / hbm_rate
+            # a tile-search candidate with no pipeline stage has no bytes in flight: rate 0,
+            # time inf (it is filtered out as invalid), not a warning
+            with np.errstate(divide="ignore"):
+                times[r] = w / hbm_rate
         else:
             times[r] = w / _device_rate_per_s(r, hw, peak=False)
     return times

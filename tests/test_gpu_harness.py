@@ -166,7 +166,8 @@ def test_collect_then_load_cases(tmp_path):
     # only the measurement file is a .csv (every *.csv under results/ is read as measurements)
     assert [p.name for p in target.glob("*.csv")] == ["results.csv"]
     assert (target / "clocks.txt").is_file() and (target / "provenance.json").is_file()
-    rows = list(csv.DictReader((target / "results.csv").open()))
+    with (target / "results.csv").open() as f:
+        rows = list(csv.DictReader(f))
     assert len(rows) == len(SYNTHETIC)
     assert all(r["id"].startswith("nvidia-h200-2026-12-01-") for r in rows)
     assert all("sm_clock_median=1830 MHz" in r["notes"] and "git=0123456789abcdef" in r["notes"]

@@ -173,7 +173,8 @@ def load_cases(path: str | Path) -> tuple[list[Case], list[Skipped]]:
     """Read one measurements CSV into cases (and the rows that could not be modeled)."""
     p = Path(path)
     try:
-        rows = list(csv.DictReader(p.open()))
+        with p.open() as f:
+            rows = list(csv.DictReader(f))
     except OSError as e:
         raise InputError(f"{p}: cannot read measurements ({e.strerror})") from None
     cases, skipped = [], []

@@ -37,7 +37,9 @@ class RealityRow:
 
 def training_reality(path: Path = TRAINING_CSV, virtual_stages=(1, 2)) -> list[RealityRow]:
     rows = []
-    for r in csv.DictReader(path.open()):
+    with path.open() as f:
+        table = list(csv.DictReader(f))
+    for r in table:
         if int(r["cp"]) != 1:
             continue
         seq = int(r["seq"])

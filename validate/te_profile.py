@@ -58,7 +58,9 @@ def predict(hw: Hardware, mode: str, scope: str, op: str, fmt: str) -> float:
 def te_rows(hw: Hardware | None = None) -> list[TeRow]:
     hw = hw or hardware("B300")
     out = []
-    for r in csv.DictReader(TE_CSV.open()):
+    with TE_CSV.open() as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
         t = predict(hw, r["mode"], r["scope"], r["op"], r["format"])
         out.append(TeRow(r["id"], r["mode"], r["scope"], r["op"], r["format"],
                          float(r["value_ms"]) * 1e-3, t, r["id"] in FIT_ROWS))

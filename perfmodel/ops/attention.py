@@ -122,6 +122,38 @@ DECODE_MAX_SEQ_Q = 16              # up to this many new tokens (speculative dec
 DECODE_TILE_M = 64                 # MMA rows per decode tile (wgmma / tcgen05 M = 64)
 
 
+def backward_side_kernels(o_elements: float, o_bytes: float, lse_bytes: float, q_bytes: float,
+                          kv_bytes: float, dq_accum_bytes: float, dkv_expanded_bytes: float,
+                          dkv_accum_bytes: float, element_bytes: float
+                          ) -> tuple[Demand, list[Demand]]:
+    """The streaming kernels around FlashAttention's backward main kernel: the preprocess
+    (D = rowsum(dO∘O); zero the FP32 accumulators), then after it dQ's FP32 → dtype conversion,
+    and with GQA either the reduction of the per-query-head dK, dV (FA2) or the conversion of
+    their FP32 accumulators (FA3-style)."""
+    pre = stream_demand(o_elements, read_bytes=2 * o_bytes,
+                        write_bytes=lse_bytes + dq_accum_bytes + dkv_accum_bytes,
+                        per_element={"fma": BWD_PREPROCESS_FMA_PER_ELEMENT},
+                        element_bytes=element_bytes, flop=0.0,
+                        details={"part": "bwd preprocess: D = rowsum(dO∘O), zero dQ accum"})
+    posts = [stream_demand(dq_accum_bytes / 4, read_bytes=dq_accum_bytes, write_bytes=q_bytes,
+                           per_element={"fma": BWD_POSTPROCESS_FMA_PER_ELEMENT},
+                           element_bytes=4.0, flop=0.0,
+                           details={"part": "bwd postprocess: dQ FP32 → input dtype"})]
+    if dkv_expanded_bytes:  # two reductions (dK, dV) over each KV head's query-head group
+        posts.append(dataclasses.replace(stream_demand(
+            dkv_expanded_bytes / element_bytes, read_bytes=dkv_expanded_bytes,
+            write_bytes=kv_bytes, per_element={"fma": 1.0}, element_bytes=element_bytes,
+            flop=0.0, details={"part": "bwd GQA: sum dK, dV over the query-head group"}),
+            kernels=2))
+    if dkv_accum_bytes:  # dK and dV postprocess: FP32 accumulators → input dtype
+        posts.append(dataclasses.replace(stream_demand(
+            dkv_accum_bytes / 4, read_bytes=dkv_accum_bytes, write_bytes=kv_bytes,
+            per_element={"fma": BWD_POSTPROCESS_FMA_PER_ELEMENT}, element_bytes=4.0,
+            flop=0.0, details={"part": "bwd postprocess: dK, dV FP32 → input dtype"}),
+            kernels=2))
+    return pre, posts
+
+
 @functools.lru_cache(maxsize=4096)
 def visited(seq_q: int, seq_kv: int, causal: bool, window: int | None, bm: int, bn: int
             ) -> tuple[int, int]:
@@ -342,28 +374,11 @@ class Attention(Op):
                       kernels=2 if (decode and ctas > groups) else 1, details=details)
         if direction == "fwd":
             return main
-        # backward's pre- and postprocess kernels around the main one
-        elements_o = self.batch * self.heads * self.seq_q * dv
-        pre = stream_demand(elements_o, read_bytes=2 * o_bytes,
-                            write_bytes=lse + dq_accum + dkv_accum,
-                            per_element={"fma": BWD_PREPROCESS_FMA_PER_ELEMENT},
-                            element_bytes=b, flop=0.0,
-                            details={"part": "bwd preprocess: D = rowsum(dO∘O), zero dQ accum"})
-        parts = [pre, main, stream_demand(
-            dq_accum / 4, read_bytes=dq_accum, write_bytes=q_bytes,
-            per_element={"fma": BWD_POSTPROCESS_FMA_PER_ELEMENT}, element_bytes=4.0, flop=0.0,
-            details={"part": "bwd postprocess: dQ FP32 → input dtype"})]
-        if dkv_expanded:  # two reductions (dK, dV) over each KV head's query-head group
-            parts.append(dataclasses.replace(stream_demand(
-                dkv_expanded / b, read_bytes=dkv_expanded, write_bytes=kv_bytes,
-                per_element={"fma": 1.0}, element_bytes=b, flop=0.0,
-                details={"part": "bwd GQA: sum dK, dV over the query-head group"}), kernels=2))
-        if dkv_accum:  # dK and dV postprocess: FP32 accumulators → input dtype
-            parts.append(dataclasses.replace(stream_demand(
-                dkv_accum / 4, read_bytes=dkv_accum, write_bytes=kv_bytes,
-                per_element={"fma": BWD_POSTPROCESS_FMA_PER_ELEMENT}, element_bytes=4.0,
-                flop=0.0, details={"part": "bwd postprocess: dK, dV FP32 → input dtype"}),
-                kernels=2))
+        pre, posts = backward_side_kernels(
+            o_elements=self.batch * self.heads * self.seq_q * dv, o_bytes=o_bytes, lse_bytes=lse,
+            q_bytes=q_bytes, kv_bytes=kv_bytes, dq_accum_bytes=dq_accum,
+            dkv_expanded_bytes=dkv_expanded, dkv_accum_bytes=dkv_accum, element_bytes=b)
+        parts = [pre, main, *posts]
         return Demand(work=add_work(*(p.work for p in parts)), launch=launch, flop=useful,
                       hbm_bytes=sum(p.hbm_bytes for p in parts),
                       kernels=sum(p.kernels for p in parts), sequence=tuple(parts),
