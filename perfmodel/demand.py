@@ -69,16 +69,14 @@ class Overlap:
     group leaves, the more of the smaller one a warp scheduler can slot into it, and the cost is
     largest when the two are balanced. FlashAttention-3's forward constant, fitted at head dim 128
     (exp time = 1/2 of MMA time), predicts head dims 64 and 256 (1 and 1/4) within ~5% on judged
-    rows; the linear form missed head dim 64 by 9% (validate/fit_constants.py). A group may itself be an Overlap (FA2's MMAs
-    with their own ldmatrix operand loads, that pair with the softmax)."""
+    rows; the linear form missed head dim 64 by 9% (validate/fit_constants.py).
+
+    A group may itself be an Overlap (FA2's MMAs with their own ldmatrix operand loads, that pair
+    with the softmax)."""
 
     a: "tuple[str, ...] | Overlap"
     b: "tuple[str, ...] | Overlap"
     efficiency: float
-
-    def resources(self) -> tuple[str, ...]:
-        return tuple(r for g in (self.a, self.b)
-                     for r in (g.resources() if isinstance(g, Overlap) else g))
 
     def time_s(self, times: Mapping[str, float]) -> float:
         """Joint time of the two groups given each resource's busy time."""

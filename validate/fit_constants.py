@@ -75,33 +75,40 @@ def fit_attention(cases: list[Case]) -> dict[str, float]:
             "rms_log_error": float(np.sqrt(np.mean(np.square(fit.fun))))}
 
 
+def _solve_falling(time_at, measured_s: float, lo: float, hi: float, tol: float) -> float:
+    """Bisect for the parameter at which a predicted time that falls as the parameter rises
+    equals the measured one."""
+    while hi - lo > tol:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if time_at(mid) > measured_s else (lo, mid)
+    return (lo + hi) / 2
+
+
 def fit_fa4_overlap(row_id: str = "att-fa4-b200-001", tol: float = 1e-5) -> float:
-    """FA4's softmax/MMA overlap on its one published B200 number (bisection: the predicted time
-    falls monotonically as the overlap efficiency rises)."""
+    """FA4's softmax/MMA overlap on its one published B200 number."""
     cases, _ = load_cases(BLACKWELL_CSV)
     case = next(c for c in cases if c.id == row_id)
     saved = attention.SOFTMAX_OVERLAP["fa4"]
-    lo, hi = 0.0, 1.0
+
+    def time_at(efficiency: float) -> float:
+        attention.SOFTMAX_OVERLAP["fa4"] = efficiency
+        return estimate(case.op.demand(case.hardware), case.hardware).time_s
+
     try:
-        while hi - lo > tol:
-            attention.SOFTMAX_OVERLAP["fa4"] = mid = (lo + hi) / 2
-            t = estimate(case.op.demand(case.hardware), case.hardware).time_s
-            lo, hi = (mid, hi) if t > case.measured_time_s else (lo, mid)
+        return _solve_falling(time_at, case.measured_time_s, 0.0, 1.0, tol)
     finally:
         attention.SOFTMAX_OVERLAP["fa4"] = saved
-    return (lo + hi) / 2
 
 
 def fit_sustained_fraction(row_id: str = "gemm-mamf-001", tol: float = 1e-5) -> float:
     cases, _ = load_cases(PUBLIC_CSV)
     case = next(c for c in cases if c.id == row_id)
-    lo, hi = 0.3, 1.0
-    while hi - lo > tol:  # predicted time falls monotonically as the fraction rises
-        mid = (lo + hi) / 2
-        hw = dataclasses.replace(case.hardware, tensor_sustained_fraction=mid)
-        t = estimate(case.op.demand(hw), hw, "pipes").time_s
-        lo, hi = (mid, hi) if t > case.measured_time_s else (lo, mid)
-    return (lo + hi) / 2
+
+    def time_at(fraction: float) -> float:
+        hw = dataclasses.replace(case.hardware, tensor_sustained_fraction=fraction)
+        return estimate(case.op.demand(hw), hw, "pipes").time_s
+
+    return _solve_falling(time_at, case.measured_time_s, 0.3, 1.0, tol)
 
 
 def main() -> None:
