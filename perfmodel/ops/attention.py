@@ -52,6 +52,26 @@ TILE = {"fa2": (128, 64, 128, 255), "fa3": (128, 128, 384, 168), "fa4": (128, 12
         "cudnn": (128, 128, 384, 168)}
 
 
+# K/V tiles in flight: the FA3 design double-buffers K and V (FlashInfer's port of it,
+# prefill_sm90.cuh: NUM_STAGES_ = 2); with the Q tile they must fit the CTA's shared memory, which
+# narrows the key tile at long head dims
+KV_STAGES = 2
+# The key tile is the K dimension of the PV MMA, so its width steps by the MMA's K step: 32 bytes
+# of operand (k16 for 16-bit types, k32 for FP8; PTX ISA wgmma/tcgen05 shapes)
+MMA_K_STEP_BYTES = 32
+
+
+def kv_tile_width(hw, bm: int, bn: int, d: int, dv: int, element_bytes: float,
+                  v_transposed: bool) -> int:
+    """The widest key tile ≤ bn whose KV_STAGES K and V buffers fit in shared memory beside the
+    bm × d Q tile. FP8 wgmma kernels keep a transposed copy of each V tile as well. At head dim
+    256 in 16-bit types a 128 × 128 tile cannot fit (320 KB); the rule gives 128 × 80."""
+    step = int(MMA_K_STEP_BYTES // element_bytes)
+    per_key = KV_STAGES * (d + dv + (dv if v_transposed else 0)) * element_bytes
+    fits = int((hw.smem_per_cta_bytes - bm * d * element_bytes) // per_key)
+    return max(step, min(bn, fits // step * step))
+
+
 def fa2_tile(hw, head_dim: int, direction: str, dropout: bool = False) -> tuple[int, int, int]:
     """(block_m, block_n, threads) FlashAttention-2 launches for this head dim on this GPU
     (csrc/flash_attn/src/flash_{fwd,bwd}_launch_template.h, v2.8.3, sm80/sm90 paths; dropout
@@ -109,9 +129,9 @@ FA4_EMULATED_EXP_ALU = 2.5
 # is exponent p = 1.28), Hopper's mma.sync rate (FA2), and how well FA2's ldmatrix operand loads
 # overlap its MMAs. FA4's is fitted on its one published B200 number (att-fa4-b200-001): its
 # dedicated MMA warp and two ping-ponging softmax warpgroups hide far more than FA3 does.
-SOFTMAX_OVERLAP = {"fa2": 0.107, "fa3": 0.218, "fa4": 0.564, "cudnn": 0.123}
-MMA_SYNC_FRACTION = 0.58
-MMA_SYNC_OPERAND_OVERLAP = 0.578
+SOFTMAX_OVERLAP = {"fa2": 0.118, "fa3": 0.218, "fa4": 0.564, "cudnn": 0.123}
+MMA_SYNC_FRACTION = 0.562
+MMA_SYNC_OPERAND_OVERLAP = 0.619
 # A non-persistent CTA's exposed start and drain, in DRAM round trips: the first Q/K/V tiles, the
 # O tile and LSE written back, the next CTA's launch (fitted; one CTA per SM hides none).
 CTA_ROUND_TRIPS = 3.615
@@ -236,9 +256,15 @@ class Attention(Op):
         # cuDNN takes FA4's tile, packed FP32 math and overlap (judged: att-cudnn-b200-001)
         design = "fa4" if (kernel == "cudnn" and hw.architecture == "blackwell") else kernel
         bm, bn, threads, regs = TILE[design]
+        tensor = f"tensor:{tensor_dtype(self.dtype)}"
+        # FP8 wgmma (Hopper) wants V K-major: FA3-design kernels transpose each V tile in shared
+        # memory (FA3 paper §3.3); tcgen05 reads either major-ness
+        v_transposed = tensor == "tensor:fp8" and design in ("fa3", "cudnn")
+        decode = direction == "fwd" and self.seq_q <= DECODE_MAX_SEQ_Q
         if kernel == "fa2":
             bm, bn, threads = fa2_tile(hw, d, direction, self.dropout > 0)
-        decode = direction == "fwd" and self.seq_q <= DECODE_MAX_SEQ_Q
+        elif direction == "fwd":
+            bn = kv_tile_width(hw, DECODE_TILE_M if decode else bm, bn, d, dv, b, v_transposed)
         if decode:
             # flash-decoding (FlashDecoding, FlashInfer, FlashMLA): the query rows of all heads
             # sharing a KV head are packed into 64-row MMA tiles; CTAs split the KV sequence
@@ -268,7 +294,6 @@ class Attention(Op):
         mma = (2.0 * (d + dv) if direction == "fwd" else 2.0 * (3 * d + 2 * dv)) * tile_scores
         useful = (2.0 * (d + dv) if direction == "fwd" else 2.0 * (3 * d + 2 * dv)) * scores_total
 
-        tensor = f"tensor:{tensor_dtype(self.dtype)}"
         # FA2 issues Ampere's mma.sync, which Hopper and Blackwell run below their wgmma/tcgen05
         # rate: its tensor work counts at the native rate divided by that fraction
         path = MMA_SYNC_FRACTION if (kernel == "fa2" and hw.architecture != "ampere") else 1.0
@@ -282,18 +307,25 @@ class Attention(Op):
         work["xu"] = exps
         work = add_work(work, {"fma": SOFTMAX_FMA_PER_SCORE[direction] * tile_scores,
                                "alu": SOFTMAX_ALU_PER_SCORE * tile_scores})
+        if direction == "fwd" and design != "fa4":
+            # online softmax rescales the output accumulator at every key tile,
+            # O ← diag(exp(m_old − m_new))·O + PV (FA2 paper Algorithm 1): tile_m × dv FP32
+            # multiplies per tile pair, dv / bn per score. FA4 rescales only when a row max grows
+            # past a threshold, in a correction warpgroup (FA4 paper), so it is left out there.
+            work["fma"] += pairs * tile_m * dv
         if kernel == "fa2" and direction == "fwd":
             # mma.sync operands: the Q tile once, and K and V once per warp (ldmatrix)
             work["smem"] = pairs * (bm * d + threads // 32 * bn * (d + dv)) * b
         elif kernel == "fa2":
             work["smem"] = pairs * fa2_bwd_smem_elements(bm, bn, d, dv, threads // 32) * b
         else:
-            work["smem"] = SMEM_TILE_READS[direction] * pairs * bn * (d + dv) / 2 * b
+            work["smem"] = (pairs * (tile_m * d + bn * (d + dv)) * b if direction == "fwd"
+                            else SMEM_TILE_READS["bwd"] * pairs * bn * (d + dv) / 2 * b)
             if kernel == "fa4" and direction == "bwd":
                 work["smem"] *= FA4_BWD_2CTA_SMEM_FRACTION
-        if tensor == "tensor:fp8" and kernel in ("fa3", "cudnn"):
-            # FP8 wgmma wants V K-major: each V tile is transposed in shared memory (read and
-            # write once) and P is byte-permuted in registers (FA3 paper §3.3)
+        if v_transposed:
+            # each V tile is transposed in shared memory (read and write once) and P is
+            # byte-permuted in registers (FA3 paper §3.3)
             work["smem"] += 2.0 * pairs * bn * dv * b
             work["alu"] += tile_scores / 4
         if tensor == "tensor:fp8":
