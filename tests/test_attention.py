@@ -183,6 +183,10 @@ def test_head_dim_256_in_16_bit_narrows_the_key_tile_to_80():
     assert att.kv_tile_width(hw, 128, 128, 256, 256, 2, False) == 80
     assert att.kv_tile_width(hw, 128, 128, 256, 256, 1, True) == 128  # FP8 fits 128
     assert att.kv_tile_width(hw, 128, 128, 128, 128, 2, False) == 128
+    # MLA decode (latent K of 576 dims whose first 512 are V, 64-row query tiles): 64-key blocks
+    # as FlashMLA's; counting V as a buffer of its own would have given 32
+    assert att.kv_tile_width(hw, 64, 128, 576, 512, 2, False, shared_kv=True) == 64
+    assert att.kv_tile_width(hw, 64, 128, 576, 512, 2, False) == 32
 
 
 @pytest.mark.parametrize("head_dim", [64, 128, 256])

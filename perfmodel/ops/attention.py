@@ -4,7 +4,10 @@ Per visited (query tile × key tile) pair (Dao et al. FlashAttention-2, arXiv:23
 Shah et al. FlashAttention-3, arXiv:2407.08608 §3; FlashAttention-4, arXiv:2603.05451):
   * forward MMAs S = QKᵀ and O += PV: 2·bm·bn·(d + dv) FLOP on the tensor pipe;
   * softmax: one exp per score on the XU (MUFU.EX2), ~4 FMA-pipe ops per score (scale-subtract
-    FFMA, running max, row sum, pack), masking compares on the ALU;
+    FFMA, running max, row sum, pack), masking compares on the ALU; forward also rescales the
+    bm × dv output accumulator once per key tile (FA2 Algorithm 1), dv / bn FMA ops per score;
+  * the key tile is the widest that fits shared memory beside the Q tile with two K/V stages
+    (kv_tile_width): 128 × 128 at head dim ≤ 128, 128 × 80 at 256 in 16-bit types;
   * FA4 on Blackwell moves a fraction of the exps to a degree-3 polynomial on the FMA pipe;
   * shared memory at 128 B/clk/SM: wgmma/tcgen05 kernels (FA3, FA4, cuDNN) use the FA4 tile
     roofline's 3 tile reads (Q, K, V) per pair forward and 13 backward; FA2's tiles and warp grids
@@ -48,6 +51,7 @@ KERNEL_ARCHS = {"fa2": ("ampere", "hopper", "blackwell"), "fa3": ("hopper",),
 # (block_m, block_n, threads, registers) per family: FA3 128x128 with 3 warpgroups (1 producer,
 # 2 consumers); FA4 128x128 with 512 threads (MMA, softmax, correction and load warps); cuDNN
 # similar to FA3/FA4 on its architecture; FA2's tiles depend on head dim and GPU (fa2_tile).
+# block_n is the widest key tile; kv_tile_width narrows it to what shared memory holds.
 TILE = {"fa2": (128, 64, 128, 255), "fa3": (128, 128, 384, 168), "fa4": (128, 128, 512, 128),
         "cudnn": (128, 128, 384, 168)}
 
@@ -62,12 +66,14 @@ MMA_K_STEP_BYTES = 32
 
 
 def kv_tile_width(hw, bm: int, bn: int, d: int, dv: int, element_bytes: float,
-                  v_transposed: bool) -> int:
+                  v_transposed: bool, shared_kv: bool = False) -> int:
     """The widest key tile ≤ bn whose KV_STAGES K and V buffers fit in shared memory beside the
-    bm × d Q tile. FP8 wgmma kernels keep a transposed copy of each V tile as well. At head dim
-    256 in 16-bit types a 128 × 128 tile cannot fit (320 KB); the rule gives 128 × 80."""
+    bm × d Q tile. FP8 wgmma kernels keep a transposed copy of each V tile as well; with MLA's
+    latent cache V is part of the K buffer. At head dim 256 in 16-bit types a 128 × 128 tile
+    cannot fit (320 KB); the rule gives 128 × 80 (and FlashMLA's 64-key blocks for 576/512)."""
     step = int(MMA_K_STEP_BYTES // element_bytes)
-    per_key = KV_STAGES * (d + dv + (dv if v_transposed else 0)) * element_bytes
+    v_row = (0 if shared_kv else dv) + (dv if v_transposed else 0)
+    per_key = KV_STAGES * (d + v_row) * element_bytes
     fits = int((hw.smem_per_cta_bytes - bm * d * element_bytes) // per_key)
     return max(step, min(bn, fits // step * step))
 
@@ -264,7 +270,8 @@ class Attention(Op):
         if kernel == "fa2":
             bm, bn, threads = fa2_tile(hw, d, direction, self.dropout > 0)
         elif direction == "fwd":
-            bn = kv_tile_width(hw, DECODE_TILE_M if decode else bm, bn, d, dv, b, v_transposed)
+            bn = kv_tile_width(hw, DECODE_TILE_M if decode else bm, bn, d, dv, b, v_transposed,
+                               self.shared_kv)
         if decode:
             # flash-decoding (FlashDecoding, FlashInfer, FlashMLA): the query rows of all heads
             # sharing a KV head are packed into 64-row MMA tiles; CTAs split the KV sequence
@@ -378,10 +385,12 @@ class Attention(Op):
                 work["alu"] += scores_total * MASK_APPLY_ALU_PER_SCORE[self.dropout_mask]
                 work["issue"] += scores_total * MASK_APPLY_ALU_PER_SCORE[self.dropout_mask] / 32
         work["hbm"], work["l2"] = hbm, l2
-        smem = min(hw.smem_per_cta_bytes, int((tile_m * d + 2 * bn * (d + dv)) * b))
+        kv_buffers = KV_STAGES * bn * (d + (0 if self.shared_kv else dv)
+                                       + (dv if v_transposed else 0)) * b
+        smem = min(hw.smem_per_cta_bytes, int(tile_m * d * b + kv_buffers))
         launch = LaunchShape(ctas=max(1, ctas), threads_per_cta=threads, registers_per_thread=regs,
                              smem_per_cta_bytes=smem,
-                             bytes_in_flight_per_cta=2 * bn * (d + dv) * b)
+                             bytes_in_flight_per_cta=KV_STAGES * bn * (d + dv) * b)
         # FA2's warps load their own MMA operands (ldmatrix) between mma.sync instructions: those
         # loads overlap the MMAs only partly. wgmma/tcgen05 read shared memory themselves.
         mmas = (Overlap((tensor,), ("smem",), MMA_SYNC_OPERAND_OVERLAP) if kernel == "fa2"
