@@ -50,17 +50,20 @@ def compare(cases: Iterable[Case], level: str = "pipes") -> list[Comparison]:
     return out
 
 
-def summarize(comparisons: list[Comparison]) -> list[dict]:
-    """One row per (op class, hardware, judged|fitted)."""
-    groups: dict[tuple[str, str, str], list[Comparison]] = {}
+def summarize(comparisons: list[Comparison], group_by=None) -> list[dict]:
+    """One row per (op class, hardware, judged|fitted), or per `group_by(case)` (a tuple of
+    strings, e.g. kernel family and dtype) within those."""
+    groups: dict[tuple, list[Comparison]] = {}
     for c in comparisons:
         key = (c.case.op_class, c.case.hardware.name, "fitted" if c.case.fitted else "judged")
+        if group_by is not None:
+            key += tuple(group_by(c.case))
         groups.setdefault(key, []).append(c)
     rows = []
-    for (op_class, hw, kind), cs in sorted(groups.items()):
+    for key, cs in sorted(groups.items()):
         errs = [abs(c.error) for c in cs]
-        rows.append({"op_class": op_class, "hardware": hw, "rows": kind, "n": len(cs),
-                     "mape": sum(errs) / len(errs), "median_ape": median(errs),
+        rows.append({"op_class": key[0], "hardware": key[1], "rows": key[2],
+                     **({"group": key[3:]} if group_by is not None else {}), "n": len(cs), "mape": sum(errs) / len(errs), "median_ape": median(errs),
                      "max_ape": max(errs), "bias": sum(c.error for c in cs) / len(cs),
                      "roofline_mape": sum(abs(c.roofline_error) for c in cs) / len(cs)})
     return rows
