@@ -36,7 +36,7 @@ from perfmodel.graph import Node, OpGraph
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.models import ModelSpec, load_model
 from perfmodel.ops import Op, op as make_op
-from perfmodel.ops.attention import visited
+from perfmodel.ops.attention_tiles import visited
 from perfmodel.schedule import schedule
 
 SCHEDULES = ("sequential", "fused", "overlap")

@@ -165,28 +165,28 @@ def test_backward_at_head_dim_64_is_slower_per_flop_than_at_128():
 def test_key_tile_and_q_tile_fit_in_shared_memory(hw_name, head_dim, dtype, v_transposed):
     """The key tile is as wide as the family's default allows while Q and KV_STAGES K/V buffers
     (plus FP8's transposed V on Hopper) fit in a CTA's shared memory, in whole MMA K steps."""
-    from perfmodel.ops import attention as att
+    from perfmodel.ops import attention_tiles as tiles
     hw = pm.hardware(hw_name)
     b = 1 if dtype == "fp8" else 2
-    bn = att.kv_tile_width(hw, 128, 128, head_dim, head_dim, b, v_transposed)
-    used = 128 * head_dim * b + att.KV_STAGES * bn * head_dim * (3 if v_transposed else 2) * b
+    bn = tiles.kv_tile_width(hw, 128, 128, head_dim, head_dim, b, v_transposed)
+    used = 128 * head_dim * b + tiles.KV_STAGES * bn * head_dim * (3 if v_transposed else 2) * b
     assert used <= hw.smem_per_cta_bytes
     assert bn % (32 // b) == 0
-    wider = used + att.KV_STAGES * (32 // b) * head_dim * (3 if v_transposed else 2) * b
+    wider = used + tiles.KV_STAGES * (32 // b) * head_dim * (3 if v_transposed else 2) * b
     assert bn == 128 or wider > hw.smem_per_cta_bytes  # one K step more would not fit
 
 
 def test_head_dim_256_in_16_bit_narrows_the_key_tile_to_80():
     """128 x 128 at hd256 bf16 would need 64 KB (Q) + 2 x 128 KB (K, V) > 227 KB."""
-    from perfmodel.ops import attention as att
+    from perfmodel.ops import attention_tiles as tiles
     hw = pm.hardware("H100-SXM")
-    assert att.kv_tile_width(hw, 128, 128, 256, 256, 2, False) == 80
-    assert att.kv_tile_width(hw, 128, 128, 256, 256, 1, True) == 128  # FP8 fits 128
-    assert att.kv_tile_width(hw, 128, 128, 128, 128, 2, False) == 128
+    assert tiles.kv_tile_width(hw, 128, 128, 256, 256, 2, False) == 80
+    assert tiles.kv_tile_width(hw, 128, 128, 256, 256, 1, True) == 128  # FP8 fits 128
+    assert tiles.kv_tile_width(hw, 128, 128, 128, 128, 2, False) == 128
     # MLA decode (latent K of 576 dims whose first 512 are V, 64-row query tiles): 64-key blocks
     # as FlashMLA's; counting V as a buffer of its own would have given 32
-    assert att.kv_tile_width(hw, 64, 128, 576, 512, 2, False, shared_kv=True) == 64
-    assert att.kv_tile_width(hw, 64, 128, 576, 512, 2, False) == 32
+    assert tiles.kv_tile_width(hw, 64, 128, 576, 512, 2, False, shared_kv=True) == 64
+    assert tiles.kv_tile_width(hw, 64, 128, 576, 512, 2, False) == 32
 
 
 @pytest.mark.parametrize("head_dim", [64, 128, 256])
@@ -194,11 +194,12 @@ def test_forward_rescales_the_output_once_per_key_tile(head_dim):
     """Online softmax multiplies the bm x dv accumulator at every key tile: dv / bn FP32 ops per
     score on top of the per-score softmax work (FA3); FA4 rescales conditionally and skips it."""
     from perfmodel.ops import attention as att
+    from perfmodel.ops import attention_tiles as tiles
     hw = pm.hardware("H100-SXM")
     op = pm.ops.Attention(batch=1, heads=8, seq_q=4096, head_dim=head_dim, dtype="bf16",
                           kernel="fa3")
     work = op.demand(hw).work
-    bn = att.kv_tile_width(hw, 128, 128, head_dim, head_dim, 2, False)
+    bn = tiles.kv_tile_width(hw, 128, 128, head_dim, head_dim, 2, False)
     tile_scores = work["xu"]  # one exp per computed score on Hopper
     assert work["fma"] / tile_scores == pytest.approx(
         att.SOFTMAX_FMA_PER_SCORE["fwd"] + head_dim / bn, rel=1e-9)

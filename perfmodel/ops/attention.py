@@ -28,19 +28,18 @@ Shah et al. FlashAttention-3, arXiv:2407.08608 §3; FlashAttention-4, arXiv:2603
   * causal and sliding-window masks skip tiles; diagonal tiles compute fully but are partly
     wasted; decode (few query rows) splits the KV sequence across CTAs (flash-decoding).
 Dropout adds Philox work per score (fused) or a mask read from HBM (precomputed).
+Tile sizes, masks and the grid live in attention_tiles.py; this module turns them into work.
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
-
-import numpy as np
 
 from ..demand import Demand, LaunchShape, Overlap, add_work
 from ..errors import InputError
 from ..units import bytes_per_element, tensor_dtype
 from .base import Op, Param, positive
+from .attention_tiles import KV_STAGES, Tiling, fa2_bwd_smem_elements, kv_row_extra, tiling
 from .rng import GENERATOR_ROUNDS, rng_instruction_work
 from .streaming import stream_demand
 
@@ -48,70 +47,6 @@ KERNELS = ("fa2", "fa3", "fa4", "cudnn")
 DEFAULT_KERNEL = {"ampere": "fa2", "hopper": "fa3", "blackwell": "fa4"}
 KERNEL_ARCHS = {"fa2": ("ampere", "hopper", "blackwell"), "fa3": ("hopper",),
                 "fa4": ("blackwell",), "cudnn": ("ampere", "hopper", "blackwell")}
-# (block_m, block_n, threads, registers) per family: FA3 128x128 with 3 warpgroups (1 producer,
-# 2 consumers); FA4 128x128 with 512 threads (MMA, softmax, correction and load warps); cuDNN
-# similar to FA3/FA4 on its architecture; FA2's tiles depend on head dim and GPU (fa2_tile).
-# block_n is the widest key tile; kv_tile_width narrows it to what shared memory holds.
-TILE = {"fa2": (128, 64, 128, 255), "fa3": (128, 128, 384, 168), "fa4": (128, 128, 512, 128),
-        "cudnn": (128, 128, 384, 168)}
-
-
-# K/V tiles in flight: the FA3 design double-buffers K and V (FlashInfer's port of it,
-# prefill_sm90.cuh: NUM_STAGES_ = 2); with the Q tile they must fit the CTA's shared memory, which
-# narrows the key tile at long head dims
-KV_STAGES = 2
-# The key tile is the K dimension of the PV MMA, so its width steps by the MMA's K step: 32 bytes
-# of operand (k16 for 16-bit types, k32 for FP8; PTX ISA wgmma/tcgen05 shapes)
-MMA_K_STEP_BYTES = 32
-
-
-def kv_tile_width(hw, bm: int, bn: int, d: int, dv: int, element_bytes: float,
-                  v_transposed: bool, shared_kv: bool = False) -> int:
-    """The widest key tile ≤ bn whose KV_STAGES K and V buffers fit in shared memory beside the
-    bm × d Q tile. FP8 wgmma kernels keep a transposed copy of each V tile as well; with MLA's
-    latent cache V is part of the K buffer. At head dim 256 in 16-bit types a 128 × 128 tile
-    cannot fit (320 KB); the rule gives 128 × 80 (and FlashMLA's 64-key blocks for 576/512)."""
-    step = int(MMA_K_STEP_BYTES // element_bytes)
-    v_row = (0 if shared_kv else dv) + (dv if v_transposed else 0)
-    per_key = KV_STAGES * (d + v_row) * element_bytes
-    fits = int((hw.smem_per_cta_bytes - bm * d * element_bytes) // per_key)
-    return max(step, min(bn, fits // step * step))
-
-
-def fa2_tile(hw, head_dim: int, direction: str, dropout: bool = False) -> tuple[int, int, int]:
-    """(block_m, block_n, threads) FlashAttention-2 launches for this head dim on this GPU
-    (csrc/flash_attn/src/flash_{fwd,bwd}_launch_template.h, v2.8.3, sm80/sm90 paths; dropout
-    narrows the forward key tile). Each warp owns 16-row slices of the query tile and reads the
-    whole K and V tiles itself."""
-    if direction == "bwd":
-        return ((128, 128, 256) if head_dim <= 64 else (64, 128, 256) if head_dim <= 128
-                else (64, 64, 256))
-    if head_dim <= 64:
-        return (128, 64, 128) if dropout else (128, 128, 128)
-    if head_dim <= 128:
-        return (128, 32, 128) if dropout else (128, 64, 128)
-    if head_dim <= 192 or hw.smem_per_sm_bytes < 4 * head_dim * (64 + 2 * 64):
-        return 128, 64, 256  # 8 warps (A100's 164 KB smem per SM)
-    return 64, 64, 128       # H100-class smem per SM: two 4-warp CTAs per SM
-
-
-# FA2 backward warp grids (AtomLayoutMSdP, AtomLayoutNdKV, AtomLayoutMdQ) up to each head dim
-FA2_BWD_WARP_LAYOUT = {64: (4, 4, 4), 96: (2, 4, 4), 128: (2, 4, 2), 256: (4, 2, 2)}
-
-
-def fa2_bwd_smem_elements(bm: int, bn: int, d: int, dv: int, warps: int) -> float:
-    """Shared-memory elements FA2's backward reads and writes per (bm × bn) tile pair.
-
-    A warp-tiled GEMM M×N×K whose warps form an a × (warps/a) grid reads its A operand
-    warps/a times and its B operand a times. The five GEMMs (S = QKᵀ, dP = dO·Vᵀ, dV += Pᵀ·dO,
-    dK += dSᵀ·Q, dQ = dS·K) use the kernel's three warp layouts; P and dS are written to smem."""
-    a1, a2, a3 = next((FA2_BWD_WARP_LAYOUT[h] for h in sorted(FA2_BWD_WARP_LAYOUT) if h >= d),
-                      FA2_BWD_WARP_LAYOUT[256])
-    gemm = lambda m, n, k, a: m * k * (warps // a) + n * k * a  # noqa: E731
-    return (gemm(bm, bn, d, a1) + gemm(bm, bn, dv, a1) + gemm(bn, dv, bm, a2)
-            + gemm(bn, d, bm, a2) + gemm(bm, d, bn, a3) + 2 * bm * bn)
-
-
 SOFTMAX_FMA_PER_SCORE = {"fwd": 4.0, "bwd": 6.0}
 SOFTMAX_ALU_PER_SCORE = 1.0
 # P → FP8 for the PV MMA: cvt.rn.satfinite.e4m3x2.f32 converts two scores per instruction; the
@@ -122,7 +57,9 @@ FP8_PACK_XU_PER_SCORE = 0.5
 # convert of the FP32 dQ accumulator).
 BWD_PREPROCESS_FMA_PER_ELEMENT = 2.0
 BWD_POSTPROCESS_FMA_PER_ELEMENT = 1.0
-SMEM_TILE_READS = {"fwd": 3.0, "bwd": 13.0}  # FA4 paper tile roofline (M = N = D = 128)
+# wgmma/tcgen05 backward: 13 tile reads from shared memory per tile pair (FA4 paper's tile
+# roofline at M = N = D = 128)
+SMEM_TILE_READS_BWD = 13.0
 # FA4's backward runs its MMAs in 2-CTA mode (tcgen05 cta_group::2): per tile SMEM falls from 3328
 # to 2688 cycles and the dQ atomic adds halve (FA4 paper, via hardware.md §7 / seed-papers §5.3)
 FA4_BWD_2CTA_SMEM_FRACTION = 2688 / 3328
@@ -144,8 +81,6 @@ CTA_ROUND_TRIPS = 3.615
 # Applying a precomputed mask: byte mask → compare-free select per score; bit mask → extract the
 # bit (shift/and) then select.
 MASK_APPLY_ALU_PER_SCORE = {"bytes": 1.0, "bits": 2.0}
-DECODE_MAX_SEQ_Q = 16              # up to this many new tokens (speculative decoding): decode path
-DECODE_TILE_M = 64                 # MMA rows per decode tile (wgmma / tcgen05 M = 64)
 
 
 def backward_side_kernels(o_elements: float, o_bytes: float, lse_bytes: float, q_bytes: float,
@@ -178,22 +113,6 @@ def backward_side_kernels(o_elements: float, o_bytes: float, lse_bytes: float, q
             flop=0.0, details={"part": "bwd postprocess: dK, dV FP32 → input dtype"}),
             kernels=2))
     return pre, posts
-
-
-@functools.lru_cache(maxsize=4096)
-def visited(seq_q: int, seq_kv: int, causal: bool, window: int | None, bm: int, bn: int
-            ) -> tuple[int, int]:
-    """(tile pairs computed, unmasked scores) for one head, bottom-right aligned masks."""
-    rows = np.arange(seq_q, dtype=np.int64)
-    offset = seq_kv - seq_q
-    hi = np.minimum(rows + offset, seq_kv - 1) if causal else np.full(seq_q, seq_kv - 1)
-    lo = np.maximum(rows + offset - window + 1, 0) if window else np.zeros(seq_q, np.int64)
-    scores = int(np.clip(hi - lo + 1, 0, None).sum())
-    starts = rows[::bm]
-    ends = np.minimum(starts + bm, seq_q) - 1
-    t_lo, t_hi = lo[starts] // bn, hi[ends] // bn
-    pairs = int(np.clip(t_hi - t_lo + 1, 0, None)[hi[ends] >= lo[starts]].sum())
-    return pairs, scores
 
 
 class Attention(Op):
@@ -253,54 +172,59 @@ class Attention(Op):
 
     def _pass_demand(self, hw, kernel: str, direction: str) -> Demand:
         d, dv = self.head_dim, self.head_dim_v or self.head_dim
-        hkv = self.kv_heads or self.heads
-        skv = self.seq_kv or self.seq_q
-        group = self.heads // hkv
         b = bytes_per_element(self.dtype)
+        tensor = f"tensor:{tensor_dtype(self.dtype)}"
         # cuDNN's Blackwell SDPA kernels are tcgen05 warp-specialized designs of FA4's kind (AVO,
         # arXiv 2603.24517, has cuDNN 9.19 within a few % of FA4 and ahead of it): on Blackwell
         # cuDNN takes FA4's tile, packed FP32 math and overlap (judged: att-cudnn-b200-001)
         design = "fa4" if (kernel == "cudnn" and hw.architecture == "blackwell") else kernel
-        bm, bn, threads, regs = TILE[design]
-        tensor = f"tensor:{tensor_dtype(self.dtype)}"
         # FP8 wgmma (Hopper) wants V K-major: FA3-design kernels transpose each V tile in shared
         # memory (FA3 paper §3.3); tcgen05 reads either major-ness
         v_transposed = tensor == "tensor:fp8" and design in ("fa3", "cudnn")
-        decode = direction == "fwd" and self.seq_q <= DECODE_MAX_SEQ_Q
-        if kernel == "fa2":
-            bm, bn, threads = fa2_tile(hw, d, direction, self.dropout > 0)
-        elif direction == "fwd":
-            bn = kv_tile_width(hw, DECODE_TILE_M if decode else bm, bn, d, dv, b, v_transposed,
-                               self.shared_kv)
-        if decode:
-            # flash-decoding (FlashDecoding, FlashInfer, FlashMLA): the query rows of all heads
-            # sharing a KV head are packed into 64-row MMA tiles; CTAs split the KV sequence
-            tile_m = DECODE_TILE_M
-            m_tiles = math.ceil(self.seq_q * group / tile_m)
-            kv_tiles = math.ceil(skv / bn)
-            groups = self.batch * hkv * m_tiles
-            splits = max(1, min(kv_tiles, math.ceil(2 * hw.sm_count / groups)))
-            pairs_per_head = m_tiles * kv_tiles
-            scores = self.seq_q * skv if not self.causal else visited(
-                self.seq_q, skv, True, self.window, bm, bn)[1]
-            heads_for_tiles, ctas = hkv, groups * splits
-            imbalance = 0.0
-        else:
-            pairs_per_head, scores = visited(self.seq_q, skv, self.causal, self.window, bm, bn)
-            heads_for_tiles, tile_m = self.heads, bm
-            q_tiles = math.ceil(self.seq_q / bm)
-            kv_tiles = math.ceil(skv / bn)
-            ctas = self.batch * self.heads * (q_tiles if direction == "fwd" else kv_tiles)
-            # masks make CTAs unequal: the busiest SM finishes with a full-length one
-            per_cta = pairs_per_head / (q_tiles if direction == "fwd" else kv_tiles)
-            longest = kv_tiles if direction == "fwd" else q_tiles
-            imbalance = max(0.0, min(longest, (self.window or 10**12) // bn + 1) / per_cta - 1)
-        pairs = pairs_per_head * self.batch * heads_for_tiles
-        scores_total = float(scores) * self.batch * self.heads
-        tile_scores = pairs * tile_m * bn
-        mma = (2.0 * (d + dv) if direction == "fwd" else 2.0 * (3 * d + 2 * dv)) * tile_scores
-        useful = (2.0 * (d + dv) if direction == "fwd" else 2.0 * (3 * d + 2 * dv)) * scores_total
+        t = tiling(hw, kernel, design, direction, batch=self.batch, heads=self.heads,
+                   kv_heads=self.kv_heads or self.heads, seq_q=self.seq_q,
+                   seq_kv=self.seq_kv or self.seq_q, d=d, dv=dv, element_bytes=b,
+                   causal=self.causal, window=self.window, dropout=self.dropout > 0,
+                   v_transposed=v_transposed, shared_kv=self.shared_kv)
+        work = self._tile_work(hw, t, kernel, design, direction, tensor, v_transposed)
+        io = self._memory(t, kernel, direction)
+        if self.dropout > 0:
+            self._add_dropout(work, io, t.scores)
+        work["hbm"], work["l2"] = io["hbm"], io["l2"]
+        kv_buffers = KV_STAGES * t.bn * (d + kv_row_extra(dv, v_transposed, self.shared_kv)) * b
+        launch = LaunchShape(ctas=t.ctas, threads_per_cta=t.threads,
+                             registers_per_thread=t.registers,
+                             smem_per_cta_bytes=min(hw.smem_per_cta_bytes,
+                                                    int(t.tile_m * d * b + kv_buffers)),
+                             bytes_in_flight_per_cta=KV_STAGES * t.bn * (d + dv) * b)
+        per_score = 2.0 * (d + dv) if direction == "fwd" else 2.0 * (3 * d + 2 * dv)
+        details = {"kernel": kernel, "direction": direction, "tile_pairs": t.pairs,
+                   "decode_split_kv": t.decode}
+        main = Demand(work=work, launch=launch, flop=per_score * t.scores, hbm_bytes=io["hbm"],
+                      overlap=self._overlap(kernel, design, direction, tensor),
+                      cta_latency_s=CTA_ROUND_TRIPS * hw.hbm_latency_s,
+                      cta_imbalance=t.imbalance, kernels=2 if t.split_kv else 1,
+                      details=details)
+        if direction == "fwd":
+            return main
+        pre, posts = backward_side_kernels(
+            o_elements=self.batch * self.heads * self.seq_q * dv, o_bytes=io["o"],
+            lse_bytes=io["lse"], q_bytes=io["q"], kv_bytes=io["kv"],
+            dq_accum_bytes=io["dq_accum"], dkv_expanded_bytes=io["dkv_expanded"],
+            dkv_accum_bytes=io["dkv_accum"], element_bytes=b)
+        parts = [pre, main, *posts]
+        return Demand(work=add_work(*(p.work for p in parts)), launch=launch, flop=main.flop,
+                      hbm_bytes=sum(p.hbm_bytes for p in parts),
+                      kernels=sum(p.kernels for p in parts), sequence=tuple(parts),
+                      details=details)
 
+    def _tile_work(self, hw, t: Tiling, kernel: str, design: str, direction: str, tensor: str,
+                   v_transposed: bool) -> dict[str, float]:
+        """SM work of the visited tiles: MMAs, softmax, shared memory, issue slots."""
+        d, dv = self.head_dim, self.head_dim_v or self.head_dim
+        b = bytes_per_element(self.dtype)
+        tile_scores = t.tile_scores
+        mma = (2.0 * (d + dv) if direction == "fwd" else 2.0 * (3 * d + 2 * dv)) * tile_scores
         # FA2 issues Ampere's mma.sync, which Hopper and Blackwell run below their wgmma/tcgen05
         # rate: its tensor work counts at the native rate divided by that fraction
         path = MMA_SYNC_FRACTION if (kernel == "fa2" and hw.architecture != "ampere") else 1.0
@@ -319,78 +243,91 @@ class Attention(Op):
             # O ← diag(exp(m_old − m_new))·O + PV (FA2 paper Algorithm 1): tile_m × dv FP32
             # multiplies per tile pair, dv / bn per score. FA4 rescales only when a row max grows
             # past a threshold, in a correction warpgroup (FA4 paper), so it is left out there.
-            work["fma"] += pairs * tile_m * dv
+            work["fma"] += t.pairs * t.tile_m * dv
         if kernel == "fa2" and direction == "fwd":
             # mma.sync operands: the Q tile once, and K and V once per warp (ldmatrix)
-            work["smem"] = pairs * (bm * d + threads // 32 * bn * (d + dv)) * b
+            work["smem"] = t.pairs * (t.bm * d + t.threads // 32 * t.bn * (d + dv)) * b
         elif kernel == "fa2":
-            work["smem"] = pairs * fa2_bwd_smem_elements(bm, bn, d, dv, threads // 32) * b
+            work["smem"] = t.pairs * fa2_bwd_smem_elements(t.bm, t.bn, d, dv, t.threads // 32) * b
+        elif direction == "fwd":  # wgmma/tcgen05 read the Q, K and V tiles from shared memory
+            work["smem"] = t.pairs * (t.tile_m * d + t.bn * (d + dv)) * b
         else:
-            work["smem"] = (pairs * (tile_m * d + bn * (d + dv)) * b if direction == "fwd"
-                            else SMEM_TILE_READS["bwd"] * pairs * bn * (d + dv) / 2 * b)
-            if kernel == "fa4" and direction == "bwd":
+            work["smem"] = SMEM_TILE_READS_BWD * t.pairs * t.bn * (d + dv) / 2 * b
+            if kernel == "fa4":
                 work["smem"] *= FA4_BWD_2CTA_SMEM_FRACTION
         if v_transposed:
             # each V tile is transposed in shared memory (read and write once) and P is
             # byte-permuted in registers (FA3 paper §3.3)
-            work["smem"] += 2.0 * pairs * bn * dv * b
+            work["smem"] += 2.0 * t.pairs * t.bn * dv * b
             work["alu"] += tile_scores / 4
         if tensor == "tensor:fp8":
             work["xu"] += FP8_PACK_XU_PER_SCORE * tile_scores
         if self.causal:
             # diagonal tiles mask scores: a compare and a select per score of those tiles
-            diagonal = self.batch * heads_for_tiles * math.ceil(self.seq_q / tile_m)
-            work["alu"] += 2.0 * diagonal * tile_m * bn
+            diagonal = self.batch * t.tile_heads * math.ceil(self.seq_q / t.tile_m)
+            work["alu"] += 2.0 * diagonal * t.tile_m * t.bn
         # FA4 on Blackwell issues its FP32 softmax math as packed FFMA2/FADD2 (sm_100): one
         # instruction per two lanes' work
         fma_per_instr = 2.0 if (design == "fa4" and hw.architecture == "blackwell") else 1.0
         work["issue"] = (work.get("fma", 0.0) / fma_per_instr + work.get("alu", 0.0)
                          + work.get("xu", 0.0)) / 32.0
+        return work
 
+    def _memory(self, t: Tiling, kernel: str, direction: str) -> dict[str, float]:
+        """HBM and L2 bytes of the main kernel, and the tensors the backward's side kernels
+        stream (bytes)."""
+        d, dv = self.head_dim, self.head_dim_v or self.head_dim
+        hkv = self.kv_heads or self.heads
+        group = self.heads // hkv
+        b = bytes_per_element(self.dtype)
         q_bytes = self.batch * self.heads * self.seq_q * d * b
-        kv_bytes = self.batch * hkv * skv * (d if self.shared_kv else d + dv) * b
+        kv_row = d if self.shared_kv else d + dv
+        kv_bytes = self.batch * hkv * (self.seq_kv or self.seq_q) * kv_row * b
         # FA3's FP8 forward writes O in BF16 (hopper/test_flash_attn.py compares it with a BF16
         # reference by subtraction, which PyTorch's float8 does not support); cuDNN's FP8 graph
         # writes FP8 (hopper/benchmark_flash_attention_fp8.py allocates O as the QKV dtype)
         o_b = 2 if (b == 1 and kernel == "fa3") else b
         o_bytes = self.batch * self.heads * self.seq_q * dv * o_b
         lse = self.batch * self.heads * self.seq_q * 4.0
+        io = {"q": q_bytes, "kv": kv_bytes, "o": o_bytes, "lse": lse, "dq_accum": 0.0,
+              "dkv_expanded": 0.0, "dkv_accum": 0.0}
         if direction == "fwd":
-            hbm = q_bytes + kv_bytes + o_bytes + lse
-            kv_row = d if self.shared_kv else d + dv
-            l2 = q_bytes + pairs * bn * kv_row * b + o_bytes + lse
-        else:  # main kernel: read Q, K, V, dO, LSE, D; write dK, dV; dQ FP32 atomics through L2
-            dq_accum = q_bytes * 4 / b
-            # dK, dV with GQA (a group of query heads per KV head): FA2 writes them per query head
-            # and sums the group afterwards (flash_api.cpp mha_bwd: dk_expanded, at::sum_out);
-            # FA3-style kernels add each query head's share into FP32 accumulators with atomics
-            # and convert them in a postprocess (cute/interface.py _flash_attn_bwd: dk_accum)
-            dkv_expanded = kv_bytes * group if (group > 1 and kernel == "fa2") else 0.0
-            dkv_accum = kv_bytes * 4 / b if (group > 1 and kernel != "fa2") else 0.0
-            dkv_written = dkv_expanded or dkv_accum or kv_bytes
-            hbm = q_bytes + kv_bytes + dkv_written + o_bytes + 2 * lse + dq_accum
-            dq_atomics = pairs * bm * d * 4.0 * 2 * (FA4_BWD_2CTA_DQ_FRACTION if kernel == "fa4"
-                                                     else 1.0)
-            l2 = hbm + dq_atomics + dkv_accum * group * 2
-        if self.dropout > 0:
-            if self.dropout_rng == "fused":
-                rounds = GENERATOR_ROUNDS[self.dropout_generator]
-                rng = rng_instruction_work(scores_total, self.dropout_bits_per_score, rounds,
-                                           "bytes")
-                work = add_work(work, rng)
-            else:  # mask precomputed by an rng kernel, read back and applied per score
-                mask_bytes = scores_total * (1.0 if self.dropout_mask == "bytes" else 1 / 8)
-                hbm += mask_bytes
-                l2 += mask_bytes
-                work["alu"] += scores_total * MASK_APPLY_ALU_PER_SCORE[self.dropout_mask]
-                work["issue"] += scores_total * MASK_APPLY_ALU_PER_SCORE[self.dropout_mask] / 32
-        work["hbm"], work["l2"] = hbm, l2
-        kv_buffers = KV_STAGES * bn * (d + (0 if self.shared_kv else dv)
-                                       + (dv if v_transposed else 0)) * b
-        smem = min(hw.smem_per_cta_bytes, int(tile_m * d * b + kv_buffers))
-        launch = LaunchShape(ctas=max(1, ctas), threads_per_cta=threads, registers_per_thread=regs,
-                             smem_per_cta_bytes=smem,
-                             bytes_in_flight_per_cta=KV_STAGES * bn * (d + dv) * b)
+            io["hbm"] = q_bytes + kv_bytes + o_bytes + lse
+            io["l2"] = q_bytes + t.pairs * t.bn * kv_row * b + o_bytes + lse
+            return io
+        # main kernel: read Q, K, V, dO, LSE, D; write dK, dV; dQ FP32 atomics through L2
+        dq_accum = q_bytes * 4 / b
+        # dK, dV with GQA (a group of query heads per KV head): FA2 writes them per query head
+        # and sums the group afterwards (flash_api.cpp mha_bwd: dk_expanded, at::sum_out);
+        # FA3-style kernels add each query head's share into FP32 accumulators with atomics
+        # and convert them in a postprocess (cute/interface.py _flash_attn_bwd: dk_accum)
+        dkv_expanded = kv_bytes * group if (group > 1 and kernel == "fa2") else 0.0
+        dkv_accum = kv_bytes * 4 / b if (group > 1 and kernel != "fa2") else 0.0
+        dkv_written = dkv_expanded or dkv_accum or kv_bytes
+        hbm = q_bytes + kv_bytes + dkv_written + o_bytes + 2 * lse + dq_accum
+        dq_atomics = t.pairs * t.bm * d * 4.0 * 2 * (FA4_BWD_2CTA_DQ_FRACTION if kernel == "fa4"
+                                                       else 1.0)
+        io.update(hbm=hbm, l2=hbm + dq_atomics + dkv_accum * group * 2, dq_accum=dq_accum,
+                  dkv_expanded=dkv_expanded, dkv_accum=dkv_accum)
+        return io
+
+    def _add_dropout(self, work: dict[str, float], io: dict[str, float], scores: float) -> None:
+        """Fused dropout: Philox work per score beside the softmax. Precomputed: a mask read
+        from HBM and applied per score."""
+        if self.dropout_rng == "fused":
+            rounds = GENERATOR_ROUNDS[self.dropout_generator]
+            rng = rng_instruction_work(scores, self.dropout_bits_per_score, rounds, "bytes")
+            work.update(add_work(work, rng))
+            return
+        mask_bytes = scores * (1.0 if self.dropout_mask == "bytes" else 1 / 8)
+        io["hbm"] += mask_bytes
+        io["l2"] += mask_bytes
+        work["alu"] += scores * MASK_APPLY_ALU_PER_SCORE[self.dropout_mask]
+        work["issue"] += scores * MASK_APPLY_ALU_PER_SCORE[self.dropout_mask] / 32
+
+    @staticmethod
+    def _overlap(kernel: str, design: str, direction: str, tensor: str) -> Overlap:
+        """What hides under what inside the main kernel."""
         # FA2's warps load their own MMA operands (ldmatrix) between mma.sync instructions: those
         # loads overlap the MMAs only partly. wgmma/tcgen05 read shared memory themselves.
         mmas = (Overlap((tensor,), ("smem",), MMA_SYNC_OPERAND_OVERLAP) if kernel == "fa2"
@@ -402,25 +339,7 @@ class Attention(Op):
         softmax = ("xu", "fma", "alu", "issue")
         eff = SOFTMAX_OVERLAP[design]
         if direction == "bwd" and kernel == "fa2":
-            overlap = Overlap(mmas, softmax + ("l2",), eff)
-        elif direction == "bwd":
-            overlap = Overlap(Overlap(mmas, softmax, eff), ("l2",), eff)
-        else:
-            overlap = Overlap(mmas, softmax, eff)
-        details = {"kernel": kernel, "direction": direction, "tile_pairs": pairs,
-                   "decode_split_kv": decode}
-        main = Demand(work=work, launch=launch, flop=useful, hbm_bytes=hbm, overlap=overlap,
-                      cta_latency_s=CTA_ROUND_TRIPS * hw.hbm_latency_s,
-                      cta_imbalance=imbalance,
-                      kernels=2 if (decode and ctas > groups) else 1, details=details)
-        if direction == "fwd":
-            return main
-        pre, posts = backward_side_kernels(
-            o_elements=self.batch * self.heads * self.seq_q * dv, o_bytes=o_bytes, lse_bytes=lse,
-            q_bytes=q_bytes, kv_bytes=kv_bytes, dq_accum_bytes=dq_accum,
-            dkv_expanded_bytes=dkv_expanded, dkv_accum_bytes=dkv_accum, element_bytes=b)
-        parts = [pre, main, *posts]
-        return Demand(work=add_work(*(p.work for p in parts)), launch=launch, flop=useful,
-                      hbm_bytes=sum(p.hbm_bytes for p in parts),
-                      kernels=sum(p.kernels for p in parts), sequence=tuple(parts),
-                      details=details)
+            return Overlap(mmas, softmax + ("l2",), eff)
+        if direction == "bwd":
+            return Overlap(Overlap(mmas, softmax, eff), ("l2",), eff)
+        return Overlap(mmas, softmax, eff)

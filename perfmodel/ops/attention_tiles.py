@@ -1,0 +1,155 @@
+"""How a FlashAttention-style kernel cuts attention into tiles and CTAs.
+
+The tile sizes each family launches (FA2 from its launch templates; FA3/FA4/cuDNN defaults
+narrowed to what shared memory holds), the tile pairs a mask leaves to compute, and the grid:
+one CTA per query tile (forward) or key tile (backward), or for decode, query rows of a KV head's
+group packed into 64-row tiles with the KV sequence split across CTAs (flash-decoding).
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+# (block_m, block_n, threads, registers) per family: FA3 128x128 with 3 warpgroups (1 producer,
+# 2 consumers); FA4 128x128 with 512 threads (MMA, softmax, correction and load warps); cuDNN
+# similar to FA3/FA4 on its architecture; FA2's tiles depend on head dim and GPU (fa2_tile).
+# block_n is the widest key tile; kv_tile_width narrows it to what shared memory holds.
+TILE = {"fa2": (128, 64, 128, 255), "fa3": (128, 128, 384, 168), "fa4": (128, 128, 512, 128),
+        "cudnn": (128, 128, 384, 168)}
+# K/V tiles in flight: the FA3 design double-buffers K and V (FlashInfer's port of it,
+# prefill_sm90.cuh: NUM_STAGES_ = 2; flash_attn/cute/interface.py: num_stages=2); with the Q tile
+# they must fit the CTA's shared memory, which narrows the key tile at long head dims
+KV_STAGES = 2
+# The key tile is the K dimension of the PV MMA, so its width steps by the MMA's K step: 32 bytes
+# of operand (k16 for 16-bit types, k32 for FP8; PTX ISA wgmma/tcgen05 shapes)
+MMA_K_STEP_BYTES = 32
+DECODE_MAX_SEQ_Q = 16   # up to this many new tokens (speculative decoding): decode path
+DECODE_TILE_M = 64      # MMA rows per decode tile (wgmma / tcgen05 M = 64)
+# FA2 backward warp grids (AtomLayoutMSdP, AtomLayoutNdKV, AtomLayoutMdQ) up to each head dim
+FA2_BWD_WARP_LAYOUT = {64: (4, 4, 4), 96: (2, 4, 4), 128: (2, 4, 2), 256: (4, 2, 2)}
+
+
+def kv_tile_width(hw, bm: int, bn: int, d: int, dv: int, element_bytes: float,
+                  v_transposed: bool, shared_kv: bool = False) -> int:
+    """The widest key tile ≤ bn whose KV_STAGES K and V buffers fit in shared memory beside the
+    bm × d Q tile. FP8 wgmma kernels keep a transposed copy of each V tile as well; with MLA's
+    latent cache V is part of the K buffer. At head dim 256 in 16-bit types a 128 × 128 tile
+    cannot fit (320 KB); the rule gives 128 × 80 (and FlashMLA's 64-key blocks for 576/512)."""
+    step = int(MMA_K_STEP_BYTES // element_bytes)
+    per_key = KV_STAGES * (d + kv_row_extra(dv, v_transposed, shared_kv)) * element_bytes
+    fits = int((hw.smem_per_cta_bytes - bm * d * element_bytes) // per_key)
+    return max(step, min(bn, fits // step * step))
+
+
+def kv_row_extra(dv: int, v_transposed: bool, shared_kv: bool) -> int:
+    """Shared-memory elements per key beside K's own row: V's row (none when V lives inside the
+    latent K buffer) plus its transposed copy in FP8 wgmma kernels."""
+    return (0 if shared_kv else dv) + (dv if v_transposed else 0)
+
+
+def fa2_tile(hw, head_dim: int, direction: str, dropout: bool = False) -> tuple[int, int, int]:
+    """(block_m, block_n, threads) FlashAttention-2 launches for this head dim on this GPU
+    (csrc/flash_attn/src/flash_{fwd,bwd}_launch_template.h, v2.8.3, sm80/sm90 paths; dropout
+    narrows the forward key tile). Each warp owns 16-row slices of the query tile and reads the
+    whole K and V tiles itself."""
+    if direction == "bwd":
+        return ((128, 128, 256) if head_dim <= 64 else (64, 128, 256) if head_dim <= 128
+                else (64, 64, 256))
+    if head_dim <= 64:
+        return (128, 64, 128) if dropout else (128, 128, 128)
+    if head_dim <= 128:
+        return (128, 32, 128) if dropout else (128, 64, 128)
+    if head_dim <= 192 or hw.smem_per_sm_bytes < 4 * head_dim * (64 + 2 * 64):
+        return 128, 64, 256  # 8 warps (A100's 164 KB smem per SM)
+    return 64, 64, 128       # H100-class smem per SM: two 4-warp CTAs per SM
+
+
+def fa2_bwd_smem_elements(bm: int, bn: int, d: int, dv: int, warps: int) -> float:
+    """Shared-memory elements FA2's backward reads and writes per (bm × bn) tile pair.
+
+    A warp-tiled GEMM M×N×K whose warps form an a × (warps/a) grid reads its A operand
+    warps/a times and its B operand a times. The five GEMMs (S = QKᵀ, dP = dO·Vᵀ, dV += Pᵀ·dO,
+    dK += dSᵀ·Q, dQ = dS·K) use the kernel's three warp layouts; P and dS are written to smem."""
+    a1, a2, a3 = next((FA2_BWD_WARP_LAYOUT[h] for h in sorted(FA2_BWD_WARP_LAYOUT) if h >= d),
+                      FA2_BWD_WARP_LAYOUT[256])
+    gemm = lambda m, n, k, a: m * k * (warps // a) + n * k * a  # noqa: E731
+    return (gemm(bm, bn, d, a1) + gemm(bm, bn, dv, a1) + gemm(bn, dv, bm, a2)
+            + gemm(bn, d, bm, a2) + gemm(bm, d, bn, a3) + 2 * bm * bn)
+
+
+@functools.lru_cache(maxsize=4096)
+def visited(seq_q: int, seq_kv: int, causal: bool, window: int | None, bm: int, bn: int
+            ) -> tuple[int, int]:
+    """(tile pairs computed, unmasked scores) for one head, bottom-right aligned masks."""
+    rows = np.arange(seq_q, dtype=np.int64)
+    offset = seq_kv - seq_q
+    hi = np.minimum(rows + offset, seq_kv - 1) if causal else np.full(seq_q, seq_kv - 1)
+    lo = np.maximum(rows + offset - window + 1, 0) if window else np.zeros(seq_q, np.int64)
+    scores = int(np.clip(hi - lo + 1, 0, None).sum())
+    starts = rows[::bm]
+    ends = np.minimum(starts + bm, seq_q) - 1
+    t_lo, t_hi = lo[starts] // bn, hi[ends] // bn
+    pairs = int(np.clip(t_hi - t_lo + 1, 0, None)[hi[ends] >= lo[starts]].sum())
+    return pairs, scores
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """One pass's tiles and grid."""
+
+    bm: int                 # query tile rows the family launches with (prefill)
+    bn: int                 # key tile width
+    tile_m: int             # MMA rows per visited tile (bm, or DECODE_TILE_M when decoding)
+    threads: int
+    registers: int
+    tile_heads: int         # heads with tiles of their own (decode packs a KV head's group)
+    pairs: int              # (query tile, key tile) pairs computed, all heads and sequences
+    scores: float           # unmasked scores, all heads and sequences (the useful work)
+    ctas: int
+    imbalance: float        # (largest CTA's work / mean CTA's work) − 1
+    decode: bool
+    split_kv: bool          # decode with the KV sequence split over CTAs (+ a combine kernel)
+
+    @property
+    def tile_scores(self) -> float:
+        """Scores the tiles compute, masked ones included."""
+        return float(self.pairs * self.tile_m * self.bn)
+
+
+def tiling(hw, kernel: str, design: str, direction: str, *, batch: int, heads: int,
+           kv_heads: int, seq_q: int, seq_kv: int, d: int, dv: int, element_bytes: float,
+           causal: bool, window: int | None, dropout: bool, v_transposed: bool,
+           shared_kv: bool) -> Tiling:
+    """The tiles and grid `kernel` (built as `design`) launches for one pass."""
+    bm, bn, threads, regs = TILE[design]
+    decode = direction == "fwd" and seq_q <= DECODE_MAX_SEQ_Q
+    if kernel == "fa2":
+        bm, bn, threads = fa2_tile(hw, d, direction, dropout)
+    elif direction == "fwd":
+        bn = kv_tile_width(hw, DECODE_TILE_M if decode else bm, bn, d, dv, element_bytes,
+                           v_transposed, shared_kv)
+    kv_tiles = math.ceil(seq_kv / bn)
+    if decode:
+        # flash-decoding (FlashDecoding, FlashInfer, FlashMLA): the query rows of all heads
+        # sharing a KV head are packed into 64-row MMA tiles; CTAs split the KV sequence
+        m_tiles = math.ceil(seq_q * (heads // kv_heads) / DECODE_TILE_M)
+        groups = batch * kv_heads * m_tiles
+        splits = max(1, min(kv_tiles, math.ceil(2 * hw.sm_count / groups)))
+        scores = seq_q * seq_kv if not causal else visited(seq_q, seq_kv, True, window, bm, bn)[1]
+        return Tiling(bm, bn, DECODE_TILE_M, threads, regs, tile_heads=kv_heads,
+                      pairs=m_tiles * kv_tiles * batch * kv_heads,
+                      scores=float(scores) * batch * heads, ctas=max(1, groups * splits),
+                      imbalance=0.0, decode=True, split_kv=splits > 1)
+    pairs_per_head, scores = visited(seq_q, seq_kv, causal, window, bm, bn)
+    q_tiles = math.ceil(seq_q / bm)
+    per_head_ctas = q_tiles if direction == "fwd" else kv_tiles
+    # masks make CTAs unequal: the busiest SM finishes with a full-length one
+    per_cta = pairs_per_head / per_head_ctas
+    longest = kv_tiles if direction == "fwd" else q_tiles
+    imbalance = max(0.0, min(longest, (window or 10**12) // bn + 1) / per_cta - 1)
+    return Tiling(bm, bn, bm, threads, regs, tile_heads=heads, pairs=pairs_per_head * batch * heads,
+                  scores=float(scores) * batch * heads, ctas=max(1, batch * heads * per_head_ctas),
+                  imbalance=imbalance, decode=False, split_kv=False)
