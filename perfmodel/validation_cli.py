@@ -19,6 +19,8 @@ def add_validate_parser(sub) -> None:
     v.add_argument("--rows", action="store_true", help="also list every row's error")
     v.add_argument("--worst", type=int, default=5, help="worst judged rows listed (default 5)")
     v.add_argument("--plot", help="write a predicted-vs-measured log-log plot per class (PNG)")
+    v.add_argument("--by", metavar="PARAMS", help="also split each class by op parameters, "
+                   "comma-separated (e.g. kernel,dtype or head_dim,causal)")
     v.set_defaults(fn=run_validate)
 
 
@@ -33,7 +35,10 @@ def run_validate(args) -> int:
         cases += c
         skipped += s
     comps = compare(cases, args.level)
-    summary = summarize(comps)
+    by = _split_by(args.by, comps)
+    summary = summarize(comps, group_by=(lambda case: tuple(
+        "-" if getattr(case.op, f, None) is None else str(getattr(case.op, f)) for f in by))
+        if by else None)
     if args.format == "json":
         print(json.dumps({"level": args.level, "summary": summary,
                           "rows": [c.to_dict() for c in comps],
@@ -49,10 +54,11 @@ def run_validate(args) -> int:
         return 0
     print(f"measured vs predicted ({args.level}); errors are |predicted/measured − 1|")
     print(format_table(
-        ["op class", "hardware", "rows", "n", "MAPE", "median", "max", "bias", "roofline MAPE"],
-        [[s["op_class"], s["hardware"], s["rows"], s["n"], f"{s['mape']:.1%}",
-          f"{s['median_ape']:.1%}", f"{s['max_ape']:.1%}", f"{s['bias']:+.1%}",
-          f"{s['roofline_mape']:.1%}"] for s in summary]))
+        ["op class", "hardware", "rows", *by, "n", "MAPE", "median", "max", "bias",
+         "roofline MAPE"],
+        [[s["op_class"], s["hardware"], s["rows"], *s.get("group", ()), s["n"],
+          f"{s['mape']:.1%}", f"{s['median_ape']:.1%}", f"{s['max_ape']:.1%}",
+          f"{s['bias']:+.1%}", f"{s['roofline_mape']:.1%}"] for s in summary]))
     judged = sorted((c for c in comps if not c.case.fitted), key=lambda c: -abs(c.error))
     if judged and args.worst > 0:
         print(f"\nworst {min(args.worst, len(judged))} judged rows:")
@@ -91,3 +97,17 @@ def run_validate(args) -> int:
         print(f"\nnot modeled ({len(skipped)} rows): " +
               "; ".join(f"{s.id} ({s.reason})" for s in skipped))
     return 0
+
+
+def _split_by(spec: str | None, comps) -> list[str]:
+    """The op parameters named by --by; each must be a parameter of some compared op."""
+    if not spec:
+        return []
+    from .errors import InputError
+    fields = [f.strip() for f in spec.split(",") if f.strip()]
+    known = set().union(*(type(c.case.op).PARAMS for c in comps)) if comps else set()
+    unknown = [f for f in fields if f not in known]
+    if unknown or not fields:
+        raise InputError(f"--by: unknown op parameter(s) {', '.join(unknown) or repr(spec)}; "
+                         f"expected comma-separated names from: {', '.join(sorted(known))}")
+    return fields

@@ -85,6 +85,22 @@ def test_validate_prints_accuracy_table(capsys):
     assert code == 0 and "gemm" in out and "roofline MAPE" in out
 
 
+def test_validate_splits_classes_by_op_parameters(capsys):
+    code, out, _ = run(capsys, "validate", "--by", "kernel,dtype", "--format", "json")
+    assert code == 0
+    summary = json.loads(out)["summary"]
+    fwd = [s for s in summary if s["op_class"] == "attention_fwd" and s["rows"] == "judged"
+           and s["hardware"] == "H100-SXM"]
+    assert {tuple(s["group"]) for s in fwd} >= {("fa2", "fp16"), ("fa3", "fp8"), ("cudnn", "fp16")}
+    # the groups partition the class: their counts add up to the class's
+    code, out, _ = run(capsys, "validate", "--format", "json")
+    whole = next(s for s in json.loads(out)["summary"] if s["op_class"] == "attention_fwd"
+                 and s["rows"] == "judged" and s["hardware"] == "H100-SXM")
+    assert sum(s["n"] for s in fwd) == whole["n"]
+    code, _, err = run(capsys, "validate", "--by", "kernal")
+    assert code == 2 and "kernal" in err and "kernel" in err
+
+
 def test_console_script_entry_point_runs():
     r = subprocess.run([sys.executable, "-m", "perfmodel.cli", "hw", "show", "nope.yaml"],
                        capture_output=True, text=True)
