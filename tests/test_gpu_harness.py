@@ -97,6 +97,9 @@ SYNTHETIC = [
     _row("pipes-pipe_throughput-001", "pipe_throughput", "u32",
          {"instr": ["IMAD.WIDE.U32", "FFMA"], "ratio": [1, 1], "chains_per_thread": 8,
           "threads_per_sm": 1536}, 96.0, metric="thread_ops_per_sm_per_clk", unit="ops/clk/SM"),
+    _row("wgmma-wgmma_kblock-001", "wgmma_kblock", "fp8_e4m3",
+         {"mode": "drain", "warpgroups": 2, "m": 128, "n": 128, "k_block": 128,
+          "wgmma": "m64n128k32.f32.e4m3.e4m3", "iters": 4096}, 1.4),
     _row("philox-rng-001", "rng", "u8",
          {"elements": 1 << 30, "generator": "philox4x32-7", "bits_per_element": 8,
           "output": "bytes", "lop3_fold": True, "xor_source": "explicit_lop3",
@@ -134,7 +137,7 @@ SYNTHETIC = [
           "headdim": 128, "causal": False, "pass": "bwd", "dropout_p": 0.0}, 2.5,
          library="cuDNN 91300 (PyTorch 2.11.0 SDPA cudnn backend)"),
 ]
-SKIPPED_IDS = {"hbm-load_stream-005", "pipes-pipe_throughput-001",
+SKIPPED_IDS = {"hbm-load_stream-005", "pipes-pipe_throughput-001", "wgmma-wgmma_kblock-001",
                "rng_gemm-rng_gemm_concurrent-001", "moe_ffn-moe_expert_ffn-001"}
 
 

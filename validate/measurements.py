@@ -77,6 +77,8 @@ _LATER = {
     "pipe_throughput": "per-SM pipe rates feed hwspecs/, not a per-op time comparison",
     "rng_gemm_concurrent": "two-stream overlap is not an op of the model yet",
     "moe_expert_ffn": "grouped expert FFN timing is compared in a later issue",
+    "wgmma_kblock": "tensor-pipe drain per k-block: evidence for the block-scaled GEMM model, "
+                    "not a per-op time",
 }
 _STREAM_IO = {"load_stream": (1, 0), "store_stream": (0, 1), "copy": (1, 1), "triad": (2, 1)}
 

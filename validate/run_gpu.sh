@@ -21,7 +21,7 @@
 # brackets). "runs" = warm-up + timed repetitions per case; expected times from datasheet rates
 # (4.8 TB/s HBM, ~790 TFLOP/s bf16 measured here before, 1.98 GHz SM clock):
 #   step           cases                                  runs/case  expected per run   est.   [limit]
-#   compile        8 programs, JOBS in parallel           -          -                  60 s   [240 s]
+#   compile        7 programs, JOBS in parallel           -          -                  60 s   [240 s]
 #   hbm            4 HBM (4 GiB arrays) + 4 L2-resident   17         1-3 ms (+flush)     5 s   [ 60 s]
 #   pipes          22 instruction variants                12         0.5-6 ms            3 s   [ 60 s]
 #   philox         8 (2 generators x 2 outputs x 2 xor)   23         0.05-0.3 ms         3 s   [ 60 s]
@@ -29,10 +29,11 @@
 #                                                                    0.01-11 ms         25 s   [150 s]
 #   rng_gemm       5 RNG grid sizes x {alone, seq, conc}  12         1.5-2 ms            5 s   [ 60 s]
 #   rowwise        4 norms + 4 softmax + 2 adds           23         0.1-0.6 ms          3 s   [ 60 s]
+#   wgmma          3 modes x 1-2 warpgroups (FP8 k-blocks) 12        1-3 ms              2 s   [ 60 s]
 #   moe_ffn        not built (optional kernel skipped in this revision)
 #   torch_bench    SDPA flash/cuDNN fwd+bwd, dropout, decode 13 (3+10) 0.05-25 ms        90 s   [150 s]
 #   sass dump      cuobjdump of each binary                -          -                   5 s   [ 60 s]
-#   total (sum of estimates)                                                           ~200 s; sum of limits 940 s,
+#   total (sum of estimates)                                                           ~200 s; sum of limits 1000 s,
 #   but the run stops starting programs once 450 s have passed (a late program is recorded as skipped).
 set -u -o pipefail
 
@@ -54,10 +55,13 @@ NVCC_FLAGS=(-O3 -std=c++17 "${ARCH[@]}" -Xcompiler -Wall,-Wno-unknown-pragmas -W
 T0=$(date +%s)
 
 # program -> needs cuBLASLt (1/0) and per-program run time limit (seconds)
-PROGRAMS=(hbm pipes philox gemm_cublaslt rng_gemm rowwise)
-declare -A NEEDS_LT=([hbm]=0 [pipes]=0 [philox]=0 [gemm_cublaslt]=1 [rng_gemm]=1 [rowwise]=0)
-declare -A LIMIT=([hbm]=60 [pipes]=60 [philox]=60 [gemm_cublaslt]=150 [rng_gemm]=60 [rowwise]=60)
-declare -A ESTIMATE=([hbm]=5 [pipes]=3 [philox]=3 [gemm_cublaslt]=25 [rng_gemm]=5 [rowwise]=3)
+PROGRAMS=(hbm pipes philox gemm_cublaslt rng_gemm rowwise wgmma)
+declare -A NEEDS_LT=([hbm]=0 [pipes]=0 [philox]=0 [gemm_cublaslt]=1 [rng_gemm]=1 [rowwise]=0
+                     [wgmma]=0)
+declare -A LIMIT=([hbm]=60 [pipes]=60 [philox]=60 [gemm_cublaslt]=150 [rng_gemm]=60 [rowwise]=60
+                  [wgmma]=60)
+declare -A ESTIMATE=([hbm]=5 [pipes]=3 [philox]=3 [gemm_cublaslt]=25 [rng_gemm]=5 [rowwise]=3
+                     [wgmma]=2)
 
 mkdir -p "$BUILD"
 if [ "$MODE" = run ]; then
