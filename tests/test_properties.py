@@ -101,3 +101,59 @@ def test_overlap_hides_the_smaller_group_better_the_more_slack_there_is():
     exposed = [(ov.time_s({"tensor:bf16": big, "xu": 1.0}) - big) / 1.0
                for big in (1.0, 2.0, 4.0, 8.0)]
     assert all(a > b for a, b in zip(exposed, exposed[1:]))
+
+
+# ---- attention ------------------------------------------------------------------------------
+attn_gpus = st.sampled_from([H100, B200, pm.hardware("A100-SXM")])
+attn_shapes = dict(batch=st.integers(1, 16), heads=st.sampled_from([8, 16, 32, 64]),
+                   seq_q=st.integers(17, 16384), head_dim=st.sampled_from([64, 96, 128, 256]))
+
+
+def attention(hw, **kw):
+    return pm.predict_op(pm.ops.Attention(dtype="bf16", **kw), hw)
+
+
+@settings(max_examples=60, deadline=None)
+@given(hw=attn_gpus, direction=st.sampled_from(["fwd", "bwd"]), **attn_shapes)
+def test_attention_reports_the_flash_flop_count_and_never_beats_its_roofline(
+        hw, direction, batch, heads, seq_q, head_dim):
+    est = attention(hw, batch=batch, heads=heads, seq_q=seq_q, head_dim=head_dim,
+                    direction=direction)
+    fwd_flop = 4.0 * batch * heads * seq_q * seq_q * head_dim
+    assert est.flop == pytest.approx(fwd_flop * (1.0 if direction == "fwd" else 2.5))
+    assert est.time_s >= est.roofline_time_s
+
+
+@settings(max_examples=60, deadline=None)
+@given(hw=attn_gpus, causal=st.booleans(), **attn_shapes)
+def test_attention_time_grows_with_sequence_length(hw, causal, batch, heads, seq_q, head_dim):
+    kw = dict(batch=batch, heads=heads, head_dim=head_dim, causal=causal)
+    shorter = attention(hw, seq_q=seq_q, **kw).time_s
+    longer = attention(hw, seq_q=seq_q + max(1, seq_q // 3), **kw).time_s
+    assert longer >= shorter * (1 - 1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(hw=attn_gpus, direction=st.sampled_from(["fwd", "bwd"]), **attn_shapes)
+def test_masks_and_shared_kv_heads_never_cost_more(hw, direction, batch, heads, seq_q, head_dim):
+    """Causal ≤ full, a sliding window ≤ causal, GQA ≤ MHA: each only removes work. Causal may
+    tie full within 1 %: with no more CTAs than SMs the full-length last query tile is the
+    critical path either way, and its masked diagonal tile is charged at the busiest SM's share."""
+    kw = dict(batch=batch, heads=heads, seq_q=seq_q, head_dim=head_dim, direction=direction)
+    full = attention(hw, **kw).time_s
+    causal = attention(hw, causal=True, **kw).time_s
+    window = attention(hw, causal=True, window=max(1, seq_q // 4), **kw).time_s
+    gqa = attention(hw, kv_heads=max(1, heads // 8), **kw).time_s
+    assert causal <= full * 1.01
+    assert window <= causal * (1 + 1e-9)
+    if direction == "fwd":  # backward adds the GQA reduction / FP32 accumulator kernels
+        assert gqa <= full * (1 + 1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(hw=attn_gpus, **attn_shapes)
+def test_forward_plus_backward_is_the_two_passes_back_to_back(hw, batch, heads, seq_q, head_dim):
+    kw = dict(batch=batch, heads=heads, seq_q=seq_q, head_dim=head_dim, causal=True)
+    both = attention(hw, direction="fwd+bwd", **kw).time_s
+    assert both == pytest.approx(attention(hw, direction="fwd", **kw).time_s
+                                 + attention(hw, direction="bwd", **kw).time_s, rel=1e-9)

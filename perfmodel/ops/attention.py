@@ -262,10 +262,12 @@ class Attention(Op):
             work["alu"] += tile_scores / 4
         if tensor == "tensor:fp8":
             work["xu"] += FP8_PACK_XU_PER_SCORE * tile_scores
-        if self.causal:
-            # diagonal tiles mask scores: a compare and a select per score of those tiles
-            diagonal = self.batch * t.tile_heads * math.ceil(self.seq_q / t.tile_m)
-            work["alu"] += 2.0 * diagonal * t.tile_m * t.bn
+        if self.causal or (self.seq_kv or self.seq_q) % t.bn:
+            # one tile per query tile is masked, a compare and a select per score: the diagonal
+            # one (causal), or the last key tile where the key length ends inside it (FA's
+            # seqlen_k mask; causal's diagonal tile is that one too)
+            masked = self.batch * t.tile_heads * math.ceil(self.seq_q / t.tile_m)
+            work["alu"] += 2.0 * masked * t.tile_m * t.bn
         # FA4 on Blackwell issues its FP32 softmax math as packed FFMA2/FADD2 (sm_100): one
         # instruction per two lanes' work
         fma_per_instr = 2.0 if (design == "fa4" and hw.architecture == "blackwell") else 1.0
