@@ -38,8 +38,8 @@ import math
 from ..demand import Demand, LaunchShape, Overlap, add_work
 from ..errors import InputError
 from ..units import bytes_per_element, tensor_dtype
-from .base import Op, Param, positive
 from .attention_tiles import KV_STAGES, Tiling, fa2_bwd_smem_elements, kv_row_extra, tiling
+from .base import Op, Param, positive
 from .rng import GENERATOR_ROUNDS, rng_instruction_work
 from .streaming import stream_demand
 
@@ -199,7 +199,7 @@ class Attention(Op):
                              bytes_in_flight_per_cta=KV_STAGES * t.bn * (d + dv) * b)
         per_score = 2.0 * (d + dv) if direction == "fwd" else 2.0 * (3 * d + 2 * dv)
         details = {"kernel": kernel, "direction": direction, "tile_pairs": t.pairs,
-                   "decode_split_kv": t.decode}
+                   "key_tile": t.bn, "decode": t.decode, "kv_splits": t.kv_splits}
         main = Demand(work=work, launch=launch, flop=per_score * t.scores, hbm_bytes=io["hbm"],
                       overlap=self._overlap(kernel, design, direction, tensor),
                       cta_latency_s=CTA_ROUND_TRIPS * hw.hbm_latency_s,

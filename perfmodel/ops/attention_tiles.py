@@ -111,7 +111,12 @@ class Tiling:
     ctas: int
     imbalance: float        # (largest CTA's work / mean CTA's work) − 1
     decode: bool
-    split_kv: bool          # decode with the KV sequence split over CTAs (+ a combine kernel)
+    kv_splits: int          # decode: pieces each KV sequence is split into over CTAs (1: none)
+
+    @property
+    def split_kv(self) -> bool:
+        """Split-KV decode runs a second kernel that combines the pieces."""
+        return self.kv_splits > 1
 
     @property
     def tile_scores(self) -> float:
@@ -142,7 +147,7 @@ def tiling(hw, kernel: str, design: str, direction: str, *, batch: int, heads: i
         return Tiling(bm, bn, DECODE_TILE_M, threads, regs, tile_heads=kv_heads,
                       pairs=m_tiles * kv_tiles * batch * kv_heads,
                       scores=float(scores) * batch * heads, ctas=max(1, groups * splits),
-                      imbalance=0.0, decode=True, split_kv=splits > 1)
+                      imbalance=0.0, decode=True, kv_splits=splits)
     pairs_per_head, scores = visited(seq_q, seq_kv, causal, window, bm, bn)
     q_tiles = math.ceil(seq_q / bm)
     per_head_ctas = q_tiles if direction == "fwd" else kv_tiles
@@ -152,4 +157,4 @@ def tiling(hw, kernel: str, design: str, direction: str, *, batch: int, heads: i
     imbalance = max(0.0, min(longest, (window or 10**12) // bn + 1) / per_cta - 1)
     return Tiling(bm, bn, bm, threads, regs, tile_heads=heads, pairs=pairs_per_head * batch * heads,
                   scores=float(scores) * batch * heads, ctas=max(1, batch * heads * per_head_ctas),
-                  imbalance=imbalance, decode=False, split_kv=False)
+                  imbalance=imbalance, decode=False, kv_splits=1)
