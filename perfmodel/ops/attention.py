@@ -262,12 +262,14 @@ class Attention(Op):
             work["alu"] += tile_scores / 4
         if tensor == "tensor:fp8":
             work["xu"] += FP8_PACK_XU_PER_SCORE * tile_scores
-        if self.causal or (self.seq_kv or self.seq_q) % t.bn:
+        skv = self.seq_kv or self.seq_q
+        if self.causal or skv % t.bn:
             # masked tiles, a compare and a select per score: per query tile, the key tiles the
             # diagonal crosses, ceil(bm / bn) of them (causal: FA2's n_masking_steps,
-            # flash_fwd_kernel.h), or else the last key tile when the key length ends inside it
-            # (the seqlen_k mask)
-            per_q_tile = math.ceil(t.tile_m / t.bn) if self.causal else 1
+            # flash_fwd_kernel.h) if there are that many, or else the last key tile when the key
+            # length ends inside it (the seqlen_k mask)
+            kv_tiles = math.ceil(skv / t.bn)
+            per_q_tile = min(math.ceil(t.tile_m / t.bn), kv_tiles) if self.causal else 1
             masked = self.batch * t.tile_heads * math.ceil(self.seq_q / t.tile_m) * per_q_tile
             work["alu"] += 2.0 * masked * t.tile_m * t.bn
         # FA4 on Blackwell issues its FP32 softmax math as packed FFMA2/FADD2 (sm_100): one
