@@ -210,3 +210,24 @@ def test_forward_rescales_the_output_once_per_key_tile(head_dim):
     assert fa4["fma"] == pytest.approx(
         att.SOFTMAX_FMA_PER_SCORE["fwd"] * fa4["xu"] / (1 - att.FA4_EMULATED_EXP_FRACTION)
         + emulated * att.FA4_EMULATED_EXP_FMA, rel=1e-9)
+
+
+def test_fa2_splits_the_kv_cache_by_its_own_heuristic():
+    """FA2's split-KV decode (flash_api.cpp num_splits_heuristic): the fewest splits within 85 %
+    of the best wave efficiency over 2 CTA slots per SM, none once the grid fills 80 % of them;
+    key tiles of 256/128/64 by head dim."""
+    from perfmodel.ops import attention_tiles as tiles
+    assert tiles.fa2_num_splits(8, 264, 64) == 32      # 8 x 32 = 256 CTAs: 0.97 of a wave
+    assert tiles.fa2_num_splits(256, 264, 64) == 1     # already 97 % of the slots
+    assert tiles.fa2_num_splits(64, 264, 32) == 4      # 256 CTAs; 5 splits would waste a wave
+    assert [tiles.fa2_splitkv_block_n(d) for d in (64, 128, 256)] == [256, 128, 64]
+    hw = pm.hardware("H100-SXM")
+
+    def decode(batch):
+        return pm.ops.Attention(batch=batch, heads=32, kv_heads=8, seq_q=1, seq_kv=8192,
+                                head_dim=128, dtype="bf16", kernel="fa2").demand(hw)
+    few, many = decode(2), decode(64)
+    slots = 2 * hw.sm_count
+    assert few.details["kv_splits"] == tiles.fa2_num_splits(2 * 8, slots, 8192 // 128) > 1
+    assert few.kernels == 2 and few.launch.threads_per_cta == 128  # + the combine kernel
+    assert many.details["kv_splits"] == 1 and many.kernels == 1    # 512 CTAs fill the GPU

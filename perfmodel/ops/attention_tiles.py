@@ -28,6 +28,16 @@ KV_STAGES = 2
 MMA_K_STEP_BYTES = 32
 DECODE_MAX_SEQ_Q = 16   # up to this many new tokens (speculative decoding): decode path
 DECODE_TILE_M = 64      # MMA rows per decode tile (wgmma / tcgen05 M = 64)
+# FlashAttention-2's split-KV (decode) kernel: 64-row query tiles, key tiles by head dim, and its
+# split heuristic's constants (csrc/flash_attn/flash_api.cpp, set_params_splitkv and
+# num_splits_heuristic, v2.8.3): 2 CTA slots per SM ("we're using 128 threads per block"), no
+# split once the grid fills 80 % of them, else the fewest splits within 85 % of the best wave
+# efficiency, at most 128
+FA2_SPLITKV_THREADS = 128
+FA2_SPLIT_SLOTS_PER_SM = 2
+FA2_SPLIT_FILL = 0.8
+FA2_SPLIT_EFFICIENCY_SHARE = 0.85
+FA2_MAX_SPLITS = 128
 # FA2 backward warp grids (AtomLayoutMSdP, AtomLayoutNdKV, AtomLayoutMdQ) up to each head dim
 FA2_BWD_WARP_LAYOUT = {64: (4, 4, 4), 96: (2, 4, 4), 128: (2, 4, 2), 256: (4, 2, 2)}
 
@@ -48,6 +58,26 @@ def kv_row_extra(dv: int, v_transposed: bool, shared_kv: bool) -> int:
     """Shared-memory elements per key beside K's own row: V's row (none when V lives inside the
     latent K buffer) plus its transposed copy in FP8 wgmma kernels."""
     return (0 if shared_kv else dv) + (dv if v_transposed else 0)
+
+
+def fa2_splitkv_block_n(head_dim: int) -> int:
+    """Key tile of FA2's split-KV kernel (flash_api.cpp set_params_splitkv)."""
+    return 256 if head_dim <= 64 else 128 if head_dim <= 128 else 64
+
+
+def fa2_num_splits(ctas: int, slots: int, kv_tiles: int) -> int:
+    """How many pieces FA2 splits each KV sequence into (num_splits_heuristic): none when the
+    unsplit grid almost fills the GPU; else the fewest splits whose wave efficiency (waves /
+    whole waves) is within FA2_SPLIT_EFFICIENCY_SHARE of the best, skipping counts that leave
+    the key tiles per split unchanged."""
+    if ctas >= FA2_SPLIT_FILL * slots:
+        return 1
+    most = min(FA2_MAX_SPLITS, slots, kv_tiles)
+    eligible = [n for n in range(1, most + 1)
+                if n == 1 or math.ceil(kv_tiles / n) != math.ceil(kv_tiles / (n - 1))]
+    efficiency = {n: (ctas * n / slots) / math.ceil(ctas * n / slots) for n in eligible}
+    best = max(efficiency.values())
+    return next(n for n in eligible if efficiency[n] >= FA2_SPLIT_EFFICIENCY_SHARE * best)
 
 
 def fa2_tile(hw, head_dim: int, direction: str, dropout: bool = False) -> tuple[int, int, int]:
@@ -136,13 +166,18 @@ def tiling(hw, kernel: str, design: str, direction: str, *, batch: int, heads: i
     elif direction == "fwd":
         bn = kv_tile_width(hw, DECODE_TILE_M if decode else bm, bn, d, dv, element_bytes,
                            v_transposed, shared_kv)
+    if decode and kernel == "fa2":
+        bn, threads = fa2_splitkv_block_n(d), FA2_SPLITKV_THREADS
     kv_tiles = math.ceil(seq_kv / bn)
     if decode:
         # flash-decoding (FlashDecoding, FlashInfer, FlashMLA): the query rows of all heads
-        # sharing a KV head are packed into 64-row MMA tiles; CTAs split the KV sequence
+        # sharing a KV head are packed into 64-row MMA tiles; CTAs split the KV sequence, FA2 by
+        # its own heuristic, the others to about two CTAs per SM
         m_tiles = math.ceil(seq_q * (heads // kv_heads) / DECODE_TILE_M)
         groups = batch * kv_heads * m_tiles
-        splits = max(1, min(kv_tiles, math.ceil(2 * hw.sm_count / groups)))
+        splits = (fa2_num_splits(groups, FA2_SPLIT_SLOTS_PER_SM * hw.sm_count, kv_tiles)
+                  if kernel == "fa2" else
+                  max(1, min(kv_tiles, math.ceil(2 * hw.sm_count / groups))))
         scores = seq_q * seq_kv if not causal else visited(seq_q, seq_kv, True, window, bm, bn)[1]
         return Tiling(bm, bn, DECODE_TILE_M, threads, regs, tile_heads=kv_heads,
                       pairs=m_tiles * kv_tiles * batch * kv_heads,
