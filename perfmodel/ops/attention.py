@@ -64,15 +64,25 @@ SMEM_TILE_READS_BWD = 13.0
 # to 2688 cycles and the dQ atomic adds halve (FA4 paper, via hardware.md §7 / seed-papers §5.3)
 FA4_BWD_2CTA_SMEM_FRACTION = 2688 / 3328
 FA4_BWD_2CTA_DQ_FRACTION = 0.5
-FA4_EMULATED_EXP_FRACTION = 0.15   # FA4 emulates ~10-25 % of exps (hardware.md §7)
-FA4_EMULATED_EXP_FMA = 6.0         # FMA-pipe lane-ops per emulated exp (FFMA2 pair version)
-FA4_EMULATED_EXP_ALU = 2.5
+# FA4's forward computes some exps as a degree-3 polynomial on the FMA pipe (flash_attn/cute/
+# softmax.py apply_exp2_convert and utils.e2e_asm2, flash-attn 2.8.3): in each 32-score fragment
+# of a row, the scores whose index mod e2e_freq falls in the last E2E_RES are emulated; the row's
+# last fragment always uses MUFU; only unmasked tiles at head dim <= 128 emulate. e2e_freq is 16,
+# or 10 with packed GQA, no mask and head dim > 64 (flash_fwd_sm100.py). Per emulated exp: a
+# clamp (FMNMX), the round/split and the 3-term Horner polynomial as packed FADD2/FFMA2 (6 lane
+# ops), then the exponent inserted with SHL and IADD.
+FA4_E2E_FRAGMENT = 32
+FA4_E2E_RES = 4
+FA4_E2E_FREQ = 16
+FA4_E2E_FREQ_PACKED_GQA = 10
+FA4_EMULATED_EXP_FMA = 6.0
+FA4_EMULATED_EXP_ALU = 3.0
 # Fitted (validate/fit_constants.py, rows named there): each family's overlap efficiency of its
 # softmax with its MMAs (demand.Overlap's power mean: 1 = fully hidden, 0 = serial; FA3's 0.218
 # is exponent p = 1.28), Hopper's mma.sync rate (FA2), and how well FA2's ldmatrix operand loads
 # overlap its MMAs. FA4's is fitted on its one published B200 number (att-fa4-b200-001): its
 # dedicated MMA warp and two ping-ponging softmax warpgroups hide far more than FA3 does.
-SOFTMAX_OVERLAP = {"fa2": 0.118, "fa3": 0.218, "fa4": 0.564, "cudnn": 0.123}
+SOFTMAX_OVERLAP = {"fa2": 0.118, "fa3": 0.218, "fa4": 0.542, "cudnn": 0.123}
 MMA_SYNC_FRACTION = 0.562
 MMA_SYNC_OPERAND_OVERLAP = 0.619
 # A non-persistent CTA's exposed start and drain, in DRAM round trips: the first Q/K/V tiles, the
@@ -81,6 +91,18 @@ CTA_ROUND_TRIPS = 3.615
 # Applying a precomputed mask: byte mask → compare-free select per score; bit mask → extract the
 # bit (shift/and) then select.
 MASK_APPLY_ALU_PER_SCORE = {"bytes": 1.0, "bits": 2.0}
+
+
+def fa4_emulated_fraction(bn: int, head_dim: int, e2e_freq: int) -> float:
+    """Share of an unmasked tile's exps FA4 emulates on the FMA pipe: E2E_RES of every e2e_freq
+    scores of a 32-score fragment, in all but the row's last fragment; none above head dim 128.
+    With 128-wide key tiles: 0.1875 at e2e_freq 16, 0.28 at 10."""
+    fragments = bn // FA4_E2E_FRAGMENT
+    if head_dim > 128 or fragments < 2:
+        return 0.0
+    per_fragment = sum(2 for k in range(0, FA4_E2E_FRAGMENT, 2)
+                       if k % e2e_freq >= e2e_freq - FA4_E2E_RES) / FA4_E2E_FRAGMENT
+    return per_fragment * (fragments - 1) / fragments
 
 
 def backward_side_kernels(o_elements: float, o_bytes: float, lse_bytes: float, q_bytes: float,
@@ -229,9 +251,11 @@ class Attention(Op):
         # rate: its tensor work counts at the native rate divided by that fraction
         path = MMA_SYNC_FRACTION if (kernel == "fa2" and hw.architecture != "ampere") else 1.0
         work: dict[str, float] = {tensor: mma / path}
+        masked_scores = self._masked_scores(t)
         exps = tile_scores
-        if kernel == "fa4":
-            emulated = exps * FA4_EMULATED_EXP_FRACTION
+        if kernel == "fa4" and direction == "fwd":
+            emulated = (tile_scores - masked_scores) * fa4_emulated_fraction(
+                t.bn, max(d, dv), self._fa4_e2e_freq(d))
             work["fma"] = emulated * FA4_EMULATED_EXP_FMA
             work["alu"] = emulated * FA4_EMULATED_EXP_ALU
             exps -= emulated
@@ -262,22 +286,33 @@ class Attention(Op):
             work["alu"] += tile_scores / 4
         if tensor == "tensor:fp8":
             work["xu"] += FP8_PACK_XU_PER_SCORE * tile_scores
-        skv = self.seq_kv or self.seq_q
-        if self.causal or skv % t.bn:
-            # masked tiles, a compare and a select per score: per query tile, the key tiles the
-            # diagonal crosses, ceil(bm / bn) of them (causal: FA2's n_masking_steps,
-            # flash_fwd_kernel.h) if there are that many, or else the last key tile when the key
-            # length ends inside it (the seqlen_k mask)
-            kv_tiles = math.ceil(skv / t.bn)
-            per_q_tile = min(math.ceil(t.tile_m / t.bn), kv_tiles) if self.causal else 1
-            masked = self.batch * t.tile_heads * math.ceil(self.seq_q / t.tile_m) * per_q_tile
-            work["alu"] += 2.0 * masked * t.tile_m * t.bn
+        work["alu"] += 2.0 * masked_scores  # a compare and a select per score of masked tiles
         # FA4 on Blackwell issues its FP32 softmax math as packed FFMA2/FADD2 (sm_100): one
         # instruction per two lanes' work
         fma_per_instr = 2.0 if (design == "fa4" and hw.architecture == "blackwell") else 1.0
         work["issue"] = (work.get("fma", 0.0) / fma_per_instr + work.get("alu", 0.0)
                          + work.get("xu", 0.0)) / 32.0
         return work
+
+    def _masked_scores(self, t: Tiling) -> float:
+        """Scores of the tiles that apply a mask: per query tile, the key tiles the diagonal
+        crosses, ceil(bm / bn) of them (causal: FA2's n_masking_steps, flash_fwd_kernel.h) if
+        there are that many, or else the last key tile when the key length ends inside it (the
+        seqlen_k mask)."""
+        skv = self.seq_kv or self.seq_q
+        if not (self.causal or skv % t.bn):
+            return 0.0
+        per_q_tile = min(math.ceil(t.tile_m / t.bn), math.ceil(skv / t.bn)) if self.causal else 1
+        tiles = self.batch * t.tile_heads * math.ceil(self.seq_q / t.tile_m) * per_q_tile
+        return float(tiles * t.tile_m * t.bn)
+
+    def _fa4_e2e_freq(self, d: int) -> int:
+        """FA4's exp-emulation period: 10 when it packs a GQA group into the query tile (its
+        default when the group divides 128) with no mask at head dim > 64, else 16."""
+        group = self.heads // (self.kv_heads or self.heads)
+        packed = group > 1 and 128 % group == 0
+        unmasked = not self.causal and not self.window
+        return FA4_E2E_FREQ_PACKED_GQA if (packed and unmasked and d > 64) else FA4_E2E_FREQ
 
     def _memory(self, t: Tiling, kernel: str, direction: str) -> dict[str, float]:
         """HBM and L2 bytes of the main kernel, and the tensors the backward's side kernels
