@@ -38,7 +38,8 @@ import math
 from ..demand import Demand, LaunchShape, Overlap, add_work
 from ..errors import InputError
 from ..units import bytes_per_element, tensor_dtype
-from .attention_tiles import KV_STAGES, Tiling, fa2_bwd_smem_elements, kv_row_extra, tiling
+from .attention_tiles import (FA4_FWD_Q_STAGES, KV_STAGES, Tiling, fa2_bwd_smem_elements,
+                              kv_row_extra, tiling)
 from .base import Op, Param, positive
 from .rng import GENERATOR_ROUNDS, rng_instruction_work
 from .streaming import stream_demand
@@ -82,7 +83,7 @@ FA4_EMULATED_EXP_ALU = 3.0
 # is exponent p = 1.28), Hopper's mma.sync rate (FA2), and how well FA2's ldmatrix operand loads
 # overlap its MMAs. FA4's is fitted on its one published B200 number (att-fa4-b200-001): its
 # dedicated MMA warp and two ping-ponging softmax warpgroups hide far more than FA3 does.
-SOFTMAX_OVERLAP = {"fa2": 0.118, "fa3": 0.218, "fa4": 0.542, "cudnn": 0.123}
+SOFTMAX_OVERLAP = {"fa2": 0.118, "fa3": 0.218, "fa4": 0.533, "cudnn": 0.123}
 MMA_SYNC_FRACTION = 0.562
 MMA_SYNC_OPERAND_OVERLAP = 0.619
 # A non-persistent CTA's exposed start and drain, in DRAM round trips: the first Q/K/V tiles, the
@@ -273,8 +274,11 @@ class Attention(Op):
             work["smem"] = t.pairs * (t.bm * d + t.threads // 32 * t.bn * (d + dv)) * b
         elif kernel == "fa2":
             work["smem"] = t.pairs * fa2_bwd_smem_elements(t.bm, t.bn, d, dv, t.threads // 32) * b
-        elif direction == "fwd":  # wgmma/tcgen05 read the Q, K and V tiles from shared memory
-            work["smem"] = t.pairs * (t.tile_m * d + t.bn * (d + dv)) * b
+        elif direction == "fwd":
+            # wgmma/tcgen05 read the Q, K and V tiles from shared memory; FA4's two query tiles
+            # per CTA each run their own MMAs, so each reads K and V
+            kv_reads = FA4_FWD_Q_STAGES if design == "fa4" and not t.decode else 1
+            work["smem"] = t.pairs * (t.tile_m * d + kv_reads * t.bn * (d + dv)) * b
         else:
             work["smem"] = SMEM_TILE_READS_BWD * t.pairs * t.bn * (d + dv) / 2 * b
             if kernel == "fa4":

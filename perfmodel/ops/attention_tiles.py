@@ -19,6 +19,9 @@ import numpy as np
 # block_n is the widest key tile; kv_tile_width narrows it to what shared memory holds.
 TILE = {"fa2": (128, 64, 128, 255), "fa3": (128, 128, 384, 168), "fa4": (128, 128, 512, 128),
         "cudnn": (128, 128, 384, 168)}
+# FA4's forward CTA holds two 128-row query tiles, one per softmax warpgroup (flash_fwd_sm100.py:
+# q_stage = 2, cta_tiler = (q_stage * m_block_size, n_block_size, head_dim))
+FA4_FWD_Q_STAGES = 2
 # K/V tiles in flight: the FA3 design double-buffers K and V (FlashInfer's port of it,
 # prefill_sm90.cuh: NUM_STAGES_ = 2; flash_attn/cute/interface.py: num_stages=2); with the Q tile
 # they must fit the CTA's shared memory, which narrows the key tile at long head dims
@@ -164,6 +167,8 @@ def tiling(hw, kernel: str, design: str, direction: str, *, batch: int, heads: i
     if kernel == "fa2":
         bm, bn, threads = fa2_tile(hw, d, direction, dropout)
     elif direction == "fwd":
+        if design == "fa4":
+            bm *= FA4_FWD_Q_STAGES
         bn = kv_tile_width(hw, DECODE_TILE_M if decode else bm, bn, d, dv, element_bytes,
                            v_transposed, shared_kv)
     if decode and kernel == "fa2":
