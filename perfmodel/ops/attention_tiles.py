@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 # (block_m, block_n, threads, registers) per family: FA3 128x128 with 3 warpgroups (1 producer,
-# 2 consumers); FA4 128x128 with 512 threads (MMA, softmax, correction and load warps); cuDNN
+# 2 consumers); FA4 128x128 MMA tiles with 512 threads (MMA, softmax, correction and load warps;
+# its forward CTA takes two query tiles, FA4_FWD_Q_STAGES); cuDNN
 # similar to FA3/FA4 on its architecture; FA2's tiles depend on head dim and GPU (fa2_tile).
 # block_n is the widest key tile; kv_tile_width narrows it to what shared memory holds.
 TILE = {"fa2": (128, 64, 128, 255), "fa3": (128, 128, 384, 168), "fa4": (128, 128, 512, 128),
