@@ -39,7 +39,7 @@ from ..demand import Demand, LaunchShape, Overlap, add_work
 from ..errors import InputError
 from ..units import bytes_per_element, tensor_dtype
 from .attention_tiles import (FA4_FWD_Q_STAGES, KV_STAGES, Tiling, fa2_bwd_smem_elements,
-                              kv_row_extra, tiling)
+                              tile_smem_bytes, tiling)
 from .base import Op, Param, positive
 from .rng import GENERATOR_ROUNDS, rng_instruction_work
 from .streaming import stream_demand
@@ -214,16 +214,15 @@ class Attention(Op):
         if self.dropout > 0:
             self._add_dropout(work, io, t.scores)
         work["hbm"], work["l2"] = io["hbm"], io["l2"]
-        kv_buffers = KV_STAGES * t.bn * (d + kv_row_extra(dv, v_transposed, self.shared_kv)) * b
+        smem = tile_smem_bytes(t.tile_m, t.bn, d, dv, b, v_transposed, self.shared_kv)
         launch = LaunchShape(ctas=t.ctas, threads_per_cta=t.threads,
                              registers_per_thread=t.registers,
-                             smem_per_cta_bytes=min(hw.smem_per_cta_bytes,
-                                                    int(t.tile_m * d * b + kv_buffers)),
+                             smem_per_cta_bytes=min(hw.smem_per_cta_bytes, int(smem)),
                              bytes_in_flight_per_cta=KV_STAGES * t.bn * (d + dv) * b)
-        per_score = 2.0 * (d + dv) if direction == "fwd" else 2.0 * (3 * d + 2 * dv)
         details = {"kernel": kernel, "direction": direction, "tile_pairs": t.pairs,
                    "key_tile": t.bn, "decode": t.decode, "kv_splits": t.kv_splits}
-        main = Demand(work=work, launch=launch, flop=per_score * t.scores, hbm_bytes=io["hbm"],
+        main = Demand(work=work, launch=launch, flop=self._mma_flop_per_score(direction) * t.scores,
+                      hbm_bytes=io["hbm"],
                       overlap=self._overlap(kernel, design, direction, tensor),
                       cta_latency_s=CTA_ROUND_TRIPS * hw.hbm_latency_s,
                       cta_imbalance=t.imbalance, kernels=2 if t.split_kv else 1,
@@ -247,7 +246,7 @@ class Attention(Op):
         d, dv = self.head_dim, self.head_dim_v or self.head_dim
         b = bytes_per_element(self.dtype)
         tile_scores = t.tile_scores
-        mma = (2.0 * (d + dv) if direction == "fwd" else 2.0 * (3 * d + 2 * dv)) * tile_scores
+        mma = self._mma_flop_per_score(direction) * tile_scores
         # FA2 issues Ampere's mma.sync, which Hopper and Blackwell run below their wgmma/tcgen05
         # rate: its tensor work counts at the native rate divided by that fraction
         path = MMA_SYNC_FRACTION if (kernel == "fa2" and hw.architecture != "ampere") else 1.0
@@ -297,6 +296,12 @@ class Attention(Op):
         work["issue"] = (work.get("fma", 0.0) / fma_per_instr + work.get("alu", 0.0)
                          + work.get("xu", 0.0)) / 32.0
         return work
+
+    def _mma_flop_per_score(self, direction: str) -> float:
+        """MMA FLOP per score: S = QKᵀ and O += PV forward; backward recomputes S and runs dP,
+        dV, dK and dQ (FA2 paper §3.2)."""
+        d, dv = self.head_dim, self.head_dim_v or self.head_dim
+        return 2.0 * (d + dv) if direction == "fwd" else 2.0 * (3 * d + 2 * dv)
 
     def _masked_scores(self, t: Tiling) -> float:
         """Scores of the tiles that apply a mask: per query tile, the key tiles the diagonal

@@ -53,15 +53,18 @@ def kv_tile_width(hw, bm: int, bn: int, d: int, dv: int, element_bytes: float,
     latent cache V is part of the K buffer. At head dim 256 in 16-bit types a 128 × 128 tile
     cannot fit (320 KB); the rule gives 128 × 80 (and FlashMLA's 64-key blocks for 576/512)."""
     step = int(MMA_K_STEP_BYTES // element_bytes)
-    per_key = KV_STAGES * (d + kv_row_extra(dv, v_transposed, shared_kv)) * element_bytes
-    fits = int((hw.smem_per_cta_bytes - bm * d * element_bytes) // per_key)
+    q_bytes = tile_smem_bytes(bm, 0, d, dv, element_bytes, v_transposed, shared_kv)
+    per_key = tile_smem_bytes(0, 1, d, dv, element_bytes, v_transposed, shared_kv)
+    fits = int((hw.smem_per_cta_bytes - q_bytes) // per_key)
     return max(step, min(bn, fits // step * step))
 
 
-def kv_row_extra(dv: int, v_transposed: bool, shared_kv: bool) -> int:
-    """Shared-memory elements per key beside K's own row: V's row (none when V lives inside the
-    latent K buffer) plus its transposed copy in FP8 wgmma kernels."""
-    return (0 if shared_kv else dv) + (dv if v_transposed else 0)
+def tile_smem_bytes(bm: int, bn: int, d: int, dv: int, element_bytes: float,
+                    v_transposed: bool, shared_kv: bool = False) -> float:
+    """Shared memory of the bm × d Q tile and KV_STAGES buffers of bn keys: K's row, V's row
+    (none when V lives inside MLA's latent K buffer) and, in FP8 wgmma kernels, V transposed."""
+    kv_row = d + (0 if shared_kv else dv) + (dv if v_transposed else 0)
+    return (bm * d + KV_STAGES * bn * kv_row) * element_bytes
 
 
 def fa2_splitkv_block_n(head_dim: int) -> int:
