@@ -256,3 +256,15 @@ def test_fa2_splits_the_kv_cache_by_its_own_heuristic():
     assert few.details["kv_splits"] == tiles.fa2_num_splits(2 * 8, slots, 8192 // 128) > 1
     assert few.kernels == 2 and few.launch.threads_per_cta == 128  # + the combine kernel
     assert many.details["kv_splits"] == 1 and many.kernels == 1    # 512 CTAs fill the GPU
+
+
+@pytest.mark.parametrize("hw", ["H100-SXM", "B200"])
+def test_masked_tiles_never_exceed_the_tiles_computed(hw):
+    """Causal with 1 key and 2048 queries (bottom-right aligned): only the last query row sees a
+    key; the mask work (and FA4's unemulated share) is bounded by the one tile computed per head
+    (found by the fuzz test: negative FMA work on B200)."""
+    op = pm.ops.Attention(batch=1, heads=32, kv_heads=8, seq_q=2048, seq_kv=1, head_dim=128,
+                          dtype="bf16", causal=True)
+    work = op.demand(pm.hardware(hw)).work
+    assert all(w >= 0 for w in work.values())
+    assert pm.predict_op(op, hw).time_s > 0

@@ -313,7 +313,9 @@ class Attention(Op):
             return 0.0
         per_q_tile = min(math.ceil(t.tile_m / t.bn), math.ceil(skv / t.bn)) if self.causal else 1
         tiles = self.batch * t.tile_heads * math.ceil(self.seq_q / t.tile_m) * per_q_tile
-        return float(tiles * t.tile_m * t.bn)
+        # never more than the tiles computed: with fewer keys than queries, bottom-right causal
+        # alignment leaves the first query tiles no key tile at all
+        return float(min(tiles, t.pairs) * t.tile_m * t.bn)
 
     def _fa4_e2e_freq(self, d: int) -> int:
         """FA4's exp-emulation period: 10 when it packs a GQA group into the query tile (its
