@@ -141,16 +141,19 @@ def test_attention_time_grows_with_sequence_length(hw, causal, batch, heads, seq
 @settings(max_examples=60, deadline=None)
 @given(hw=attn_gpus, direction=st.sampled_from(["fwd", "bwd"]), **attn_shapes)
 def test_masks_and_shared_kv_heads_never_cost_more(hw, direction, batch, heads, seq_q, head_dim):
-    """Causal ≤ full, a sliding window ≤ causal, GQA ≤ MHA: each only removes work. Below 1k
-    tokens causal may cost up to 5 % more: with few key tiles it skips little, while its diagonal
-    tiles add mask work (and on FA4 run all their exps on MUFU), and with no more CTAs than SMs
-    the full-length last query tile is the critical path either way."""
+    """Causal ≤ full, a sliding window ≤ causal, GQA ≤ MHA: each only removes work. Causal may
+    cost up to 5 % more below 1k tokens, or when no SM runs two CTAs: with few key tiles it skips
+    little while its diagonal tiles add mask work (and on FA4 run all their exps on MUFU), and
+    with one CTA per SM the full-length last query tile is the critical path either way."""
     kw = dict(batch=batch, heads=heads, seq_q=seq_q, head_dim=head_dim, direction=direction)
-    full = attention(hw, **kw).time_s
+    full_est = attention(hw, **kw)
+    full = full_est.time_s
+    busiest = full_est.details.get("busiest_sm_ctas") or max(
+        p.get("busiest_sm_ctas", 0) for p in full_est.details["parts"])
     causal = attention(hw, causal=True, **kw).time_s
     window = attention(hw, causal=True, window=max(1, seq_q // 4), **kw).time_s
     gqa = attention(hw, kv_heads=max(1, heads // 8), **kw).time_s
-    assert causal <= full * (1 + 1e-9 if seq_q >= 1024 else 1.05)
+    assert causal <= full * (1 + 1e-9 if seq_q >= 1024 and busiest >= 2 else 1.05)
     assert window <= causal * (1 + 1e-9)
     if direction == "fwd":  # backward adds the GQA reduction / FP32 accumulator kernels
         assert gqa <= full * (1 + 1e-9)
