@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 
 import perfmodel as pm
-from perfmodel.plan import sweep_serving
-from perfmodel.report import format_table
+from perfmodel.plan.serving import sweep_serving
+from perfmodel.report.tables import format_table
 
 
 def timed(fn, repeat: int = 1) -> tuple[float, object]:

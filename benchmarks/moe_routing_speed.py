@@ -14,11 +14,11 @@ import time
 
 import numpy as np
 
-from perfmodel.moe_routing import (place_eplb, route_metro, route_metro_fixpoint,
+from perfmodel.ops.moe.routing import (place_eplb, route_metro, route_metro_fixpoint,
                                    route_metro_sequential, route_optimal, route_optimal_milp,
                                    route_token_balanced, route_uniform)
-from perfmodel.moe_traces import synthetic_trace
-from perfmodel.report import format_table
+from perfmodel.ops.moe.traces import synthetic_trace
+from perfmodel.report.tables import format_table
 
 TOKENS, EXPERTS, TOP_K, GPUS = 1024, 256, 8, 16
 POLICIES = [("token_balanced", route_token_balanced), ("uniform", route_uniform),

@@ -13,8 +13,8 @@ import time
 
 import numpy as np
 
-from perfmodel.numerics import quantize, report_table
-from perfmodel.report import format_table
+from perfmodel.studies.numerics.quantizers import quantize, report_table
+from perfmodel.report.tables import format_table
 
 VARIANTS = [("nvfp4", {}), ("nvfp4", {"scaling": "2d"}), ("nvfp4", {"sr": True}),
             ("nvfp4", {"rht": True}), ("mxfp4", {}), ("mxfp8", {}), ("fp8", {}),

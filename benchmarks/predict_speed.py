@@ -12,7 +12,7 @@ import itertools
 import time
 
 import perfmodel as pm
-from perfmodel.report import format_table
+from perfmodel.report.tables import format_table
 
 BASE = {name: cls.EXAMPLE for name, cls in pm.ops.REGISTRY.items()}
 GROW = {name: cls.SIZE_PARAMS[0] for name, cls in pm.ops.REGISTRY.items()}

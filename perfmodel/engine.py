@@ -27,9 +27,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .demand import Demand, LaunchShape, is_sm_resource
-from .errors import InputError
-from .hardware import Hardware
+from perfmodel.demand import Demand, LaunchShape, is_sm_resource
+from perfmodel.errors import InputError
+from perfmodel.hardware import Hardware
 
 LEVELS = ("roofline", "pipes")
 ROOFLINE_PIPES = ("fma", "fma_heavy", "alu", "xu", "fp64")  # compute pipes; not issue/smem/lsu

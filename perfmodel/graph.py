@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     import networkx as nx
 
-from . import yamlio
-from .errors import InputError
-from .ops import Op, op as make_op
+from perfmodel import yamlio
+from perfmodel.errors import InputError
+from perfmodel.ops import Op, op as make_op
 
 GRAPH_SCHEMA_VERSION = 1
 DEFAULT_STREAM = "main"

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import yamlio
-from .errors import InputError, where
-from .units import tensor_dtype
+from perfmodel import yamlio
+from perfmodel.errors import InputError, where
+from perfmodel.units import tensor_dtype
 
 SCHEMA_VERSION = 1
 ARCHITECTURES = ("ampere", "hopper", "blackwell")

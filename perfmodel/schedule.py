@@ -15,11 +15,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from overlap import contention  # module import: overlap.contention imports perfmodel too
+from perfmodel import contention
 
-from .engine import Estimate, estimate
-from .graph import OpGraph
-from .hardware import Hardware
+from perfmodel.engine import Estimate, estimate
+from perfmodel.graph import OpGraph
+from perfmodel.hardware import Hardware
 
 JSON_SCHEMA_VERSION = 1
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from .errors import InputError
+from perfmodel.errors import InputError
 
 
 # libyaml's C parser when PyYAML was built with it (~10x faster: loading the seven hardware

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from validate.compare import compare, summarize
-from perfmodel.ops import attention
-from validate.fit_constants import fit_attention, fit_fa4_overlap, fit_sustained_fraction
-from validate.measurements import BLACKWELL_CSV, FITTED_ROWS, PUBLIC_CSV, load_cases
+from perfmodel.validation.compare import compare, summarize
+from perfmodel.ops.attention import op as attention
+from perfmodel.validation.fit import fit_attention, fit_fa4_overlap, fit_sustained_fraction
+from perfmodel.validation.measurements import BLACKWELL_CSV, FITTED_ROWS, PUBLIC_CSV, load_cases
 
 import perfmodel as pm
 

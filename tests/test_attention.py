@@ -166,7 +166,7 @@ def test_backward_at_head_dim_64_is_slower_per_flop_than_at_128():
 def test_key_tile_and_q_tile_fit_in_shared_memory(hw_name, head_dim, dtype, v_transposed):
     """The key tile is as wide as the family's default allows while Q and KV_STAGES K/V buffers
     (plus FP8's transposed V on Hopper) fit in a CTA's shared memory, in whole MMA K steps."""
-    from perfmodel.ops import attention_tiles as tiles
+    from perfmodel.ops.attention import tiles
     hw = pm.hardware(hw_name)
     b = 1 if dtype == "fp8" else 2
     bn = tiles.kv_tile_width(hw, 128, 128, head_dim, head_dim, b, v_transposed)
@@ -179,7 +179,7 @@ def test_key_tile_and_q_tile_fit_in_shared_memory(hw_name, head_dim, dtype, v_tr
 
 def test_head_dim_256_in_16_bit_narrows_the_key_tile_to_80():
     """128 x 128 at hd256 bf16 would need 64 KB (Q) + 2 x 128 KB (K, V) > 227 KB."""
-    from perfmodel.ops import attention_tiles as tiles
+    from perfmodel.ops.attention import tiles
     hw = pm.hardware("H100-SXM")
     assert tiles.kv_tile_width(hw, 128, 128, 256, 256, 2, False) == 80
     assert tiles.kv_tile_width(hw, 128, 128, 256, 256, 1, True) == 128  # FP8 fits 128
@@ -194,8 +194,8 @@ def test_head_dim_256_in_16_bit_narrows_the_key_tile_to_80():
 def test_forward_rescales_the_output_once_per_key_tile(head_dim):
     """Online softmax multiplies the bm x dv accumulator at every key tile: dv / bn FP32 ops per
     score on top of the per-score softmax work (FA3); FA4 rescales conditionally and skips it."""
-    from perfmodel.ops import attention as att
-    from perfmodel.ops import attention_tiles as tiles
+    from perfmodel.ops.attention import op as att
+    from perfmodel.ops.attention import tiles
     hw = pm.hardware("H100-SXM")
     op = pm.ops.Attention(batch=1, heads=8, seq_q=4096, head_dim=head_dim, dtype="bf16",
                           kernel="fa3")
@@ -222,7 +222,7 @@ def test_forward_rescales_the_output_once_per_key_tile(head_dim):
 def test_fa4_emulates_the_exps_its_source_says(head_dim, kv_heads, causal, share):
     """flash_attn/cute/softmax.py apply_exp2_convert (e2e_freq, e2e_res = 4, last fragment on
     MUFU), flash_fwd_sm100.py (e2e only without a mask at head dim <= 128)."""
-    from perfmodel.ops import attention as att
+    from perfmodel.ops.attention import op as att
     hw = pm.hardware("B200")
     op = pm.ops.Attention(batch=1, heads=8, kv_heads=kv_heads, seq_q=8192, head_dim=head_dim,
                           dtype="bf16", kernel="fa4", causal=causal)
@@ -241,7 +241,7 @@ def test_fa2_splits_the_kv_cache_by_its_own_heuristic():
     """FA2's split-KV decode (flash_api.cpp num_splits_heuristic): the fewest splits within 85 %
     of the best wave efficiency over 2 CTA slots per SM, none once the grid fills 80 % of them;
     key tiles of 256/128/64 by head dim."""
-    from perfmodel.ops import attention_tiles as tiles
+    from perfmodel.ops.attention import tiles
     assert tiles.fa2_num_splits(8, 264, 64) == 32      # 8 x 32 = 256 CTAs: 0.97 of a wave
     assert tiles.fa2_num_splits(256, 264, 64) == 1     # already 97 % of the slots
     assert tiles.fa2_num_splits(64, 264, 32) == 4      # 256 CTAs; 5 splits would waste a wave

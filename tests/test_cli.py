@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from perfmodel.cli import main
+from perfmodel.cli.main import main
 
 
 def run(capsys, *argv):

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 import perfmodel as pm
 from perfmodel.graph import parse_graph
 from perfmodel.hardware import parse_spec
-from perfmodel.models import parse_model
+from perfmodel.workloads.models import parse_model
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-10, 10**6),
                     st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8))

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from validate import collect
-from validate.compare import compare
-from validate.measurements import Case, Skipped, load_cases
+from perfmodel.validation.compare import compare
+from perfmodel.validation.measurements import Case, Skipped, load_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "validate" / "run_gpu.sh"

@@ -6,7 +6,7 @@ import json
 import pytest
 
 import perfmodel as pm
-from perfmodel.cli import main
+from perfmodel.cli.main import main
 from perfmodel.graph import parse_graph
 
 H100 = "H100-SXM"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import perfmodel as pm
-from perfmodel.cli import main
+from perfmodel.cli.main import main
 from perfmodel.hardware import builtin_spec_dir
 
 GOOD = (builtin_spec_dir() / "H100-SXM.yaml").read_text()

@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel.errors import InputError
-from perfmodel.moe_routing import (POLICIES, Placement, _make_room, expert_counts,
+from perfmodel.ops.moe.routing import (POLICIES, Placement, _make_room, expert_counts,
                                    place_contiguous, place_eplb, replica_counts, route,
                                    route_metro, route_metro_fixpoint, route_metro_sequential,
                                    route_optimal,
                                    route_optimal_milp, route_token_balanced, route_uniform)
-from perfmodel.moe_traces import (TraceError, correlated_steps, expected_activated,
+from perfmodel.ops.moe.traces import (TraceError, correlated_steps, expected_activated,
                                   expected_activated_per_gpu, load_trace, synthetic_trace)
 
 PROPS = settings(max_examples=100, deadline=None, derandomize=True)

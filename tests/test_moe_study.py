@@ -6,9 +6,9 @@ import json
 import pytest
 
 import perfmodel as pm
-from perfmodel.cli import main
-from perfmodel.moe_study import decode_step, layer_study
-from perfmodel.moe_traces import expected_activated_per_gpu
+from perfmodel.cli.main import main
+from perfmodel.studies.moe_decode import decode_step, layer_study
+from perfmodel.ops.moe.traces import expected_activated_per_gpu
 
 
 def qwen_moe(tokens, routing, replication=1.5, skew=1.0, seed=0):
@@ -67,8 +67,8 @@ def test_cli_rejects_dense_models(capsys):
 
 
 def test_tp_ep_sweep_prefers_full_tp_at_small_batch_and_ep_at_large():
-    from perfmodel.moe_study import tp_ep_sweep
-    from perfmodel.plan import pareto_front
+    from perfmodel.studies.moe_decode import tp_ep_sweep
+    from perfmodel.plan.serving import pareto_front
     rows = tp_ep_sweep("qwen3-235b-a22b", "B200", 8, global_batches=(64, 1024),
                        policy="token_balanced")
     assert {(r["tp"], r["ep"]) for r in rows} >= {(8, 1), (1, 8)}

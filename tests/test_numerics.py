@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from perfmodel.numerics import (FORMATS, bf16, compare_formats, error_stats, fp8, fp8_block,
+from perfmodel.studies.numerics.quantizers import (FORMATS, bf16, compare_formats, error_stats, fp8, fp8_block,
                                 hadamard, inverse_rht, mxfp4, mxfp8, nvfp4,
                                 nvfp4_tensor_encode_scale, quantization_error, quantize,
                                 report_table, rht, rht_matrix, rht_signs)
-from perfmodel.numerics_formats import (BF16, E2M1, E4M3, E5M2, decode, encode,
+from perfmodel.studies.numerics.formats import (BF16, E2M1, E4M3, E5M2, decode, encode,
                                         overflow_threshold, representable_values,
                                         round_to_bf16, round_to_format, to_ue8m0,
                                         ue8m0_encode)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 import perfmodel as pm
-from perfmodel.recipes import FORMATS, linear_layer
-from validate.te_profile import FIT_ROWS, fit_b300_sustained_fraction, te_rows
+from perfmodel.workloads.recipes import FORMATS, linear_layer
+from perfmodel.validation.te_profile import FIT_ROWS, fit_b300_sustained_fraction, te_rows
 
 BIG = dict(m=8192, n=8192, k=8192)
 

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from overlap.dropout import DropoutConfig, block_graph, evaluate, speedups
-from perfmodel.cli import main
-from perfmodel.models import load_model
+from perfmodel.studies.dropout import DropoutConfig, block_graph, evaluate, speedups
+from perfmodel.cli.main import main
+from perfmodel.workloads.models import load_model
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,10 @@ import math
 import pytest
 
 import perfmodel as pm
-from perfmodel.plan import (HBM_USABLE_FRACTION, pareto_front, plan_serving, plan_training,
-                            serving_memory, sweep_serving, weight_bytes_per_gpu)
-from validate.reality import training_reality
+from perfmodel.plan.memory import HBM_USABLE_FRACTION, serving_memory, weight_bytes_per_gpu
+from perfmodel.plan.serving import pareto_front, plan_serving, sweep_serving
+from perfmodel.plan.training import plan_training
+from perfmodel.validation.reality import training_reality
 
 BATCHES = (1, 8, 32, 128, 512, 1024)
 

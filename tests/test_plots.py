@@ -4,7 +4,7 @@ import pytest
 from matplotlib.figure import Figure
 
 import perfmodel
-from perfmodel import plots
+from perfmodel.report import plots
 from perfmodel.graph import parse_graph
 from perfmodel.schedule import ScheduledOp, schedule
 

@@ -2,14 +2,14 @@
 
 `pm.ops.op(name, **params)` builds any op from its YAML name; `REGISTRY` maps names to classes.
 """
-from .attention import Attention
-from .base import REGISTRY, Op, Param, op
-from .comm import Allgather, Allreduce, Alltoall, ReduceScatter, SendRecv
-from .gemm import Gemm
-from .moe import Moe
-from .quantize import Quantize
-from .rng import Rng
-from .streaming import Elementwise, Memcpy, Norm, Softmax
+from perfmodel.ops.attention.op import Attention
+from perfmodel.ops.base import REGISTRY, Op, Param, op
+from perfmodel.ops.comm import Allgather, Allreduce, Alltoall, ReduceScatter, SendRecv
+from perfmodel.ops.gemm import Gemm
+from perfmodel.ops.moe.op import Moe
+from perfmodel.ops.quantize import Quantize
+from perfmodel.ops.rng import Rng
+from perfmodel.ops.streaming import Elementwise, Memcpy, Norm, Softmax
 
 __all__ = ["REGISTRY", "Op", "Param", "op", "Gemm", "Attention", "Elementwise", "Norm",
            "Softmax", "Rng", "Quantize", "Moe", "Memcpy", "Allreduce", "Allgather",

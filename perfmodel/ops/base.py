@@ -10,10 +10,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..demand import Demand
-from ..errors import InputError, where
-from ..hardware import Hardware
-from ..units import DTYPES
+from perfmodel.demand import Demand
+from perfmodel.errors import InputError, where
+from perfmodel.hardware import Hardware
+from perfmodel.units import DTYPES
 
 REGISTRY: dict[str, type["Op"]] = {}
 

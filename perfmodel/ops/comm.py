@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 
-from ..demand import Demand
-from .base import Op, Param
+from perfmodel.demand import Demand
+from perfmodel.ops.base import Op, Param
 
 
 class _Collective(Op):
@@ -47,7 +47,7 @@ class _Collective(Op):
             return Demand(work={}, launch=None, kernels=1)  # NCCL still launches a kernel
         if self.algorithm != "auto":
             return self._demand(hw, self.algorithm)
-        from ..engine import pipes_time_s
+        from perfmodel.engine import pipes_time_s
         return min((self._demand(hw, a) for a in self.ALGORITHMS),
                    key=lambda d: pipes_time_s(d, hw))
 

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..demand import Demand, LaunchShape, Overlap
-from ..engine import kernel_resource_times, occupancy
-from ..errors import InputError
-from ..hardware import Hardware
-from ..units import DTYPE_BYTES, bytes_per_element, tensor_dtype
-from .base import Op, Param, positive
+from perfmodel.demand import Demand, LaunchShape, Overlap
+from perfmodel.engine import kernel_resource_times, occupancy
+from perfmodel.errors import InputError
+from perfmodel.hardware import Hardware
+from perfmodel.units import DTYPE_BYTES, bytes_per_element, tensor_dtype
+from perfmodel.ops.base import Op, Param, positive
 
 # Bytes of K per row in one k-block: the 128-byte TMA swizzle span (CUTLASS sm90/sm100
 # collective builders pick tile K = 128 B / element size).

@@ -13,11 +13,11 @@ Work, per the NVFP4 recipe (research/seed-papers.md §3; Transformer Engine cast
 """
 from __future__ import annotations
 
-from ..demand import add_work
-from ..units import BLOCK_SCALES, DTYPE_BYTES, bytes_per_element
-from .base import Op, Param, positive
-from .rng import philox_work
-from .streaming import stream_demand
+from perfmodel.demand import add_work
+from perfmodel.units import BLOCK_SCALES, DTYPE_BYTES, bytes_per_element
+from perfmodel.ops.base import Op, Param, positive
+from perfmodel.ops.rng import philox_work
+from perfmodel.ops.streaming import stream_demand
 
 DEFAULT_BLOCK = {"fp8": 0, "mxfp8": 32, "nvfp4": 16, "mxfp4": 32}  # 0: one per-tensor scale
 RHT_MAC_PER_ELEMENT = 16

@@ -12,8 +12,8 @@ needs an integer compare and pack (ALU); a float needs I2F (XU) + FFMA (cuRAND c
 """
 from __future__ import annotations
 
-from ..demand import Demand, LaunchShape, add_work
-from .base import Op, Param, positive
+from perfmodel.demand import Demand, LaunchShape, add_work
+from perfmodel.ops.base import Op, Param, positive
 
 GENERATOR_ROUNDS = {"philox4x32-7": 7, "philox4x32-10": 10}
 BITS_PER_CALL = 128

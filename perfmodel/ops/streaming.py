@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 
-from ..demand import Demand, LaunchShape, add_work
-from ..units import bytes_per_element
-from .base import Op, Param, positive
+from perfmodel.demand import Demand, LaunchShape, add_work
+from perfmodel.units import bytes_per_element
+from perfmodel.ops.base import Op, Param, positive
 
 VECTOR_BYTES = 16          # one LDG.128/STG.128 per thread per access
 THREADS_PER_CTA = 256

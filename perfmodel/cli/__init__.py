@@ -1,0 +1,1 @@
+"""The `perfmodel` command line: `main` parses and dispatches; one module per command."""

@@ -1,0 +1,113 @@
+"""`perfmodel validate`: measured vs predicted over the public data and validate/results/."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+
+from perfmodel.engine import LEVELS
+from perfmodel.report.tables import format_table
+
+
+def add_validate_parser(sub) -> None:
+    v = sub.add_parser("validate", help="measured vs predicted error tables")
+    v.add_argument("results", nargs="*", help="measurement CSVs (default: public data and "
+                   "validate/results/)")
+    v.add_argument("--level", choices=LEVELS, default="pipes")
+    v.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    v.add_argument("--rows", action="store_true", help="also list every row's error")
+    v.add_argument("--worst", type=int, default=5, help="worst judged rows listed (default 5)")
+    v.add_argument("--plot", help="write a predicted-vs-measured log-log plot per class (PNG)")
+    v.add_argument("--by", metavar="PARAMS", help="also split each class by op parameters, "
+                   "comma-separated (e.g. kernel,dtype or head_dim,causal)")
+    v.set_defaults(fn=run_validate)
+
+
+def run_validate(args) -> int:
+    from perfmodel.validation.compare import compare, summarize
+    from perfmodel.validation.measurements import default_sources, load_cases
+
+    sources = args.results or default_sources()
+    cases, skipped = [], []
+    for src in sources:
+        c, s = load_cases(src)
+        cases += c
+        skipped += s
+    comps = compare(cases, args.level)
+    by = _split_by(args.by, comps)
+    summary = summarize(comps, group_by=(lambda case: tuple(
+        "-" if getattr(case.op, f, None) is None else str(getattr(case.op, f)) for f in by))
+        if by else None)
+    if args.format == "json":
+        print(json.dumps({"level": args.level, "summary": summary,
+                          "rows": [c.to_dict() for c in comps],
+                          "skipped": [s.__dict__ for s in skipped]}, indent=2))
+        return 0
+    if args.format == "csv":
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=list(comps[0].to_dict()) if comps else ["id"])
+        w.writeheader()
+        for c in comps:
+            w.writerow(c.to_dict())
+        sys.stdout.write(buf.getvalue())
+        return 0
+    print(f"measured vs predicted ({args.level}); errors are |predicted/measured − 1|")
+    print(format_table(
+        ["op class", "hardware", "rows", *by, "n", "MAPE", "median", "max", "bias",
+         "roofline MAPE"],
+        [[s["op_class"], s["hardware"], s["rows"], *s.get("group", ()), s["n"],
+          f"{s['mape']:.1%}", f"{s['median_ape']:.1%}", f"{s['max_ape']:.1%}",
+          f"{s['bias']:+.1%}", f"{s['roofline_mape']:.1%}"] for s in summary]))
+    judged = sorted((c for c in comps if not c.case.fitted), key=lambda c: -abs(c.error))
+    if judged and args.worst > 0:
+        print(f"\nworst {min(args.worst, len(judged))} judged rows:")
+        print(format_table(["id", "class", "hardware", "measured_us", "predicted_us", "error",
+                            "bound"],
+                           [[c.case.id, c.case.op_class, c.case.hardware.name,
+                             f"{c.case.measured_time_s * 1e6:.4g}",
+                             f"{c.predicted_time_s * 1e6:.4g}", f"{c.error:+.1%}", c.bound]
+                            for c in judged[:args.worst]]))
+    if args.plot:
+        from matplotlib.figure import Figure
+        from perfmodel.validation.plots import plot_predicted_vs_measured
+        classes = sorted({c.case.op_class for c in comps})
+        cols = min(3, len(classes))
+        rows_n = -(-len(classes) // cols)
+        fig = Figure(figsize=(5.5 * cols, 4.8 * rows_n))
+        axes = fig.subplots(rows_n, cols, squeeze=False)
+        for ax, cls in zip(axes.flat, classes):
+            plot_predicted_vs_measured([c for c in comps if c.case.op_class == cls], ax=ax,
+                                       by="library")
+            ax.set_title(cls, fontsize=9)
+        for ax in list(axes.flat)[len(classes):]:
+            ax.set_visible(False)
+        fig.tight_layout()
+        fig.savefig(args.plot, dpi=110)
+        print(f"\nwrote {args.plot}", file=sys.stderr)
+    if args.rows:
+        print()
+        print(format_table(["id", "hardware", "library", "measured_us", "predicted_us", "error",
+                            "roofline", "bound"],
+                           [[c.case.id, c.case.hardware.name, c.case.library[:28],
+                             f"{c.case.measured_time_s * 1e6:.4g}",
+                             f"{c.predicted_time_s * 1e6:.4g}", f"{c.error:+.1%}",
+                             f"{c.roofline_error:+.1%}", c.bound] for c in comps]))
+    if skipped:
+        print(f"\nnot modeled ({len(skipped)} rows): " +
+              "; ".join(f"{s.id} ({s.reason})" for s in skipped))
+    return 0
+
+
+def _split_by(spec: str | None, comps) -> list[str]:
+    """The op parameters named by --by; each must be a parameter of some compared op."""
+    if not spec:
+        return []
+    from perfmodel.errors import InputError
+    fields = [f.strip() for f in spec.split(",") if f.strip()]
+    known = set().union(*(type(c.case.op).PARAMS for c in comps)) if comps else set()
+    unknown = [f for f in fields if f not in known]
+    if unknown or not fields:
+        raise InputError(f"--by: unknown op parameter(s) {', '.join(unknown) or repr(spec)}; "
+                         f"expected comma-separated names from: {', '.join(sorted(known))}")
+    return fields

@@ -1,0 +1,397 @@
+"""Attention as FlashAttention-style tiles on pipes.
+
+Per visited (query tile × key tile) pair (Dao et al. FlashAttention-2, arXiv:2307.08691;
+Shah et al. FlashAttention-3, arXiv:2407.08608 §3; FlashAttention-4, arXiv:2603.05451):
+  * forward MMAs S = QKᵀ and O += PV: 2·bm·bn·(d + dv) FLOP on the tensor pipe;
+  * softmax: one exp per score on the XU (MUFU.EX2), ~4 FMA-pipe ops per score (scale-subtract
+    FFMA, running max, row sum, pack), masking compares on the ALU; forward also rescales the
+    bm × dv output accumulator once per key tile (FA2 Algorithm 1), dv / bn FMA ops per score;
+  * the key tile is the widest that fits shared memory beside the Q tile with two K/V stages
+    (kv_tile_width): 128 × 128 at head dim ≤ 128, 128 × 80 at 256 in 16-bit types;
+  * FA4 on Blackwell moves a fraction of the exps to a degree-3 polynomial on the FMA pipe;
+  * shared memory at 128 B/clk/SM: wgmma/tcgen05 kernels (FA3, FA4, cuDNN) use the FA4 tile
+    roofline's 3 tile reads (Q, K, V) per pair forward and 13 backward; FA2's tiles and warp grids
+    come from its launch templates, and each of its warps ldmatrix-loads the whole K and V tiles
+    (forward) or its share of the five backward GEMMs' operands, loads that overlap its mma.sync
+    MMAs only partly;
+  * backward: 5 MMAs (recompute S, dP, dV, dK, dQ) = 2·bm·bn·(3d + 2dv), the exp recomputed,
+    dQ accumulated with FP32 atomics in L2; FlashAttention-2/3 run it as three kernels in sequence
+    (flash_bwd_launch_template.h; FA3 paper §3): a preprocess (D = rowsum(dO∘O), zero the FP32
+    dQ accumulator), the main kernel, and a postprocess (dQ FP32 → input dtype). The two small ones
+    are memory-bound and scale with tokens, the main one with tokens², so they matter at short
+    sequence lengths;
+  * FP8: the FP32 probabilities P are packed to E4M3 for the PV MMA with cvt…e4m3x2 (two scores per
+    instruction), a conversion the XU pipe executes beside the exponentials;
+  * HBM: Q, K, V, O (+ LSE) forward; + dO, dQ, dK, dV backward; K/V read once per KV head
+    (L2 serves the query tiles and GQA heads that share it); with GQA the backward's dK, dV are
+    written per query head and summed (FA2) or accumulated in FP32 and converted (FA3-style);
+  * causal and sliding-window masks skip tiles; diagonal tiles compute fully but are partly
+    wasted; decode (few query rows) splits the KV sequence across CTAs (flash-decoding).
+Dropout adds Philox work per score (fused) or a mask read from HBM (precomputed).
+Tile sizes, masks and the grid live in attention_tiles.py; this module turns them into work.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from perfmodel.demand import Demand, LaunchShape, Overlap, add_work
+from perfmodel.errors import InputError
+from perfmodel.units import bytes_per_element, tensor_dtype
+from perfmodel.ops.attention.tiles import (FA4_FWD_Q_STAGES, KV_STAGES, Tiling, fa2_bwd_smem_elements,
+                              tile_smem_bytes, tiling)
+from perfmodel.ops.base import Op, Param, positive
+from perfmodel.ops.rng import GENERATOR_ROUNDS, rng_instruction_work
+from perfmodel.ops.streaming import stream_demand
+
+KERNELS = ("fa2", "fa3", "fa4", "cudnn")
+DEFAULT_KERNEL = {"ampere": "fa2", "hopper": "fa3", "blackwell": "fa4"}
+KERNEL_ARCHS = {"fa2": ("ampere", "hopper", "blackwell"), "fa3": ("hopper",),
+                "fa4": ("blackwell",), "cudnn": ("ampere", "hopper", "blackwell")}
+SOFTMAX_FMA_PER_SCORE = {"fwd": 4.0, "bwd": 6.0}
+SOFTMAX_ALU_PER_SCORE = 1.0
+# P → FP8 for the PV MMA: cvt.rn.satfinite.e4m3x2.f32 converts two scores per instruction; the
+# CUDA throughput table puts such conversions at 16/clk/SM, the XU (hardware.md §4.1), so they
+# share the MUFU's slots. FP16/BF16 packs take the ALU's fast path and sit in the ALU count.
+FP8_PACK_XU_PER_SCORE = 0.5
+# Backward pre/postprocess kernels: FMA-pipe ops per element (dO·O product-accumulate; scale and
+# convert of the FP32 dQ accumulator).
+BWD_PREPROCESS_FMA_PER_ELEMENT = 2.0
+BWD_POSTPROCESS_FMA_PER_ELEMENT = 1.0
+# wgmma/tcgen05 backward: 13 tile reads from shared memory per tile pair (FA4 paper's tile
+# roofline at M = N = D = 128)
+SMEM_TILE_READS_BWD = 13.0
+# FA4's backward runs its MMAs in 2-CTA mode (tcgen05 cta_group::2): per tile SMEM falls from 3328
+# to 2688 cycles and the dQ atomic adds halve (FA4 paper, via hardware.md §7 / seed-papers §5.3)
+FA4_BWD_2CTA_SMEM_FRACTION = 2688 / 3328
+FA4_BWD_2CTA_DQ_FRACTION = 0.5
+# FA4's forward computes some exps as a degree-3 polynomial on the FMA pipe (flash_attn/cute/
+# softmax.py apply_exp2_convert and utils.e2e_asm2, flash-attn 2.8.3): in each 32-score fragment
+# of a row, the scores whose index mod e2e_freq falls in the last E2E_RES are emulated; the row's
+# last fragment always uses MUFU; only unmasked tiles at head dim <= 128 emulate. e2e_freq is 16,
+# or 10 with packed GQA, no mask and head dim > 64 (flash_fwd_sm100.py). Per emulated exp: a
+# clamp (FMNMX), the round/split and the 3-term Horner polynomial as packed FADD2/FFMA2 (6 lane
+# ops), then the exponent inserted with SHL and IADD.
+FA4_E2E_FRAGMENT = 32
+FA4_E2E_RES = 4
+FA4_E2E_FREQ = 16
+FA4_E2E_FREQ_PACKED_GQA = 10
+FA4_EMULATED_EXP_FMA = 6.0
+FA4_EMULATED_EXP_ALU = 3.0
+# Fitted (validate/fit_constants.py, rows named there): each family's overlap efficiency of its
+# softmax with its MMAs (demand.Overlap's power mean: 1 = fully hidden, 0 = serial; FA3's 0.218
+# is exponent p = 1.28), Hopper's mma.sync rate (FA2), and how well FA2's ldmatrix operand loads
+# overlap its MMAs. FA4's is fitted on its one published B200 number (att-fa4-b200-001): its
+# dedicated MMA warp and two ping-ponging softmax warpgroups hide far more than FA3 does.
+SOFTMAX_OVERLAP = {"fa2": 0.118, "fa3": 0.218, "fa4": 0.533, "cudnn": 0.123}
+MMA_SYNC_FRACTION = 0.562
+MMA_SYNC_OPERAND_OVERLAP = 0.619
+# A non-persistent CTA's exposed start and drain, in DRAM round trips: the first Q/K/V tiles, the
+# O tile and LSE written back, the next CTA's launch (fitted; one CTA per SM hides none).
+CTA_ROUND_TRIPS = 3.615
+# Applying a precomputed mask: byte mask → compare-free select per score; bit mask → extract the
+# bit (shift/and) then select.
+MASK_APPLY_ALU_PER_SCORE = {"bytes": 1.0, "bits": 2.0}
+
+
+def fa4_emulated_fraction(bn: int, head_dim: int, e2e_freq: int) -> float:
+    """Share of an unmasked tile's exps FA4 emulates on the FMA pipe: E2E_RES of every e2e_freq
+    scores of a 32-score fragment, in all but the row's last fragment; none above head dim 128.
+    With 128-wide key tiles: 0.1875 at e2e_freq 16, 0.28 at 10."""
+    fragments = bn // FA4_E2E_FRAGMENT
+    if head_dim > 128 or fragments < 2:
+        return 0.0
+    per_fragment = sum(2 for k in range(0, FA4_E2E_FRAGMENT, 2)
+                       if k % e2e_freq >= e2e_freq - FA4_E2E_RES) / FA4_E2E_FRAGMENT
+    return per_fragment * (fragments - 1) / fragments
+
+
+def backward_side_kernels(o_elements: float, o_bytes: float, lse_bytes: float, q_bytes: float,
+                          kv_bytes: float, dq_accum_bytes: float, dkv_expanded_bytes: float,
+                          dkv_accum_bytes: float, element_bytes: float
+                          ) -> tuple[Demand, list[Demand]]:
+    """The streaming kernels around FlashAttention's backward main kernel: the preprocess
+    (D = rowsum(dO∘O); zero the FP32 accumulators), then after it dQ's FP32 → dtype conversion,
+    and with GQA either the reduction of the per-query-head dK, dV (FA2) or the conversion of
+    their FP32 accumulators (FA3-style)."""
+    pre = stream_demand(o_elements, read_bytes=2 * o_bytes,
+                        write_bytes=lse_bytes + dq_accum_bytes + dkv_accum_bytes,
+                        per_element={"fma": BWD_PREPROCESS_FMA_PER_ELEMENT},
+                        element_bytes=element_bytes, flop=0.0,
+                        details={"part": "bwd preprocess: D = rowsum(dO∘O), zero dQ accum"})
+    posts = [stream_demand(dq_accum_bytes / 4, read_bytes=dq_accum_bytes, write_bytes=q_bytes,
+                           per_element={"fma": BWD_POSTPROCESS_FMA_PER_ELEMENT},
+                           element_bytes=4.0, flop=0.0,
+                           details={"part": "bwd postprocess: dQ FP32 → input dtype"})]
+    if dkv_expanded_bytes:  # two reductions (dK, dV) over each KV head's query-head group
+        posts.append(dataclasses.replace(stream_demand(
+            dkv_expanded_bytes / element_bytes, read_bytes=dkv_expanded_bytes,
+            write_bytes=kv_bytes, per_element={"fma": 1.0}, element_bytes=element_bytes,
+            flop=0.0, details={"part": "bwd GQA: sum dK, dV over the query-head group"}),
+            kernels=2))
+    if dkv_accum_bytes:  # dK and dV postprocess: FP32 accumulators → input dtype
+        posts.append(dataclasses.replace(stream_demand(
+            dkv_accum_bytes / 4, read_bytes=dkv_accum_bytes, write_bytes=kv_bytes,
+            per_element={"fma": BWD_POSTPROCESS_FMA_PER_ELEMENT}, element_bytes=4.0,
+            flop=0.0, details={"part": "bwd postprocess: dK, dV FP32 → input dtype"}),
+            kernels=2))
+    return pre, posts
+
+
+class Attention(Op):
+    name = "attention"
+    EXAMPLE = dict(batch=2, heads=32, kv_heads=8, seq_q=2048, head_dim=128, dtype="bf16",
+                   causal=True)
+    PARAMS = {
+        "batch": positive("sequences", "batch size"),
+        "heads": positive("heads", "query heads"),
+        "seq_q": positive("tokens", "query length (1 for decode)"),
+        "head_dim": positive("elements", "Q/K head dimension"),
+        "dtype": Param("dtype", required=True, choices=("fp16", "bf16", "fp8", "fp8_e4m3")),
+        "kv_heads": Param("int", default=None, nullable=True, lo=1, doc="K/V heads (= heads)"),
+        "seq_kv": Param("int", default=None, nullable=True, lo=1, doc="key length (= seq_q)"),
+        "head_dim_v": Param("int", default=None, nullable=True, lo=1, doc="V dim (= head_dim)"),
+        "causal": Param("bool", default=False),
+        "window": Param("int", default=None, nullable=True, lo=1,
+                        doc="sliding window in keys (none: full)"),
+        "direction": Param("choice", default="fwd", choices=("fwd", "bwd", "fwd+bwd")),
+        "dropout": Param("float", default=0.0, lo=0.0, hi=0.999),
+        "dropout_rng": Param("choice", default="fused", choices=("fused", "precomputed")),
+        "kernel": Param("choice", default=None, nullable=True, choices=KERNELS),
+        "dropout_mask": Param("choice", default="bytes", choices=("bytes", "bits"),
+                              doc="precomputed mask layout: a byte or a bit per score"),
+        "dropout_bits_per_score": Param("int", default=8, lo=1, hi=128,
+                                        doc="random bits drawn per score by fused dropout "
+                                            "(FA2: 8, i.e. 16 per Philox call; 128: one call "
+                                            "per score, FA's per-element SM90/SM100 path)"),
+        "dropout_generator": Param("choice", default="philox4x32-7",
+                                   choices=("philox4x32-7", "philox4x32-10"),
+                                   doc="fused RNG (FlashAttention uses Philox4x32-7)"),
+        "shared_kv": Param("bool", default=False,
+                           doc="V is the first head_dim_v dims of K (MLA latent KV cache)"),
+    }
+    SIZE_PARAMS = ("batch", "heads", "seq_q", "head_dim")
+
+    def check(self, v):
+        kv = v["kv_heads"] or v["heads"]
+        if v["heads"] % kv:
+            return [("kv_heads", f"heads ({v['heads']}) must be a multiple of kv_heads ({kv})")]
+        return []
+
+    def demand(self, hw):
+        kernel = self.kernel or DEFAULT_KERNEL[hw.architecture]
+        if hw.architecture not in KERNEL_ARCHS[kernel]:
+            raise InputError(f"attention kernel '{kernel}' does not run on {hw.name} "
+                             f"({hw.architecture}); it needs {', '.join(KERNEL_ARCHS[kernel])}")
+        passes = ("fwd", "bwd") if self.direction == "fwd+bwd" else (self.direction,)
+        demands = [self._pass_demand(hw, kernel, p) for p in passes]
+        if len(demands) == 1:
+            return demands[0]
+        # fwd+bwd: the two passes' kernels back to back
+        a, b = demands
+        return Demand(work=add_work(a.work, b.work), launch=b.launch, flop=a.flop + b.flop,
+                      hbm_bytes=a.hbm_bytes + b.hbm_bytes, kernels=a.kernels + b.kernels,
+                      sequence=(a, b), details={"kernel": kernel, "direction": "fwd+bwd"})
+
+    def _pass_demand(self, hw, kernel: str, direction: str) -> Demand:
+        d, dv = self.head_dim, self.head_dim_v or self.head_dim
+        b = bytes_per_element(self.dtype)
+        tensor = f"tensor:{tensor_dtype(self.dtype)}"
+        # cuDNN's Blackwell SDPA kernels are tcgen05 warp-specialized designs of FA4's kind (AVO,
+        # arXiv 2603.24517, has cuDNN 9.19 within a few % of FA4 and ahead of it): on Blackwell
+        # cuDNN takes FA4's tile, packed FP32 math and overlap (judged: att-cudnn-b200-001)
+        design = "fa4" if (kernel == "cudnn" and hw.architecture == "blackwell") else kernel
+        # FP8 wgmma (Hopper) wants V K-major: FA3-design kernels transpose each V tile in shared
+        # memory (FA3 paper §3.3); tcgen05 reads either major-ness
+        v_transposed = tensor == "tensor:fp8" and design in ("fa3", "cudnn")
+        t = tiling(hw, kernel, design, direction, batch=self.batch, heads=self.heads,
+                   kv_heads=self.kv_heads or self.heads, seq_q=self.seq_q,
+                   seq_kv=self.seq_kv or self.seq_q, d=d, dv=dv, element_bytes=b,
+                   causal=self.causal, window=self.window, dropout=self.dropout > 0,
+                   v_transposed=v_transposed, shared_kv=self.shared_kv)
+        work = self._tile_work(hw, t, kernel, design, direction, tensor, v_transposed)
+        io = self._memory(t, kernel, direction)
+        if self.dropout > 0:
+            self._add_dropout(work, io, t.scores)
+        work["hbm"], work["l2"] = io["hbm"], io["l2"]
+        smem = tile_smem_bytes(t.tile_m, t.bn, d, dv, b, v_transposed, self.shared_kv)
+        launch = LaunchShape(ctas=t.ctas, threads_per_cta=t.threads,
+                             registers_per_thread=t.registers,
+                             smem_per_cta_bytes=min(hw.smem_per_cta_bytes, int(smem)),
+                             bytes_in_flight_per_cta=KV_STAGES * t.bn * (d + dv) * b)
+        details = {"kernel": kernel, "direction": direction, "tile_pairs": t.pairs,
+                   "key_tile": t.bn, "decode": t.decode, "kv_splits": t.kv_splits}
+        main = Demand(work=work, launch=launch, flop=self._mma_flop_per_score(direction) * t.scores,
+                      hbm_bytes=io["hbm"],
+                      overlap=self._overlap(kernel, design, direction, tensor),
+                      cta_latency_s=CTA_ROUND_TRIPS * hw.hbm_latency_s,
+                      cta_imbalance=t.imbalance, kernels=2 if t.split_kv else 1,
+                      details=details)
+        if direction == "fwd":
+            return main
+        pre, posts = backward_side_kernels(
+            o_elements=self.batch * self.heads * self.seq_q * dv, o_bytes=io["o"],
+            lse_bytes=io["lse"], q_bytes=io["q"], kv_bytes=io["kv"],
+            dq_accum_bytes=io["dq_accum"], dkv_expanded_bytes=io["dkv_expanded"],
+            dkv_accum_bytes=io["dkv_accum"], element_bytes=b)
+        parts = [pre, main, *posts]
+        return Demand(work=add_work(*(p.work for p in parts)), launch=launch, flop=main.flop,
+                      hbm_bytes=sum(p.hbm_bytes for p in parts),
+                      kernels=sum(p.kernels for p in parts), sequence=tuple(parts),
+                      details=details)
+
+    def _tile_work(self, hw, t: Tiling, kernel: str, design: str, direction: str, tensor: str,
+                   v_transposed: bool) -> dict[str, float]:
+        """SM work of the visited tiles: MMAs, softmax, shared memory, issue slots."""
+        d, dv = self.head_dim, self.head_dim_v or self.head_dim
+        b = bytes_per_element(self.dtype)
+        tile_scores = t.tile_scores
+        mma = self._mma_flop_per_score(direction) * tile_scores
+        # FA2 issues Ampere's mma.sync, which Hopper and Blackwell run below their wgmma/tcgen05
+        # rate: its tensor work counts at the native rate divided by that fraction
+        path = MMA_SYNC_FRACTION if (kernel == "fa2" and hw.architecture != "ampere") else 1.0
+        work: dict[str, float] = {tensor: mma / path}
+        masked_scores = self._masked_scores(t)
+        exps = tile_scores
+        if kernel == "fa4" and direction == "fwd":
+            emulated = (tile_scores - masked_scores) * fa4_emulated_fraction(
+                t.bn, max(d, dv), self._fa4_e2e_freq(d))
+            work["fma"] = emulated * FA4_EMULATED_EXP_FMA
+            work["alu"] = emulated * FA4_EMULATED_EXP_ALU
+            exps -= emulated
+        work["xu"] = exps
+        work = add_work(work, {"fma": SOFTMAX_FMA_PER_SCORE[direction] * tile_scores,
+                               "alu": SOFTMAX_ALU_PER_SCORE * tile_scores})
+        if direction == "fwd" and design != "fa4":
+            # online softmax rescales the output accumulator at every key tile,
+            # O ← diag(exp(m_old − m_new))·O + PV (FA2 paper Algorithm 1): tile_m × dv FP32
+            # multiplies per tile pair, dv / bn per score. FA4 rescales only when a row max grows
+            # past a threshold, in a correction warpgroup (FA4 paper), so it is left out there.
+            work["fma"] += t.pairs * t.tile_m * dv
+        if kernel == "fa2" and direction == "fwd":
+            # mma.sync operands: the Q tile once, and K and V once per warp (ldmatrix)
+            work["smem"] = t.pairs * (t.bm * d + t.threads // 32 * t.bn * (d + dv)) * b
+        elif kernel == "fa2":
+            work["smem"] = t.pairs * fa2_bwd_smem_elements(t.bm, t.bn, d, dv, t.threads // 32) * b
+        elif direction == "fwd":
+            # wgmma/tcgen05 read the Q, K and V tiles from shared memory; FA4's two query tiles
+            # per CTA each run their own MMAs, so each reads K and V
+            kv_reads = FA4_FWD_Q_STAGES if design == "fa4" and not t.decode else 1
+            work["smem"] = t.pairs * (t.tile_m * d + kv_reads * t.bn * (d + dv)) * b
+        else:
+            work["smem"] = SMEM_TILE_READS_BWD * t.pairs * t.bn * (d + dv) / 2 * b
+            if kernel == "fa4":
+                work["smem"] *= FA4_BWD_2CTA_SMEM_FRACTION
+        if v_transposed:
+            # each V tile is transposed in shared memory (read and write once) and P is
+            # byte-permuted in registers (FA3 paper §3.3)
+            work["smem"] += 2.0 * t.pairs * t.bn * dv * b
+            work["alu"] += tile_scores / 4
+        if tensor == "tensor:fp8":
+            work["xu"] += FP8_PACK_XU_PER_SCORE * tile_scores
+        work["alu"] += 2.0 * masked_scores  # a compare and a select per score of masked tiles
+        # FA4 on Blackwell issues its FP32 softmax math as packed FFMA2/FADD2 (sm_100): one
+        # instruction per two lanes' work
+        fma_per_instr = 2.0 if (design == "fa4" and hw.architecture == "blackwell") else 1.0
+        work["issue"] = (work.get("fma", 0.0) / fma_per_instr + work.get("alu", 0.0)
+                         + work.get("xu", 0.0)) / 32.0
+        return work
+
+    def _mma_flop_per_score(self, direction: str) -> float:
+        """MMA FLOP per score: S = QKᵀ and O += PV forward; backward recomputes S and runs dP,
+        dV, dK and dQ (FA2 paper §3.2)."""
+        d, dv = self.head_dim, self.head_dim_v or self.head_dim
+        return 2.0 * (d + dv) if direction == "fwd" else 2.0 * (3 * d + 2 * dv)
+
+    def _masked_scores(self, t: Tiling) -> float:
+        """Scores of the tiles that apply a mask: per query tile, the key tiles the diagonal
+        crosses, ceil(bm / bn) of them (causal: FA2's n_masking_steps, flash_fwd_kernel.h) if
+        there are that many, or else the last key tile when the key length ends inside it (the
+        seqlen_k mask)."""
+        skv = self.seq_kv or self.seq_q
+        if not (self.causal or skv % t.bn):
+            return 0.0
+        per_q_tile = min(math.ceil(t.tile_m / t.bn), math.ceil(skv / t.bn)) if self.causal else 1
+        tiles = self.batch * t.tile_heads * math.ceil(self.seq_q / t.tile_m) * per_q_tile
+        # never more than the tiles computed: with fewer keys than queries, bottom-right causal
+        # alignment leaves the first query tiles no key tile at all
+        return float(min(tiles, t.pairs) * t.tile_m * t.bn)
+
+    def _fa4_e2e_freq(self, d: int) -> int:
+        """FA4's exp-emulation period: 10 when it packs a GQA group into the query tile (its
+        default when the group divides 128) with no mask at head dim > 64, else 16."""
+        group = self.heads // (self.kv_heads or self.heads)
+        packed = group > 1 and 128 % group == 0
+        unmasked = not self.causal and not self.window
+        return FA4_E2E_FREQ_PACKED_GQA if (packed and unmasked and d > 64) else FA4_E2E_FREQ
+
+    def _memory(self, t: Tiling, kernel: str, direction: str) -> dict[str, float]:
+        """HBM and L2 bytes of the main kernel, and the tensors the backward's side kernels
+        stream (bytes)."""
+        d, dv = self.head_dim, self.head_dim_v or self.head_dim
+        hkv = self.kv_heads or self.heads
+        group = self.heads // hkv
+        b = bytes_per_element(self.dtype)
+        q_bytes = self.batch * self.heads * self.seq_q * d * b
+        kv_row = d if self.shared_kv else d + dv
+        kv_bytes = self.batch * hkv * (self.seq_kv or self.seq_q) * kv_row * b
+        # FA3's FP8 forward writes O in BF16 (hopper/test_flash_attn.py compares it with a BF16
+        # reference by subtraction, which PyTorch's float8 does not support); cuDNN's FP8 graph
+        # writes FP8 (hopper/benchmark_flash_attention_fp8.py allocates O as the QKV dtype)
+        o_b = 2 if (b == 1 and kernel == "fa3") else b
+        o_bytes = self.batch * self.heads * self.seq_q * dv * o_b
+        lse = self.batch * self.heads * self.seq_q * 4.0
+        io = {"q": q_bytes, "kv": kv_bytes, "o": o_bytes, "lse": lse, "dq_accum": 0.0,
+              "dkv_expanded": 0.0, "dkv_accum": 0.0}
+        if direction == "fwd":
+            io["hbm"] = q_bytes + kv_bytes + o_bytes + lse
+            io["l2"] = q_bytes + t.pairs * t.bn * kv_row * b + o_bytes + lse
+            return io
+        # main kernel: read Q, K, V, dO, LSE, D; write dK, dV; dQ FP32 atomics through L2
+        dq_accum = q_bytes * 4 / b
+        # dK, dV with GQA (a group of query heads per KV head): FA2 writes them per query head
+        # and sums the group afterwards (flash_api.cpp mha_bwd: dk_expanded, at::sum_out);
+        # FA3-style kernels add each query head's share into FP32 accumulators with atomics
+        # and convert them in a postprocess (cute/interface.py _flash_attn_bwd: dk_accum)
+        dkv_expanded = kv_bytes * group if (group > 1 and kernel == "fa2") else 0.0
+        dkv_accum = kv_bytes * 4 / b if (group > 1 and kernel != "fa2") else 0.0
+        dkv_written = dkv_expanded or dkv_accum or kv_bytes
+        hbm = q_bytes + kv_bytes + dkv_written + o_bytes + 2 * lse + dq_accum
+        dq_atomics = t.pairs * t.bm * d * 4.0 * 2 * (FA4_BWD_2CTA_DQ_FRACTION if kernel == "fa4"
+                                                       else 1.0)
+        io.update(hbm=hbm, l2=hbm + dq_atomics + dkv_accum * group * 2, dq_accum=dq_accum,
+                  dkv_expanded=dkv_expanded, dkv_accum=dkv_accum)
+        return io
+
+    def _add_dropout(self, work: dict[str, float], io: dict[str, float], scores: float) -> None:
+        """Fused dropout: Philox work per score beside the softmax. Precomputed: a mask read
+        from HBM and applied per score."""
+        if self.dropout_rng == "fused":
+            rounds = GENERATOR_ROUNDS[self.dropout_generator]
+            rng = rng_instruction_work(scores, self.dropout_bits_per_score, rounds, "bytes")
+            work.update(add_work(work, rng))
+            return
+        mask_bytes = scores * (1.0 if self.dropout_mask == "bytes" else 1 / 8)
+        io["hbm"] += mask_bytes
+        io["l2"] += mask_bytes
+        work["alu"] += scores * MASK_APPLY_ALU_PER_SCORE[self.dropout_mask]
+        work["issue"] += scores * MASK_APPLY_ALU_PER_SCORE[self.dropout_mask] / 32
+
+    @staticmethod
+    def _overlap(kernel: str, design: str, direction: str, tensor: str) -> Overlap:
+        """What hides under what inside the main kernel."""
+        # FA2's warps load their own MMA operands (ldmatrix) between mma.sync instructions: those
+        # loads overlap the MMAs only partly. wgmma/tcgen05 read shared memory themselves.
+        mmas = (Overlap((tensor,), ("smem",), MMA_SYNC_OPERAND_OVERLAP) if kernel == "fa2"
+                else (tensor,))
+        # what runs beside the MMAs: the softmax on the CUDA cores, and in backward the dQ
+        # accumulation (FP32 atomics in L2). FA2's compute warps issue those atomics themselves,
+        # between their MMAs and softmax; FA3-style kernels hand each dQ tile to a warp of their
+        # own that adds it with TMA reduce-adds, a third stage overlapping the other two.
+        softmax = ("xu", "fma", "alu", "issue")
+        eff = SOFTMAX_OVERLAP[design]
+        if direction == "bwd" and kernel == "fa2":
+            return Overlap(mmas, softmax + ("l2",), eff)
+        if direction == "bwd":
+            return Overlap(Overlap(mmas, softmax, eff), ("l2",), eff)
+        return Overlap(mmas, softmax, eff)

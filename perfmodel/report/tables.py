@@ -1,0 +1,75 @@
+"""Plain-text tables for the CLI and reports (no dependencies; right-aligns numbers)."""
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+
+def _is_num(s: str) -> bool:
+    try:
+        float(s.rstrip("%x"))
+        return True
+    except ValueError:
+        return False
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    cells = [[str(c) for c in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    def line(values):
+        return "  ".join(v.rjust(w) if _is_num(v) else v.ljust(w)
+                         for v, w in zip(values, widths)).rstrip()
+    out = [line(headers), line(["-" * w for w in widths])]
+    out += [line(r) for r in cells]
+    return "\n".join(out)
+
+
+# Dotted name parts that are only a layer index: "12", "l12", "layer12", "block_3".
+_INDEX_PART = re.compile(r"^(?:l|layer|layers|block|blocks|blk)?_?\d+$", re.IGNORECASE)
+_TRAILING_INDEX = re.compile(r"[_\-]\d+$")  # "attn_3" -> "attn"; "fc1" stays (fc1 != fc2)
+
+
+def role_of(name: str, fallback: str = "") -> str:
+    """An op's name without its layer index (`l12.qkv.dgrad` → `qkv.dgrad`), so every layer's
+    copy of an op falls in one group; a bare index falls back to `fallback` (the op type)."""
+    parts = [p for p in re.split(r"[./]", name) if not _INDEX_PART.match(p)]
+    if parts:
+        parts[-1] = _TRAILING_INDEX.sub("", parts[-1]) or parts[-1]
+    return ".".join(parts) or fallback or name
+
+
+def prediction_table(pred, all_ops: bool = False, max_rows: int = 60) -> str:
+    """Per-op table (grouped across layers when long), then totals by op type and by bound."""
+    total = pred.total_time_s or 1.0
+    lines = [f"{pred.graph} on {pred.hardware.name} ({pred.level}): total {total * 1e3:.4g} ms "
+             f"(makespan), {len(pred.ops)} ops"]
+    group = all_ops or len(pred.ops) <= max_rows
+    rows: dict[str, list] = {}
+    for o in pred.ops:
+        key = o.name if group else role_of(o.name, o.op.name)
+        r = rows.setdefault(key, [key, o.op.name, 0, 0.0, o.estimate.bound, 0.0, 0.0])
+        r[2] += 1
+        r[3] += o.time_s
+        r[5] += o.estimate.roofline_time_s
+        r[6] += o.estimate.time_s
+    body = sorted(rows.values(), key=lambda r: -r[3]) if not group else list(rows.values())
+    headers = ["op" if group else "op (all layers)", "type", "count", "time_us", "share",
+               "bound", "% of roofline"]
+    table = [[r[0], r[1], r[2], f"{r[3] * 1e6:.4g}", f"{r[3] / total:.1%}", r[4],
+              f"{r[5] / r[6]:.0%}" if r[6] else "-"] for r in body]
+    if group:
+        headers.pop(2)
+        table = [r[:2] + r[3:] for r in table]
+    lines.append(format_table(headers, table))
+    if not group:
+        lines.append(f"({len(pred.ops)} ops grouped by role across layers; --all lists each)")
+    for key, title in (("op", "by op type"), ("bound", "by bound")):
+        t = pred.totals_by(key)
+        lines.append(f"\ntotals {title} (sum of op times; overlap makes it exceed the makespan)")
+        lines.append(format_table([key, "time_us", "share"],
+                                  [[k, f"{v * 1e6:.4g}", f"{v / total:.1%}"] for k, v in t.items()]))
+    if pred.meta.get("pipeline_bubble_s"):
+        lines.append(f"\npipeline: {pred.meta['microbatches']} microbatches x "
+                     f"{pred.meta['microbatch_time_s'] * 1e3:.4g} ms, bubble "
+                     f"{pred.meta['pipeline_bubble_s'] * 1e3:.4g} ms")
+    return "\n".join(lines)

@@ -1,0 +1,219 @@
+"""Dropout RNG schedules for one transformer block (Ma, Liu, Krashinsky, "Reducing the Cost of
+Dropout in Flash-Attention by Hiding RNG with GEMM", arXiv:2410.07531).
+
+The block is a training forward (optionally with its backward) of one Llama-style layer: norm,
+QKV projection, RoPE, attention with dropout on the attention probabilities, output projection,
+residual, norm, gated FFN, residual. Three schedules of the same dropout:
+
+  sequential  a Philox kernel writes the mask to HBM, then attention reads it;
+  fused       attention generates its randoms in-kernel (FlashAttention's Philox4x32-7), on the
+              same FMA-heavy / ALU / issue slots as its softmax; a backward regenerates them;
+  overlap     the Philox kernel runs concurrently with the GEMMs before attention (the previous
+              layer's FFN and this layer's QKV), writes the mask, attention reads it.
+
+How concurrent kernels share the GPU decides `overlap`. It is evaluated three ways and the
+best feasible one is the schedule's time:
+  * streams: two CUDA streams, co-residency limited by registers / shared memory / warps (the
+    contention model of `overlap.contention`). A GEMM that fills every SM leaves no room.
+  * partition: SMs split between the GEMMs and the RNG kernel (green contexts or a smaller
+    GEMM grid), the best split searched.
+  * ideal co-location is also reported, as an upper bound: the two kernels share SMs as if the RNG
+    warps lived inside the GEMM kernel, limited only by pipes, issue slots and memory. This is the
+    form of the paper's model (RNG and GEMM "have distinct resource requirements").
+The steady-state block time is the makespan of two consecutive blocks minus that of one, so the
+RNG of a block overlaps the previous block's FFN as it would in a deep model.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfmodel.contention import load_of, saturated_resource
+from perfmodel.workloads.builder import Workload, _GraphWriter, _LayerBuilder
+from perfmodel.engine import estimate
+from perfmodel.graph import Node, OpGraph
+from perfmodel.hardware import Hardware, hardware
+from perfmodel.workloads.models import ModelSpec, load_model
+from perfmodel.ops import Op, op as make_op
+from perfmodel.ops.attention.tiles import visited
+from perfmodel.schedule import schedule
+
+SCHEDULES = ("sequential", "fused", "overlap")
+RNG_STREAM = "rng"
+
+
+@dataclass(frozen=True)
+class DropoutConfig:
+    p: float = 0.1
+    generator: str = "philox4x32-7"
+    mask: str = "bytes"            # precomputed mask layout (sequential, overlap)
+    bits_per_element: int = 8      # random bits per decision: 8 → 16 per Philox call (FA2),
+    #                                16 → 8 per call (FA4 CuTe), 128 → one call per element
+    lop3_fold: bool = True
+    precomputed_keys: bool = False
+    backward: bool = False         # include the block's backward pass
+
+
+@dataclass
+class ScheduleResult:
+    schedule: str
+    time_s: float
+    mode: str = ""                  # overlap: streams | partition
+    rng_time_s: float = 0.0         # the RNG kernel alone (0 when fused)
+    hidden_fraction: float = 0.0    # share of the RNG kernel's time hidden under GEMMs
+    saturated: str = ""             # what binds while RNG and GEMMs run together
+    resource_time_s: dict[str, float] = field(default_factory=dict)
+    variants: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _block_nodes(model: ModelSpec, batch: int, seq: int, tp: int, dtype: str, backward: bool,
+                 prefix: str) -> list[Node]:
+    w = Workload("train", batch, seq, None, tp, 1, 1, 1, dtype, None)
+    out = _GraphWriter()
+    lb = _LayerBuilder(model, w, out, tokens=batch * seq, seqs=batch)
+    lb.forward(prefix, 0)
+    if backward:
+        lb.backward(prefix, 0)
+    return out.nodes
+
+
+def _with_dropout(node: Node, cfg: DropoutConfig, rng_mode: str) -> Node:
+    o = node.op
+    if o.name != "attention":
+        return node
+    return node._replace(op=o.with_params(dropout=cfg.p, dropout_rng=rng_mode,
+                                          dropout_mask=cfg.mask,
+                                          dropout_generator=cfg.generator,
+                                          dropout_bits_per_score=cfg.bits_per_element))
+
+
+def rng_op(attention: Op, cfg: DropoutConfig) -> Op:
+    """The Philox kernel producing one attention's dropout mask: one decision per computed
+    score, `bits_per_element` random bits each (8: FA2's 16 decisions per Philox call)."""
+    a = attention
+    scores = visited(a.seq_q, a.seq_kv or a.seq_q, a.causal, a.window, 128, 128)[1]
+    return make_op("rng", elements=int(scores) * a.batch * a.heads,
+                   bits_per_element=cfg.bits_per_element,
+                   generator=cfg.generator, output="mask_bits" if cfg.mask == "bits" else "bytes",
+                   lop3_fold=cfg.lop3_fold, precomputed_keys=cfg.precomputed_keys)
+
+
+def block_graph(model: ModelSpec, schedule_name: str, cfg: DropoutConfig, batch: int, seq: int,
+                tp: int = 1, dtype: str = "bf16", blocks: int = 1) -> OpGraph:
+    """`blocks` consecutive blocks under one dropout schedule, as a graph with streams."""
+    nodes: list[Node] = []
+    for b in range(blocks):
+        layer = _block_nodes(model, batch, seq, tp, dtype, cfg.backward, f"b{b}.")
+        if b and layer:  # chain the blocks
+            layer[0] = layer[0]._replace(after=(nodes[-1].name,))
+        mode = "fused" if schedule_name == "fused" else "precomputed"
+        layer = [_with_dropout(n, cfg, mode) for n in layer]
+        attn = next(n for n in layer if n.op.name == "attention")
+        if schedule_name == "sequential":
+            i = layer.index(attn)
+            rng = Node(f"b{b}.rng", rng_op(attn.op, cfg), (layer[i - 1].name,))
+            layer.insert(i, rng)
+            layer[i + 1] = attn._replace(after=(rng.name,))
+        elif schedule_name == "overlap":
+            # launched with the previous block's FFN (or at the start), on its own stream
+            start = _window_start(nodes) if nodes else ()
+            rng = Node(f"b{b}.rng", rng_op(attn.op, cfg), start, RNG_STREAM)
+            i = layer.index(attn)
+            layer[i] = attn._replace(after=(layer[i - 1].name, rng.name))
+            layer.insert(0, rng)
+            if layer[1].after == (rng.name,):
+                layer[1] = layer[1]._replace(after=rng.after)
+        nodes += layer
+    if nodes and nodes[0].after:
+        nodes[0] = nodes[0]._replace(after=())
+    return OpGraph(f"{model.name}-block-{schedule_name}", nodes)
+
+
+def _window_start(nodes: list[Node]) -> tuple[str, ...]:
+    """The RNG of the next block may start once the previous block's FFN begins."""
+    ffn = [n for n in nodes if n.name.endswith(".ffn_norm")]
+    return (ffn[-1].name,) if ffn else ()
+
+
+def _steady_block_time(model, name, cfg, batch, seq, tp, dtype, hw, slot_limits=True):
+    one = schedule(block_graph(model, name, cfg, batch, seq, tp, dtype, 1), hw,
+                   slot_limits=slot_limits)
+    two = schedule(block_graph(model, name, cfg, batch, seq, tp, dtype, 2), hw,
+                   slot_limits=slot_limits)
+    return two.total_time_s - one.total_time_s, two
+
+
+def _partition_window(window_ops: list[Op], rng: Op, hw: Hardware) -> tuple[float, int]:
+    """Best split of the SMs: GEMMs on SMs − k, RNG on k, both at once; HBM stays shared."""
+    best = (float("inf"), 0)
+    for k in sorted({max(1, hw.sm_count * f // 64) for f in (1, 2, 4, 6, 8, 12, 16, 24, 32)}):
+        rest = dataclasses.replace(hw, sm_count=hw.sm_count - k)
+        mine = dataclasses.replace(hw, sm_count=k)
+        gemms = [estimate(o.demand(rest), rest) for o in window_ops]
+        r = estimate(rng.demand(mine), mine)
+        hbm = (sum(g.hbm_bytes for g in gemms) + r.hbm_bytes) / hw.hbm_bandwidth_bytes_per_s
+        t = max(sum(g.time_s for g in gemms), r.time_s, hbm)
+        best = min(best, (t, k))
+    return best
+
+
+def evaluate(model: ModelSpec | str, hw: Hardware | str, batch: int = 1, seq: int = 4096,
+             dtype: str = "fp8", tp: int = 1, cfg: DropoutConfig = DropoutConfig()
+             ) -> dict[str, ScheduleResult]:
+    """Steady-state time of one block under each schedule (see module docstring)."""
+    m = model if isinstance(model, ModelSpec) else load_model(model)
+    h = hardware(hw)
+    results: dict[str, ScheduleResult] = {}
+    for name in ("sequential", "fused"):
+        t, pred = _steady_block_time(m, name, cfg, batch, seq, tp, dtype, h)
+        results[name] = ScheduleResult(name, t, resource_time_s=_resource_totals(pred, "b1."))
+    seq_pred = _steady_block_time(m, "sequential", cfg, batch, seq, tp, dtype, h)[1]
+    rng_time = next(o.estimate.time_s for o in seq_pred.ops if o.name == "b1.rng")
+    rng = next(o.op for o in seq_pred.ops if o.name == "b1.rng")
+
+    streams, pred = _steady_block_time(m, "overlap", cfg, batch, seq, tp, dtype, h)
+    ideal, _ = _steady_block_time(m, "overlap", cfg, batch, seq, tp, dtype, h,
+                                  slot_limits=False)
+    # partition: the RNG's window (prev FFN GEMMs + QKV) on SMs − k; the rest as in sequential
+    window = [o for o in seq_pred.ops if _in_window(o.name)]
+    window_alone = sum(o.estimate.time_s for o in window)
+    part_window, k = _partition_window([o.op for o in window], rng, h)
+    partition = results["sequential"].time_s - window_alone - rng_time + part_window
+    mode, t = min((("streams", streams), ("partition", partition)), key=lambda x: x[1])
+    seq_t = results["sequential"].time_s
+    hidden = max(0.0, min(1.0, (seq_t - t) / rng_time)) if rng_time else 0.0
+    loads = [load_of(o.op.demand(h), o.estimate, h) for o in window] + [
+        load_of(rng.demand(h), estimate(rng.demand(h), h), h)]
+    results["overlap"] = ScheduleResult(
+        "overlap", t, mode=mode, rng_time_s=rng_time, hidden_fraction=hidden,
+        saturated=saturated_resource(loads, slot_limits=(mode == "streams")),
+        resource_time_s=_resource_totals(pred, "b1."),
+        variants={"streams_s": streams, "partition_s": partition, "partition_rng_sms": k,
+                  "ideal_colocated_s": ideal})
+    results["sequential"].rng_time_s = rng_time
+    return results
+
+
+def _in_window(name: str) -> bool:
+    """The previous block's FFN GEMMs and this block's QKV projection."""
+    block, role = name.split(".", 1)
+    return (block == "b0" and role in ("gate_up", "down")) or (block == "b1" and role == "qkv")
+
+
+def _resource_totals(pred, prefix: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for o in pred.ops:
+        if o.name.startswith(prefix):
+            for r, t in o.estimate.resource_time_s.items():
+                out[r] = out.get(r, 0.0) + t
+    return out
+
+
+def speedups(results: dict[str, ScheduleResult]) -> dict[str, float]:
+    o = results["overlap"].time_s
+    return {"overlap_vs_sequential": results["sequential"].time_s / o,
+            "overlap_vs_fused": results["fused"].time_s / o}

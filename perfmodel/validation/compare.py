@@ -1,0 +1,69 @@
+"""Measured vs predicted: per-row errors and per (op class, GPU) summaries.
+
+Error is signed relative error (predicted − measured) / measured. Summaries report n, MAPE,
+median and max absolute error, bias (mean signed error), and the same MAPE for the plain
+datasheet roofline on the same rows. Rows that informed a constant are summarized apart
+(`fitted`) and never counted as validation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import median
+from typing import Iterable
+
+from perfmodel.engine import estimate
+
+from perfmodel.validation.measurements import Case
+
+
+@dataclass(frozen=True)
+class Comparison:
+    case: Case
+    predicted_time_s: float
+    roofline_time_s: float
+    bound: str
+
+    @property
+    def error(self) -> float:
+        return self.predicted_time_s / self.case.measured_time_s - 1.0
+
+    @property
+    def roofline_error(self) -> float:
+        return self.roofline_time_s / self.case.measured_time_s - 1.0
+
+    def to_dict(self) -> dict:
+        c = self.case
+        return {"id": c.id, "op_class": c.op_class, "hardware": c.hardware.name,
+                "library": c.library, "measured_time_s": c.measured_time_s,
+                "predicted_time_s": self.predicted_time_s, "error": self.error,
+                "roofline_time_s": self.roofline_time_s, "roofline_error": self.roofline_error,
+                "bound": self.bound, "fitted": c.fitted}
+
+
+def compare(cases: Iterable[Case], level: str = "pipes") -> list[Comparison]:
+    out = []
+    for c in cases:
+        d = c.op.demand(c.hardware)
+        est = estimate(d, c.hardware, level)
+        roof = estimate(d, c.hardware, "roofline")
+        out.append(Comparison(c, est.time_s, roof.time_s, est.bound))
+    return out
+
+
+def summarize(comparisons: list[Comparison], group_by=None) -> list[dict]:
+    """One row per (op class, hardware, judged|fitted), or per `group_by(case)` (a tuple of
+    strings, e.g. kernel family and dtype) within those."""
+    groups: dict[tuple, list[Comparison]] = {}
+    for c in comparisons:
+        key = (c.case.op_class, c.case.hardware.name, "fitted" if c.case.fitted else "judged")
+        if group_by is not None:
+            key += tuple(group_by(c.case))
+        groups.setdefault(key, []).append(c)
+    rows = []
+    for key, cs in sorted(groups.items()):
+        errs = [abs(c.error) for c in cs]
+        rows.append({"op_class": key[0], "hardware": key[1], "rows": key[2],
+                     **({"group": key[3:]} if group_by is not None else {}), "n": len(cs), "mape": sum(errs) / len(errs), "median_ape": median(errs),
+                     "max_ape": max(errs), "bias": sum(c.error for c in cs) / len(cs),
+                     "roofline_mape": sum(abs(c.roofline_error) for c in cs) / len(cs)})
+    return rows

@@ -1,0 +1,206 @@
+"""Measured rows → (op, hardware, measured time): the published data and our own GPU results.
+
+Rows share the columns of validate/data/public_measurements.csv (id, source, hardware, library,
+op, dtype, shape_json, metric, value, unit, notes). Each row becomes a `Case` with the perfmodel
+op describing the same work and the measured time in seconds, converted with the row's own
+convention (FLOP for TFLOPS, bytes for GB/s). Rows the model cannot describe yet are returned
+with the reason, never silently dropped.
+"""
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfmodel import ops
+from perfmodel.errors import InputError
+from perfmodel.hardware import Hardware, hardware
+
+
+def _shipped(name: str) -> Path:
+    """validate/<name>/ of the repository, shipped inside the wheel as perfmodel/validation/<name>
+    (package data, see pyproject.toml) so `perfmodel validate` works after a plain install."""
+    installed = Path(__file__).resolve().parent / name
+    if installed.is_dir():
+        return installed
+    return Path(__file__).resolve().parents[2] / "validate" / name
+
+
+DATA_DIR = _shipped("data")
+PUBLIC_CSV = DATA_DIR / "public_measurements.csv"
+BLACKWELL_CSV = DATA_DIR / "blackwell_attention.csv"  # B200 FA4/cuDNN numbers (SOURCES.md, end)
+RESULTS_DIR = _shipped("results")
+
+# Rows that informed a constant: judged separately, never counted as validation.
+FITTED_ROWS = {
+    "gemm-mamf-001": "clocks.tensor_sustained_fraction (validate/fit_constants.py)",
+    **{f"att-fa3p-fwd16-{i:03d}": "attention SOFTMAX_OVERLAP / MMA_SYNC_FRACTION / "
+                                  "MMA_SYNC_OPERAND_OVERLAP / CTA_ROUND_TRIPS "
+                                  "(validate/fit_constants.py)"
+       for i in (3, 4, 5, 6, 38, 39, 40, 41, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53,
+                 74, 75, 76, 77)},
+    "att-fa4-b200-001": "attention SOFTMAX_OVERLAP[fa4] (validate/fit_constants.py)",
+}
+
+KERNEL_OF_LIBRARY = {"flashattention-2": "fa2", "flashattention-3": "fa3", "cudnn": "cudnn",
+                     "flashattention-4": "fa4"}
+UNIT_SCALE = {"TFLOPS": 1e12, "GB/s": 1e9, "TB/s": 1e12, "ms": 1e-3, "us": 1e-6, "s": 1.0}
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    op_class: str
+    hardware: Hardware
+    op: ops.Op
+    measured_time_s: float
+    library: str
+    fitted: str = ""  # what constant this row informed, if any
+
+
+@dataclass(frozen=True)
+class Skipped:
+    id: str
+    op_class: str
+    reason: str
+
+
+def _dtype(text: str) -> str:
+    t = text.lower()
+    for key, name in (("fp8", "fp8"), ("bf16", "bf16"), ("fp16", "fp16"), ("fp32", "fp32")):
+        if key in t:
+            return name
+    raise ValueError(f"unrecognized dtype '{text}'")
+
+
+def _attention_flop(s: dict) -> float:
+    """FlashAttention convention (SOURCES.md): 4·B·H·Sq·Skv·D fwd, ×0.5 causal, bwd 2.5×."""
+    d = s.get("headdim", s.get("headdim_qk"))
+    f = 4.0 * s["batch"] * s["nheads"] * s["seqlen_q"] * s["seqlen_k"] * d
+    f *= 0.5 if s.get("causal") else 1.0
+    return f * {"fwd": 1.0, "bwd": 2.5, "fwd+bwd": 3.5}[s["pass"]]
+
+
+# Op kinds our own GPU runs emit (validate/run_gpu.sh) whose comparison belongs to a later issue.
+_LATER = {
+    "pipe_throughput": "per-SM pipe rates feed hwspecs/, not a per-op time comparison",
+    "rng_gemm_concurrent": "two-stream overlap is not an op of the model yet",
+    "moe_expert_ffn": "grouped expert FFN timing is compared in a later issue",
+    "wgmma_kblock": "tensor-pipe drain per k-block: evidence for the block-scaled GEMM model, "
+                    "not a per-op time",
+}
+_STREAM_IO = {"load_stream": (1, 0), "store_stream": (0, 1), "copy": (1, 1), "triad": (2, 1)}
+
+
+def _own_case(row: dict, s: dict) -> Case | Skipped | None:
+    """Rows from validate/kernels/ (metric 'time', value = median ms); None for all other rows."""
+    rid, kind = row["id"], row["op"]
+    if kind in _LATER:
+        return Skipped(rid, kind, _LATER[kind])
+    if s.get("level") == "l2":
+        return Skipped(rid, kind, "L2-resident stream: no op models it yet")
+    if row.get("metric") != "time" or kind not in (*_STREAM_IO, "rng", "norm_fwd", "elementwise"):
+        return None
+    t = float(row["value"]) * UNIT_SCALE[row["unit"]]
+    hw = hardware(row["hardware"])
+    if kind in _STREAM_IO:
+        inputs, outputs = _STREAM_IO[kind]
+        o = ops.Elementwise(elements=int(s["elements"]), dtype=_dtype(row["dtype"]),
+                            inputs=inputs, outputs=outputs,
+                            flop_per_element=2 if kind == "triad" else 0)
+        op_class = "memory"
+    elif kind == "rng":
+        o = ops.Rng(elements=int(s["elements"]), bits_per_element=int(s["bits_per_element"]),
+                    generator=s["generator"], output=s["output"],
+                    lop3_fold=bool(s["lop3_fold"]),
+                    precomputed_keys=bool(s.get("precomputed_keys", False)))
+        op_class = "rng"
+    elif kind == "norm_fwd":
+        o = ops.Norm(rows=int(s["rows"]), cols=int(s["cols"]), dtype=_dtype(row["dtype"]),
+                     kind=s.get("kind", "rmsnorm"), direction=s.get("direction", "fwd"))
+        op_class = "norm_fwd"
+    else:
+        o = ops.Elementwise(elements=int(s["elements"]), dtype=_dtype(row["dtype"]),
+                            inputs=int(s.get("inputs", 1)), outputs=int(s.get("outputs", 1)),
+                            flop_per_element=float(s.get("flop_per_element", 1.0)))
+        op_class = "elementwise"
+    return Case(rid, op_class, hw, o, t, row["library"], FITTED_ROWS.get(rid, ""))
+
+
+def _case(row: dict) -> Case | Skipped:
+    rid, kind, lib = row["id"], row["op"], row["library"]
+    s = json.loads(row["shape_json"])
+    own = _own_case(row, s)
+    if own is not None:
+        return own
+    value = float(row["value"]) * UNIT_SCALE[row["unit"]]
+    hw = hardware(row["hardware"])
+    if kind in ("gemm", "gemm_fp8_blockscaled"):
+        o = ops.Gemm(m=s["M"], n=s["N"], k=s["K"], dtype=_dtype(row["dtype"]),
+                     fp8_scaling="block" if kind == "gemm_fp8_blockscaled" else "tensor")
+        t = o.flop / value
+    elif kind.startswith("attention_"):
+        kernel = next((k for name, k in KERNEL_OF_LIBRARY.items() if lib.lower().startswith(name)),
+                      None)
+        if kernel is None:
+            return Skipped(rid, kind, f"no model of library '{lib}'")
+        o = ops.Attention(batch=s["batch"], heads=s["nheads"], kv_heads=s.get("nheads_kv"),
+                          seq_q=s["seqlen_q"], seq_kv=s["seqlen_k"], head_dim=s["headdim"],
+                          dtype=_dtype(row["dtype"]), causal=bool(s.get("causal")),
+                          direction=s["pass"], kernel=kernel,
+                          dropout=float(s.get("dropout_p", 0.0)))  # torch_bench rows carry it
+        t = _attention_flop(s) / value
+    elif kind == "mla_decode":
+        o = ops.Attention(batch=s["batch"], heads=s["nheads_q"], kv_heads=s["nheads_kv"],
+                          seq_q=s["s_q"], seq_kv=s["mean_s_k"], head_dim=s["d_qk"],
+                          head_dim_v=s["d_v"], dtype="bf16", causal=bool(s["causal"]),
+                          shared_kv=True)
+        t = value
+    elif kind == "copy":
+        elements = s["M"] * s["N"]
+        o = ops.Elementwise(elements=elements, dtype=_dtype(row["dtype"]), inputs=1, outputs=1,
+                            flop_per_element=0)
+        t = o.demand(hw).hbm_bytes / value
+    elif kind in ("load_stream", "store_stream"):
+        if s.get("pattern") != "A":
+            return Skipped(rid, kind, "uncoalesced access pattern (DRAM locality) is not modeled")
+        gib = 2**30
+        o = ops.Elementwise(elements=gib // 4, dtype="fp32", flop_per_element=0,
+                            inputs=1 if kind == "load_stream" else 0,
+                            outputs=0 if kind == "load_stream" else 1)
+        t = gib / value
+    elif kind == "softmax_fwd":
+        o = ops.Softmax(rows=s["M"], cols=s["N"], dtype=_dtype(row["dtype"]))
+        t = o.demand(hw).hbm_bytes / value
+    else:
+        return Skipped(rid, kind, f"no op mapping for '{kind}'")
+    if row.get("metric") == "time":  # our runs report the median time itself (as mla_decode rows)
+        t = value
+    op_class = {"copy": "memory", "load_stream": "memory", "store_stream": "memory"}.get(kind, kind)
+    return Case(rid, op_class, hw, o, t, lib, FITTED_ROWS.get(rid, ""))
+
+
+def load_cases(path: str | Path) -> tuple[list[Case], list[Skipped]]:
+    """Read one measurements CSV into cases (and the rows that could not be modeled)."""
+    p = Path(path)
+    try:
+        with p.open() as f:
+            rows = list(csv.DictReader(f))
+    except OSError as e:
+        raise InputError(f"{p}: cannot read measurements ({e.strerror})") from None
+    cases, skipped = [], []
+    for i, row in enumerate(rows):
+        try:
+            got = _case(row)
+        except (KeyError, ValueError, json.JSONDecodeError) as e:
+            raise InputError(f"{p}: row {i + 2} ({row.get('id', '?')}): cannot interpret "
+                             f"({type(e).__name__}: {e})") from None
+        (cases if isinstance(got, Case) else skipped).append(got)
+    return cases, skipped
+
+
+def default_sources() -> list[Path]:
+    """The public data (H100/A100, and our B200 attention rows) plus every results CSV under
+    validate/results/."""
+    return [PUBLIC_CSV, BLACKWELL_CSV, *sorted(RESULTS_DIR.glob("**/*.csv"))]

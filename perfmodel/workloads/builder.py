@@ -1,0 +1,396 @@
+"""Build the op graph of one GPU for a model, phase, batch, lengths, dtype policy and parallelism.
+
+The graph is what one GPU runs for one step (the last pipeline stage, one tensor-parallel rank):
+  prefill  B sequences of `seq` tokens, causal attention, logits for the last token of each;
+  decode   one new token for each of B sequences against a KV cache of `context` tokens;
+  train    forward, backward (dgrad + wgrad per GEMM, attention backward) and the optimizer step
+           over B sequences of `seq` tokens.
+Parallelism (Megatron-LM conventions, Shoeybi et al. arXiv:1909.08053; Narayanan et al.
+arXiv:2104.04473): tensor parallelism splits heads and FFN columns over `tp` GPUs with an
+all-reduce after attention and after the FFN (forward and backward); expert parallelism places
+experts on `ep` GPUs with all-to-all dispatch and combine; pipeline parallelism gives each GPU
+layers/pp layers and splits the batch into microbatches (1F1B: the step takes
+microbatches + (pp − 1)/virtual_stages microbatch times, the interleaved schedule's bubble); data parallelism reduce-scatters gradients and
+all-gathers parameters (distributed optimizer) over `dp` GPUs.
+Dtype policy: GEMMs in bf16, fp8, mxfp8 or nvfp4; attention, norms and activations in bf16. In
+training, low-precision policies add the quantization kernels of the Transformer Engine recipe.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from perfmodel.errors import InputError
+from perfmodel.graph import DEFAULT_STREAM, Node, OpGraph
+from perfmodel.workloads.models import ModelSpec
+from perfmodel.ops import Op, op as make_op
+from perfmodel.workloads.recipes import quantize_op
+from perfmodel.units import bytes_per_element
+
+PHASES = ("prefill", "decode", "train")
+GEMM_DTYPES = ("bf16", "fp16", "fp8", "mxfp8", "nvfp4")
+ACT = "bf16"          # activations, attention, norms
+ACT_BYTES = 2.0
+ADAM_FLOP_PER_PARAM = 12  # two moment updates, bias correction, update (fp32)
+NVFP4_BF16_LAYER_FRACTION = 0.16  # NVFP4 recipe: ~15 % of blocks stay BF16 (12B: 10 of 62)
+NVFP4_BF16_FIRST_LAYERS = 2
+
+
+@dataclass(frozen=True)
+class Workload:
+    phase: str
+    batch: int = 1
+    seq: int = 2048
+    context: int | None = None
+    tp: int = 1
+    ep: int = 1
+    pp: int = 1
+    dp: int = 1
+    dtype: str = "bf16"
+    microbatches: int | None = None
+    virtual_stages: int = 1  # interleaved 1F1B: model chunks per GPU (Narayanan et al. §2.2)
+    moe_routing: str = "token_balanced"  # MoE decode: token_balanced (EPLB) | metro | optimal
+    moe_replication: float = 1.0
+    moe_skew: float = 0.0                # Zipf exponent of synthetic expert popularity
+
+    def check(self, model: ModelSpec) -> None:
+        p: list[str] = []
+        if self.phase not in PHASES:
+            p.append(f"phase: expected one of {', '.join(PHASES)}, got {self.phase!r}")
+        if self.dtype not in GEMM_DTYPES:
+            p.append(f"dtype: expected one of {', '.join(GEMM_DTYPES)}, got {self.dtype!r}")
+        for k in ("batch", "seq", "tp", "ep", "pp", "dp", "virtual_stages"):
+            v = getattr(self, k)
+            if not isinstance(v, int) or v < 1:
+                p.append(f"{k}: expected a positive integer, got {v!r}")
+        if self.context is not None and self.context < 1:
+            p.append(f"context: expected a positive integer, got {self.context!r}")
+        if not p:
+            if model.heads % self.tp:
+                p.append(f"tp: {self.tp} must divide the {model.heads} attention heads")
+            if self.pp > model.layers:
+                p.append(f"pp: {self.pp} stages for {model.layers} layers")
+            if self.ep > 1 and not model.is_moe:
+                p.append(f"ep: {model.name} has no experts to place")
+            if self.ep > 1 and self.ep % self.tp and self.tp % self.ep:
+                p.append(f"ep: {self.ep} and tp: {self.tp} must divide one another")
+            if model.is_moe and model.experts % self.ep:
+                p.append(f"ep: {self.ep} must divide the {model.experts} experts")
+            if model.is_moe and self.ep == 1 and model.expert_hidden % self.tp:
+                p.append(f"tp: {self.tp} must divide expert_hidden {model.expert_hidden}")
+            if self.ffn_shard(model) and model.ffn_hidden % self.tp:
+                p.append(f"tp: {self.tp} must divide ffn_hidden {model.ffn_hidden}")
+            m = self.n_microbatches
+            if self.batch % m:
+                p.append(f"microbatches: {m} must divide the batch {self.batch}")
+        if p:
+            raise InputError([f"workload: {x}" for x in p])
+
+    def ffn_shard(self, model: ModelSpec) -> bool:
+        return not model.is_moe or model.dense_layers > 0
+
+    @property
+    def n_microbatches(self) -> int:
+        if self.microbatches:
+            return self.microbatches
+        if self.pp == 1:
+            return 1
+        # enough microbatches to keep the bubble small, as many as the batch allows
+        return max(d for d in range(1, min(self.batch, 4 * self.pp) + 1) if self.batch % d == 0)
+
+
+class _GraphWriter:
+    """Appends ops in order; identical ops share one object so the scheduler predicts once."""
+
+    def __init__(self):
+        self.nodes: list[Node] = []
+        self._ops: dict[tuple, Op] = {}
+        self._templates: dict[object, list[tuple[str, Op, str]]] = {}
+
+    def layer(self, prefix: str, kind: object, build) -> None:
+        """Add one layer's ops: built once per layer kind, then replayed under new names
+        (every layer of a kind is the same op sequence, each op after the previous one)."""
+        template = self._templates.get(kind)
+        if template is None:
+            start = len(self.nodes)
+            build(prefix)
+            self._templates[kind] = [(n.name[len(prefix):], n.op, n.stream)
+                                     for n in self.nodes[start:]]
+            return
+        prev = self.nodes[-1].name if self.nodes else None
+        for suffix, o, stream in template:
+            name = prefix + suffix
+            self.nodes.append(Node(name, o, (prev,) if prev else (), stream))
+            prev = name
+
+    def add(self, name: str, kind: str, after: list[str] | None = None,
+            stream: str = DEFAULT_STREAM, **params: Any) -> str:
+        key = (kind, tuple(sorted(params.items())))
+        o = self._ops.get(key)
+        if o is None:
+            o = self._ops[key] = make_op(kind, **params)
+        return self.add_op(name, o, after, stream)
+
+    def add_op(self, name: str, o: Op, after: list[str] | None = None,
+               stream: str = DEFAULT_STREAM) -> str:
+        """Append an op object already built (e.g. by `perfmodel.recipes`)."""
+        o = self._ops.setdefault(("op", o), o)  # one object per distinct op
+        if after is None:
+            after = [self.nodes[-1].name] if self.nodes else []
+        self.nodes.append(Node(name, o, tuple(after), stream))
+        return name
+
+
+class _LayerBuilder:
+    """Forward and backward ops of one transformer layer on one GPU."""
+
+    def __init__(self, model: ModelSpec, w: Workload, out: _GraphWriter, tokens: int,
+                 seqs: int):
+        self.m, self.w, self.g = model, w, out
+        self.t, self.b = tokens, seqs
+        self.tp = w.tp
+        self.gemms: list[tuple[str, int, int]] = []  # (name, n, k) of this layer, for backward
+
+    # -- helpers ------------------------------------------------------------------------------
+    def gemm(self, name: str, n: int, k: int, dtype: str | None = None, batch: int = 1):
+        d = dtype or self.w.dtype
+        if self.w.phase == "train" and d not in ("bf16", "fp16"):
+            # TE recipe (perfmodel.recipes): the activation (rowwise + columnwise for Wgrad) and
+            # the weight are quantized on the fly in every forward
+            self.g.add_op(f"{name}.quant_x", quantize_op(d, self.t * batch, k, "activation"))
+            self.g.add_op(f"{name}.quant_w", quantize_op(d, k, n * batch, "weight"))
+        self.g.add(name, "gemm", m=self.t, n=n, k=k, dtype=d, batch=batch)
+        self.gemms.append((name, n, k, d, batch))
+
+    def allreduce(self, name: str):
+        if self.tp > 1:
+            # serving engines and Megatron pick the all-reduce algorithm by message size
+            self.g.add(name, "allreduce", bytes=float(self.t * self.m.hidden * ACT_BYTES),
+                       gpus=self.tp, algorithm="auto")
+
+    def elementwise(self, name: str, elements: int, **kw):
+        self.g.add(name, "elementwise", elements=elements, dtype=ACT, **kw)
+
+    # -- forward ------------------------------------------------------------------------------
+    def forward(self, p: str, layer: int):
+        m, h = self.m, self.m.hidden
+        self.g.add(f"{p}attn_norm", "norm", rows=self.t, cols=h, dtype=ACT)
+        if m.is_mla:
+            self._mla(p)
+        else:
+            self._gqa(p)
+        self.allreduce(f"{p}attn_allreduce")
+        self.elementwise(f"{p}attn_residual", self.t * h, inputs=2)
+        self.g.add(f"{p}ffn_norm", "norm", rows=self.t, cols=h, dtype=ACT)
+        if m.is_moe_layer(layer):
+            self._moe(p)
+        else:
+            f = m.ffn_hidden // self.tp
+            gated = m.ffn_matrices == 3
+            self.gemm(f"{p}gate_up", n=(2 if gated else 1) * f, k=h)
+            # SiLU(gate)·up: sigmoid's exp on the XU, a few FMAs
+            self.elementwise(f"{p}act", self.t * f, inputs=2 if gated else 1,
+                             flop_per_element=4, xu_per_element=1)
+            self.gemm(f"{p}down", n=h, k=f)
+            self.allreduce(f"{p}ffn_allreduce")
+        self.elementwise(f"{p}ffn_residual", self.t * h, inputs=2)
+
+    def _attention(self, p: str, direction: str = "fwd", **shape):
+        decode = self.w.phase == "decode"
+        seq_q = 1 if decode else self.w.seq
+        seq_kv = (self.w.context or self.w.seq) if decode else self.w.seq
+        self.g.add(f"{p}attn" if direction == "fwd" else f"{p}attn_bwd", "attention",
+                   batch=self.b, seq_q=seq_q, seq_kv=seq_kv, dtype=ACT, causal=not decode,
+                   direction=direction, **shape)
+
+    def _gqa(self, p: str):
+        m, h = self.m, self.m.hidden
+        hq, hkv = m.heads // self.tp, max(1, m.kv_heads // self.tp)
+        self.gemm(f"{p}qkv", n=(hq + 2 * hkv) * m.head_dim, k=h)
+        self.elementwise(f"{p}rope", self.t * (hq + hkv) * m.head_dim, flop_per_element=3)
+        self.attn_shape = dict(heads=hq, kv_heads=hkv, head_dim=m.head_dim)
+        self._attention(p, **self.attn_shape)
+        self.gemm(f"{p}o_proj", n=h, k=hq * m.head_dim)
+
+    def _mla(self, p: str):
+        """DeepSeek-V2/V3 multi-head latent attention (arXiv:2405.04434 §2.1); decode uses the
+        weight-absorbed form over the 576-wide latent cache (FlashMLA)."""
+        m, h = self.m, self.m.hidden
+        hq = m.heads // self.tp
+        rope, nope, v = m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
+        self.gemm(f"{p}q_a", n=m.q_lora_rank, k=h)
+        self.g.add(f"{p}q_norm", "norm", rows=self.t, cols=m.q_lora_rank, dtype=ACT)
+        self.gemm(f"{p}q_b", n=hq * (nope + rope), k=m.q_lora_rank)
+        self.gemm(f"{p}kv_a", n=m.kv_lora_rank + rope, k=h)
+        self.g.add(f"{p}kv_norm", "norm", rows=self.t, cols=m.kv_lora_rank, dtype=ACT)
+        self.elementwise(f"{p}rope", self.t * (hq + 1) * rope, flop_per_element=3)
+        if self.w.phase == "decode":
+            self.gemm(f"{p}q_absorb", n=m.kv_lora_rank, k=nope, dtype=ACT, batch=hq)
+            self.attn_shape = dict(heads=hq, kv_heads=1, head_dim=m.kv_lora_rank + rope,
+                                   head_dim_v=m.kv_lora_rank, shared_kv=True)
+            self._attention(p, **self.attn_shape)
+            self.gemm(f"{p}v_up", n=v, k=m.kv_lora_rank, dtype=ACT, batch=hq)
+        else:
+            self.gemm(f"{p}kv_b", n=hq * (nope + v), k=m.kv_lora_rank)
+            self.attn_shape = dict(heads=hq, kv_heads=hq, head_dim=nope + rope, head_dim_v=v)
+            self._attention(p, **self.attn_shape)
+        self.gemm(f"{p}o_proj", n=h, k=hq * v)
+
+    def _moe(self, p: str):
+        m, h, w = self.m, self.m.hidden, self.w
+        self.g.add(f"{p}router", "gemm", m=self.t, n=m.experts, k=h, dtype=ACT)
+        self.g.add(f"{p}topk", "softmax", rows=self.t, cols=m.experts, dtype="fp32")
+        a2a = float(self.t * m.top_k * h * ACT_BYTES)
+        if w.ep > 1:
+            self.g.add(f"{p}dispatch", "alltoall", bytes=a2a, gpus=w.ep)
+        eh = m.expert_hidden if w.ep > 1 else m.expert_hidden // self.tp
+        # expert parallelism with data-parallel attention: the ep/tp attention replicas each
+        # route their own tokens to the shared pool of experts
+        moe = dict(tokens=self.t * max(1, w.ep // self.tp), experts=m.experts, top_k=m.top_k, hidden=h,
+                   expert_hidden=eh, dtype=w.dtype, gpus=w.ep, shared_experts=m.shared_experts,
+                   routing=w.moe_routing, replication=w.moe_replication, skew=w.moe_skew)
+        self.moe_params = moe
+        self.g.add(f"{p}experts", "moe", **moe)
+        if w.ep > 1:
+            self.g.add(f"{p}combine", "alltoall", bytes=a2a, gpus=w.ep)
+        else:
+            self.allreduce(f"{p}ffn_allreduce")
+
+    # -- backward -----------------------------------------------------------------------------
+    def backward(self, p: str, layer: int):
+        """Reverse order: per GEMM a dgrad (dX = dY·Wᵀ) and a wgrad (dW = Xᵀ·dY) GEMM."""
+        m, h = self.m, self.m.hidden
+        self.elementwise(f"{p}ffn_residual_bwd", self.t * h, inputs=2)
+        ffn = [g for g in self.gemms if g[0].endswith(("gate_up", "down"))]
+        attn = [g for g in self.gemms if g not in ffn]
+        if m.is_moe_layer(layer):
+            if self.w.ep > 1:
+                self.g.add(f"{p}combine_bwd", "alltoall",
+                           bytes=float(self.t * m.top_k * h * ACT_BYTES), gpus=self.w.ep)
+            # expert dgrad and wgrad: each the FLOP and weight traffic of the forward pass
+            self.g.add(f"{p}experts_dgrad", "moe", **self.moe_params)
+            self.g.add(f"{p}experts_wgrad", "moe", **self.moe_params)
+            if self.w.ep > 1:
+                self.g.add(f"{p}dispatch_bwd", "alltoall",
+                           bytes=float(self.t * m.top_k * h * ACT_BYTES), gpus=self.w.ep)
+        else:
+            self._gemm_bwd(ffn[1:], p)
+            self.elementwise(f"{p}act_bwd", self.t * (m.ffn_hidden // self.tp), inputs=3,
+                             outputs=2, flop_per_element=8, xu_per_element=1)
+            self._gemm_bwd(ffn[:1], p)
+            self.allreduce(f"{p}ffn_allreduce_bwd")
+        self.g.add(f"{p}ffn_norm_bwd", "norm", rows=self.t, cols=h, dtype=ACT, direction="bwd")
+        self._gemm_bwd(attn[-1:], p)
+        self._attention(p, direction="bwd", **self.attn_shape)
+        self._gemm_bwd(list(reversed(attn[:-1])), p)
+        self.allreduce(f"{p}attn_allreduce_bwd")
+        self.g.add(f"{p}attn_norm_bwd", "norm", rows=self.t, cols=h, dtype=ACT, direction="bwd")
+
+    def _gemm_bwd(self, gemms, p: str):
+        for fwd_name, n, k, d, batch in gemms:
+            name = p + fwd_name.split(".", 1)[1]  # this layer's prefix, the forward op's role
+            if d not in ("bf16", "fp16"):
+                self.g.add_op(f"{name}.quant_dy", quantize_op(d, self.t * batch, n, "gradient"))
+            self.g.add(f"{name}.dgrad", "gemm", m=self.t, n=k, k=n, dtype=d, batch=batch)
+            self.g.add(f"{name}.wgrad", "gemm", m=k, n=n, k=self.t, dtype=d, batch=batch,
+                       out_dtype="fp32")
+
+
+def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
+                context: int | None = None, tp: int = 1, ep: int = 1, pp: int = 1,
+                dp: int = 1, dtype: str = "bf16", microbatches: int | None = None,
+                virtual_stages: int = 1, hardware: str | None = None,
+                moe_routing: str = "token_balanced", moe_replication: float = 1.0,
+                moe_skew: float = 0.0) -> OpGraph:
+    """The op graph one GPU runs for one step of `phase` (see module docstring)."""
+    w = Workload(phase, batch, seq, context, tp, ep, pp, dp, dtype, microbatches, virtual_stages,
+                 moe_routing, moe_replication, moe_skew)
+    w.check(model)
+    mb = w.n_microbatches
+    seqs = batch // mb
+    tokens = seqs * (1 if phase == "decode" else seq)
+    out = _GraphWriter()
+    stage_layers = range(model.layers - math.ceil(model.layers / pp), model.layers)  # last stage
+    h = model.hidden
+
+    if pp == 1:
+        out.add("embed", "elementwise", elements=tokens * h, dtype=ACT, flop_per_element=0)
+    else:  # receive the previous stage's activations
+        out.add("recv_activations", "sendrecv", bytes=float(tokens * h * ACT_BYTES))
+    builders: dict[tuple, _LayerBuilder] = {}  # one per layer kind (dense / MoE, GEMM dtype)
+    high = _high_precision_layers(model, w)
+
+    def layer_kind(i: int) -> tuple:
+        return (model.is_moe_layer(i), "bf16" if i in high else w.dtype)
+
+    for i in stage_layers:
+        kind = layer_kind(i)
+        lb = builders.setdefault(kind, _LayerBuilder(model, dataclasses.replace(w, dtype=kind[1]),
+                                                     out, tokens, seqs))
+        out.layer(f"l{i}.", kind, lambda p, lb=lb, i=i: lb.forward(p, i))
+    logits = tokens if phase == "train" else seqs  # serving samples from the last position
+    out.add("final_norm", "norm", rows=logits, cols=h, dtype=ACT)
+    out.add("lm_head", "gemm", m=logits, n=model.vocab // tp if model.vocab % tp == 0
+            else math.ceil(model.vocab / tp), k=h, dtype=ACT)
+    if phase == "train":
+        out.add("loss", "softmax", rows=tokens, cols=math.ceil(model.vocab / tp), dtype="fp32")
+        out.add("lm_head.dgrad", "gemm", m=tokens, n=h, k=math.ceil(model.vocab / tp), dtype=ACT)
+        out.add("lm_head.wgrad", "gemm", m=h, n=math.ceil(model.vocab / tp), k=tokens, dtype=ACT,
+                out_dtype="fp32")
+        out.add("final_norm_bwd", "norm", rows=tokens, cols=h, dtype=ACT, direction="bwd")
+        for i in reversed(stage_layers):
+            kind = layer_kind(i)
+            out.layer(f"l{i}.", ("bwd", *kind), lambda p, lb=builders[kind], i=i: lb.backward(p, i))
+        if pp > 1:
+            out.add("send_grads", "sendrecv", bytes=float(tokens * h * ACT_BYTES))
+    per_microbatch = len(out.nodes)
+    if phase == "train":
+        stage_params = _stage_params(model, stage_layers) / tp
+        if dp > 1:
+            grad_bytes = float(stage_params * ACT_BYTES)
+            out.add("grad_reduce_scatter", "reduce_scatter", bytes=grad_bytes, gpus=dp)
+        out.add("optimizer", "elementwise", elements=int(math.ceil(stage_params / dp)),
+                dtype="fp32", inputs=4, outputs=3, flop_per_element=ADAM_FLOP_PER_PARAM,
+                xu_per_element=1)
+        if dp > 1:
+            out.add("param_allgather", "allgather", bytes=float(stage_params * ACT_BYTES),
+                    gpus=dp)
+    meta = {"model": model.name, **{k: v for k, v in asdict(w).items() if v is not None},
+            "tokens_per_microbatch": tokens, "microbatches": mb}
+    if pp > 1:
+        meta["pipeline"] = {"stages": pp, "microbatches": mb, "virtual_stages": virtual_stages,
+                            "per_microbatch_ops": per_microbatch}
+    name = f"{model.name}-{phase}-b{batch}" + (f"-s{seq}" if phase != "decode" else
+                                                f"-ctx{context or seq}")
+    if tp * ep * pp * dp > 1:
+        name += f"-tp{tp}" + (f"-ep{ep}" if ep > 1 else "") + (f"-pp{pp}" if pp > 1 else "") \
+            + (f"-dp{dp}" if dp > 1 else "")
+    return OpGraph(name, out.nodes, hardware, meta)
+
+
+def _high_precision_layers(model: ModelSpec, w: Workload) -> set[int]:
+    """NVFP4 pretraining keeps ~15 % of the linear layers in BF16, mostly at the end (the 12B
+    model: first 2 and last 8 of 62 blocks; arXiv:2509.25149 §4): the first FIRST and the last
+    enough to reach the fraction."""
+    if w.dtype != "nvfp4" or w.phase != "train":
+        return set()
+    n = math.ceil(NVFP4_BF16_LAYER_FRACTION * model.layers)
+    first = min(NVFP4_BF16_FIRST_LAYERS, n)
+    return set(range(first)) | set(range(model.layers - (n - first), model.layers))
+
+
+def _stage_params(model: ModelSpec, layers) -> float:
+    """Parameters held by one pipeline stage (before tensor/expert sharding)."""
+    p = sum(model.attention_params() + model.ffn_params(i) for i in layers)
+    return float(p + model.vocab * model.hidden)  # LM head (last stage)
+
+
+def kv_cache_bytes_per_token(model: ModelSpec, tp: int = 1) -> float:
+    """KV cache bytes per token per GPU (bf16): MLA keeps the 576-wide latent, GQA K and V."""
+    if model.is_mla:
+        per_layer = model.kv_lora_rank + model.qk_rope_head_dim  # not sharded by TP
+    else:
+        per_layer = 2 * max(1, model.kv_heads // tp) * model.head_dim
+    return per_layer * model.layers * bytes_per_element(ACT)
