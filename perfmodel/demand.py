@@ -1,16 +1,21 @@
 """Demand: the work an op puts on each hardware resource, plus its launch shape.
 
-An op never knows how fast hardware is; it only says how much work it does per resource (DESIGN.md
-"Data flow"). The engine turns Demand into time. Resource names (DESIGN.md "Resources"):
+An op never knows how fast hardware is; it only counts: work per resource, DRAM round trips it
+waits for, link steps it takes (docs/design.md "Data flow"). The engine turns counts into time.
+Resource names (docs/design.md "Resources"):
 
     tensor:<dtype>  FLOP            fma, fma_heavy, alu, xu, fp64, lsu   thread-ops
     issue           warp-instrs     smem, l2, hbm                        bytes
     link:<name>     bytes per GPU
+
+Where a library chooses among kernels or algorithms, or a layer waits for the slowest of
+parallel parts, the op returns the alternatives (`Choice`, or `KernelCandidates` for a
+vectorized kernel search) and the engine resolves them at the level the user asked for.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Callable, Mapping
 
 SM_PIPES = ("fma", "fma_heavy", "alu", "xu", "fp64", "lsu")
 DEVICE_RESOURCES = ("l2", "hbm")
@@ -101,21 +106,22 @@ class Demand:
     `work` holds totals over the whole op (all CTAs, all `count` repeats). `flop` and `hbm_bytes`
     are the useful FLOP and bytes reported to users (the roofline uses them); `work` may hold
     more (padded tiles, re-reads). `launch` is None for work that runs on no SM (DMA copies,
-    link transfers). `latency_s` is a serial floor the op adds (e.g. collective step latencies);
-    `kernels` counts launches for the launch overhead; `repeat` runs the whole demand that many
-    times in sequence (each repeat quantizes into waves on its own).
-    """
+    link transfers). `link_steps` counts serial hops per link (a ring all-reduce's 2(G−1)
+    steps), each paying that link's latency; `cta_dram_round_trips` the DRAM round trips of a
+    CTA's exposed start and drain. `kernels` counts launches for the launch overhead; `repeat`
+    runs the whole demand that many times in sequence (each repeat quantizes into waves on its
+    own)."""
 
     work: Mapping[str, float]
     launch: LaunchShape | None
     flop: float = 0.0
     hbm_bytes: float = 0.0
     kernels: int = 1
-    latency_s: float = 0.0
+    link_steps: Mapping[str, float] = field(default_factory=dict)  # link name → serial steps
     repeat: int = 1  # identical launches back to back (gemm `count`); flop/bytes are per launch
     overlap: Overlap | None = None  # partial pipelining between two groups of SM resources
-    cta_latency_s: float = 0.0  # serial per-CTA prologue/epilogue (not hidden by other CTAs
-    #                             unless several are resident per SM)
+    cta_dram_round_trips: float = 0.0  # serial per-CTA prologue/epilogue in DRAM round trips
+    #                                    (not hidden by other CTAs unless several are resident)
     cta_imbalance: float = 0.0  # (largest CTA's work / mean CTA's work) − 1: the busiest SM
     #                             ends with a heavy CTA (causal attention's last query tiles)
     sequence: tuple["Demand", ...] = ()  # kernels run back to back (e.g. attention fwd + bwd);
@@ -128,6 +134,54 @@ class Demand:
                 raise ValueError(f"unknown resource '{r}' in demand")
             if w < 0:
                 raise ValueError(f"negative work {w} on resource '{r}'")
+        for link, steps in self.link_steps.items():
+            if steps < 0:
+                raise ValueError(f"negative step count {steps} on link '{link}'")
+        if self.cta_dram_round_trips < 0:
+            raise ValueError(f"negative DRAM round trips {self.cta_dram_round_trips} per CTA")
+
+
+PICKS = ("fastest", "slowest")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Alternatives of which the engine keeps one, at the level the user asked for: a library
+    choosing the fastest algorithm (`fastest`: NCCL's or a custom all-reduce by message size),
+    or parallel parts the op waits for (`slowest`: the straggler GPU of an expert-parallel
+    layer). Ties at that level go to the option the pipes level ranks first, then to the
+    earlier option."""
+
+    options: tuple["Demand", ...]
+    pick: str = "fastest"
+
+    def __post_init__(self):
+        if not self.options:
+            raise ValueError("a choice needs at least one option")
+        if self.pick not in PICKS:
+            raise ValueError(f"pick must be one of {PICKS}, got {self.pick!r}")
+
+
+@dataclass(frozen=True, eq=False)  # identity hash: the engine memoizes its pick per object
+class KernelCandidates:
+    """A kernel library's candidate launches for one problem, as numpy arrays with one entry per
+    candidate (the GEMM tile × split-K search), so the engine scores them all with one formula.
+    `work` holds arrays of work per resource; the launch arrays give each candidate's CTAs,
+    threads, registers, shared memory and bytes in flight; `valid` masks the candidates that
+    cannot run; `overlap` is shared by all; `demand_at(i)` builds the chosen one's Demand.
+    The engine keeps the fastest valid candidate (cuBLAS's heuristic, idealized)."""
+
+    work: Mapping[str, Any]
+    ctas: Any
+    threads_per_cta: Any
+    registers_per_thread: Any
+    smem_per_cta_bytes: Any
+    bytes_in_flight_per_cta: Any
+    kernels: Any
+    valid: Any
+    demand_at: Callable[[int], "Demand"]
+    overlap: Overlap | None = None
+    what: str = "kernel"  # names the problem in the error when no candidate can run
 
 
 def add_work(*works: Mapping[str, float]) -> dict[str, float]:

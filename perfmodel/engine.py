@@ -12,11 +12,15 @@ FLOP at the tensor clock; CUDA-core pipe ops at max boost) against HBM bytes at 
   * the tensor pipe at the sustained (power-limited) clock, `tensor_sustained_fraction`;
   * device-wide L2 and HBM; HBM at its achievable fraction and, by Little's law, at most
     (bytes in flight of the resident CTAs) / (DRAM latency) — small grids cannot fill HBM;
-  * floors: one DRAM round trip before the first tile arrives, the op's own serial latency, and
-    the launch overhead per kernel.
+  * floors: one DRAM round trip before the first tile arrives, each CTA round's exposed start
+    and drain (the op's DRAM round trips per CTA), each link step's latency, and the launch
+    overhead per kernel.
 Time is max over resources plus the floors (a kernel overlaps its resources with each other but
 not with its own start-up). Every Estimate carries the time of each resource, so the binding one
 and the slack of the others are visible, like Nsight Compute's speed-of-light section.
+
+Ops only count; this module alone turns counts into seconds. Where an op returns alternatives
+(`Choice`, `KernelCandidates`), `resolve` keeps one at the requested level.
 """
 from __future__ import annotations
 
@@ -27,7 +31,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from perfmodel.demand import Demand, LaunchShape, is_sm_resource
+from perfmodel.demand import Choice, Demand, KernelCandidates, LaunchShape, Overlap, \
+    is_sm_resource
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware
 
@@ -204,6 +209,11 @@ def kernel_resource_times(hw: Hardware, work: Mapping[str, Any], ctas: Any = Non
     return times
 
 
+def link_latency_s(demand: Demand, hw: Hardware) -> float:
+    """Serial latency of the op's link steps: each step waits for its link's latency."""
+    return sum(steps * hw.link(name).latency_s for name, steps in demand.link_steps.items())
+
+
 def _pipes_times(demand: Demand, hw: Hardware) -> tuple[float, dict[str, float], dict]:
     """Single-launch time, per-resource times (incl. floors) and launch details."""
     details: dict[str, object] = {}
@@ -226,18 +236,18 @@ def _pipes_times(demand: Demand, hw: Hardware) -> tuple[float, dict[str, float],
         busy = max(busy, joint)
     first_load = hw.hbm_latency_s if (launch is not None and work.get("hbm", 0) > 0) else 0
     cta_serial = 0.0
-    if launch is not None and demand.cta_latency_s:
+    if launch is not None and demand.cta_dram_round_trips:
         # each SM runs its CTAs in ceil(busiest / resident) rounds; a round's prologue and
         # epilogue are exposed (co-resident CTAs of the same round share them)
         cta_serial = math.ceil(details["busiest_sm_ctas"] / details["ctas_per_sm"]) \
-            * demand.cta_latency_s
-    times["latency"] = first_load + demand.latency_s + cta_serial
+            * (demand.cta_dram_round_trips * hw.hbm_latency_s)
+    times["latency"] = first_load + link_latency_s(demand, hw) + cta_serial
     times["launch"] = hw.kernel_launch_s * demand.kernels
     return busy + times["latency"] + times["launch"], times, details
 
 
 def pipes_time_s(demand: Demand, hw: Hardware) -> float:
-    """Just the pipes-level time (for searches over candidate kernels)."""
+    """Just the pipes-level time (for ranking alternatives)."""
     if demand.sequence:
         return sum(pipes_time_s(d, hw) for d in demand.sequence) * demand.repeat
     return _pipes_times(demand, hw)[0] * demand.repeat
@@ -267,9 +277,79 @@ def pipes(demand: Demand, hw: Hardware) -> Estimate:
                     {**demand.details, **launch_details})
 
 
-def estimate(demand: Demand, hw: Hardware, level: str = "pipes") -> Estimate:
+def _level_time_s(demand: Demand, hw: Hardware, level: str) -> float:
+    return pipes_time_s(demand, hw) if level == "pipes" else roofline(demand, hw).time_s
+
+
+def candidate_times_s(c: KernelCandidates, hw: Hardware) -> np.ndarray:
+    """Pipes-level time of every candidate launch at once (inf where it cannot run): the
+    resource times of `kernel_resource_times`, the overlap, the first DRAM round trip and the
+    launch floors, i.e. what `pipes` gives each candidate's Demand."""
+    ctas_per_sm = np.array([
+        occupancy(LaunchShape(1, int(t), int(r), int(sm)), hw)[0] if ok else 1
+        for t, r, sm, ok in zip(c.threads_per_cta, c.registers_per_thread,
+                                c.smem_per_cta_bytes, c.valid)])
+    times = kernel_resource_times(hw, c.work, c.ctas, ctas_per_sm, c.bytes_in_flight_per_cta)
+    busy = np.maximum.reduce(list(times.values()))
+    if c.overlap is not None:
+        busy = np.maximum(busy, _overlap_time_s(c.overlap, times))
+    first_load = np.where(c.work.get("hbm", 0.0) > 0, hw.hbm_latency_s, 0.0)
+    total = busy + first_load + hw.kernel_launch_s * c.kernels
+    return np.where(c.valid, total, np.inf)
+
+
+def _overlap_time_s(overlap: Overlap, times: Mapping[str, Any]) -> Any:
+    """`Overlap.time_s` on arrays of candidate times (efficiency 0 is the plain sum)."""
+    ta, tb = (_overlap_time_s(g, times) if isinstance(g, Overlap)
+              else np.maximum.reduce([times.get(r, 0.0) for r in g])
+              for g in (overlap.a, overlap.b))
+    if overlap.efficiency <= 0.0:
+        return ta + tb
+    hi, lo = np.maximum(ta, tb), np.minimum(ta, tb)
+    if overlap.efficiency >= 1.0:
+        return hi
+    p = 1.0 / (1.0 - overlap.efficiency)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        joint = hi * (1.0 + (lo / hi) ** p) ** (1.0 / p)
+    return np.where(lo > 0, joint, hi)
+
+
+@functools.lru_cache(maxsize=65536)
+def _fastest_candidate(c: KernelCandidates, hw: Hardware) -> Demand:
+    total = candidate_times_s(c, hw)
+    best = int(np.argmin(total))
+    if not np.isfinite(total[best]):
+        raise InputError(f"{c.what}: no candidate kernel fits {hw.name}'s shared memory")
+    return c.demand_at(best)
+
+
+def resolve(demand: "Demand | Choice | KernelCandidates", hw: Hardware,
+            level: str = "pipes") -> Demand:
+    """The Demand that runs: a plain Demand as it is; the fastest of a kernel library's
+    candidates (they do the same useful work, so the roofline cannot rank them and the pipes
+    level does at every level); a Choice's fastest or slowest option at `level`, ties broken by
+    the pipes level, then by order."""
+    if isinstance(demand, Demand):
+        return demand
+    if isinstance(demand, KernelCandidates):
+        return _fastest_candidate(demand, hw)
+    if isinstance(demand, Choice):
+        options = [resolve(o, hw, level) for o in demand.options]
+        if len(options) == 1:
+            return options[0]
+        keys = [(_level_time_s(o, hw, level) if level != "pipes" else 0.0, pipes_time_s(o, hw))
+                for o in options]
+        pick = min if demand.pick == "fastest" else max
+        return options[pick(range(len(options)), key=keys.__getitem__)]
+    raise TypeError(f"cannot resolve {type(demand).__name__} into a Demand")
+
+
+def estimate(demand: "Demand | Choice | KernelCandidates", hw: Hardware,
+             level: str = "pipes") -> Estimate:
+    """Time, bound and resource times of an op's demand (alternatives resolved at `level`)."""
+    if level not in LEVELS:
+        raise InputError(f"unknown level '{level}' (expected one of {', '.join(LEVELS)})")
+    demand = resolve(demand, hw, level)
     if level == "pipes":
         return pipes(demand, hw)
-    if level == "roofline":
-        return roofline(demand, hw)
-    raise InputError(f"unknown level '{level}' (expected one of {', '.join(LEVELS)})")
+    return roofline(demand, hw)

@@ -22,6 +22,10 @@ ARCHITECTURES = ("ampere", "hopper", "blackwell")
 PROVENANCE_KINDS = ("source", "derivation", "measured", "assumed")
 TENSOR_DTYPES = ("fp16", "bf16", "tf32", "fp8", "int8", "mxfp8", "nvfp4", "mxfp4")
 PIPES = ("fma", "fma_heavy", "alu", "xu", "fp64", "lsu")
+# Tensor-core instruction families (PTX ISA): Ampere's warp-level mma.sync, Hopper's warpgroup
+# wgmma (sm_90a), Blackwell's tcgen05 with tensor memory and 2-SM pairs (sm_100a)
+MMA_INSTRUCTIONS = ("mma_sync", "wgmma", "tcgen05")
+BLOCK_SCALED_KINDS = ("mxfp8", "nvfp4", "mxfp4")
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,16 @@ class Q:
     lo: float
     hi: float
     integer: bool = False
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class F:
+    """Schema entry for one ISA capability: a `choice` among names, a `flag` (true/false) or a
+    `set` of names (a list)."""
+
+    kind: str
+    choices: tuple[str, ...] = ()
     optional: bool = False
 
 
@@ -72,6 +86,15 @@ SCHEMA: dict[str, Any] = {
     "links": "links",  # validated by _check_links: name -> {bandwidth_bytes_per_s, latency_s}
     "kernel_launch_s": Q(1e-7, 1e-4),
     "power": {"tdp_w": Q(10, 5000)},
+    # What the instruction set offers: ops branch on these, never on the architecture's name,
+    # so a new GPU is a new spec file (docs/hwspec-format.md "isa")
+    "isa": {
+        "mma_instruction": F("choice", MMA_INSTRUCTIONS),
+        "packed_fp32": F("flag"),              # FFMA2/FADD2: two lanes' FP32 work per instruction
+        "block_scaled_mma": F("set", BLOCK_SCALED_KINDS),  # MMAs that apply block scales
+        "stochastic_rounding": F("flag"),      # cvt.rs: hardware stochastic rounding
+        "fp8_convert_pipe": F("choice", PIPES, optional=True),  # pipe of cvt…e4m3x2.f32
+    },
 }
 LINK_SCHEMA = {"bandwidth_bytes_per_s": Q(1e8, 1e14), "latency_s": Q(1e-8, 1e-3)}
 HEADER_KEYS = ("schema_version", "name", "architecture", "compute_capability", "aliases",
@@ -85,6 +108,15 @@ class Quantity:
     value: float
     provenance: dict[str, str]
     range: tuple[float, float] | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Capability:
+    """A declared ISA capability with its provenance (for `hw show` and audits)."""
+
+    value: "str | bool | tuple[str, ...]"
+    provenance: dict[str, str]
     note: str = ""
 
 
@@ -128,8 +160,15 @@ class Hardware:
     links: Mapping[str, Link]
     kernel_launch_s: float
     tdp_w: float
+    mma_instruction: str = "mma_sync"
+    packed_fp32: bool = False
+    block_scaled_mma: tuple[str, ...] = ()
+    stochastic_rounding: bool = False
+    fp8_convert_pipe: str | None = None
     path: str = ""
     quantities: Mapping[str, Quantity] = field(default_factory=dict, repr=False, compare=False)
+    capabilities: Mapping[str, Capability] = field(default_factory=dict, repr=False,
+                                                   compare=False)
     sources: Mapping[str, Mapping[str, str]] = field(default_factory=dict, repr=False,
                                                      compare=False)
 
@@ -179,6 +218,8 @@ class Hardware:
             "aliases": list(self.aliases),
             "device_names": list(self.device_names),
             "quantities": {k: q.value for k, q in self.quantities.items()},
+            "isa": {k.split(".", 1)[1]: (list(c.value) if isinstance(c.value, tuple) else c.value)
+                    for k, c in self.capabilities.items()},
             "derived": {
                 "tensor_peak_flop_per_s": peaks,
                 "ridge_point_flop_per_byte": {d: p / self.hbm_peak_bandwidth_bytes_per_s
@@ -236,8 +277,51 @@ def _check_quantity(raw: Any, q: Q, path: str, file: str, sources: Mapping[str, 
                     tuple(rng) if rng else None, str(note))
 
 
+def _check_provenance(raw: dict, at: str, sources: Mapping[str, Any],
+                      problems: list[str]) -> dict[str, str]:
+    prov = {k: raw[k] for k in PROVENANCE_KINDS if k in raw}
+    if not prov:
+        problems.append(f"{at}: no provenance (expected one of {', '.join(PROVENANCE_KINDS)})")
+    for k, v in prov.items():
+        if not isinstance(v, str) or not v.strip():
+            problems.append(f"{at}.{k}: expected a non-empty string")
+    if "source" in prov and isinstance(prov["source"], str) and prov["source"] not in sources:
+        problems.append(f"{at}.source: '{prov['source']}' is not defined under `sources:`")
+    return {k: str(v) for k, v in prov.items()}
+
+
+def _check_capability(raw: Any, f: F, path: str, file: str, sources: Mapping[str, Any],
+                      problems: list[str]) -> Capability | None:
+    at = where(file, path)
+    if not isinstance(raw, dict):
+        problems.append(f"{at}: expected a mapping {{value: ..., source|derivation|measured|"
+                        f"assumed: ...}}, got {type(raw).__name__}")
+        return None
+    allowed = {"value", "note", *PROVENANCE_KINDS}
+    for k in raw:
+        if k not in allowed:
+            problems.append(f"{at}.{k}: unknown key (expected one of {sorted(allowed)})")
+    value = raw.get("value")
+    if f.kind == "flag":
+        if not isinstance(value, bool):
+            problems.append(f"{at}.value: expected true or false, got {value!r}")
+            return None
+    elif f.kind == "choice":
+        if value not in f.choices:
+            problems.append(f"{at}.value: expected one of {', '.join(f.choices)}, got {value!r}")
+            return None
+    else:
+        if not (isinstance(value, list) and all(v in f.choices for v in value)):
+            problems.append(f"{at}.value: expected a list of {', '.join(f.choices)}, "
+                            f"got {value!r}")
+            return None
+        value = tuple(value)
+    prov = _check_provenance(raw, at, sources, problems)
+    return Capability(value, prov, str(raw.get("note", "")))
+
+
 def _walk(raw: Any, schema: Mapping[str, Any], path: str, file: str, sources: Mapping[str, Any],
-          out: dict[str, Quantity], problems: list[str]) -> None:
+          out: dict[str, Quantity | Capability], problems: list[str]) -> None:
     if not isinstance(raw, dict):
         problems.append(f"{where(file, path)}: expected a mapping, got {type(raw).__name__}")
         return
@@ -248,10 +332,14 @@ def _walk(raw: Any, schema: Mapping[str, Any], path: str, file: str, sources: Ma
     for k, sub in schema.items():
         p = f"{path}.{k}" if path else k
         if k not in raw:
-            if not (isinstance(sub, Q) and sub.optional):
+            if not (isinstance(sub, (Q, F)) and sub.optional):
                 problems.append(f"{where(file, p)}: missing required key")
             continue
-        if isinstance(sub, Q):
+        if isinstance(sub, F):
+            cap = _check_capability(raw[k], sub, p, file, sources, problems)
+            if cap is not None:
+                out[p] = cap
+        elif isinstance(sub, Q):
             got = _check_quantity(raw[k], sub, p, file, sources, problems)
             if got is not None:
                 out[p] = got
@@ -299,10 +387,12 @@ def parse_spec(raw: Any, file: str = "") -> Hardware:
     _check_header(raw, file, problems)
     sources = raw.get("sources") if isinstance(raw.get("sources"), dict) else {}
     body = {k: v for k, v in raw.items() if k not in HEADER_KEYS}
-    qs: dict[str, Quantity] = {}
-    _walk(body, SCHEMA, "", file, sources, qs, problems)
+    found: dict[str, Quantity | Capability] = {}
+    _walk(body, SCHEMA, "", file, sources, found, problems)
     if problems:
         raise InputError(problems)
+    qs = {k: q for k, q in found.items() if isinstance(q, Quantity)}
+    caps = {k: c for k, c in found.items() if isinstance(c, Capability)}
 
     def v(path: str, default: float = 0.0) -> float:
         return qs[path].value if path in qs else default
@@ -341,8 +431,15 @@ def parse_spec(raw: Any, file: str = "") -> Hardware:
                for n in sorted(link_names)},
         kernel_launch_s=v("kernel_launch_s"),
         tdp_w=v("power.tdp_w"),
+        mma_instruction=caps["isa.mma_instruction"].value,
+        packed_fp32=caps["isa.packed_fp32"].value,
+        block_scaled_mma=caps["isa.block_scaled_mma"].value,
+        stochastic_rounding=caps["isa.stochastic_rounding"].value,
+        fp8_convert_pipe=(caps["isa.fp8_convert_pipe"].value
+                          if "isa.fp8_convert_pipe" in caps else None),
         path=file,
         quantities=qs,
+        capabilities=caps,
         sources=sources,
     )
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from perfmodel import contention
 
-from perfmodel.engine import Estimate, estimate
+from perfmodel.engine import Estimate, estimate, resolve
 from perfmodel.graph import OpGraph
 from perfmodel.hardware import Hardware
 
@@ -120,7 +120,7 @@ def schedule(graph: OpGraph, hw: Hardware, level: str = "pipes",
         key = id(n.op)  # builders reuse one op object for every identical layer
         hit = cache.get(key)
         if hit is None:
-            d = n.op.demand(hw)
+            d = resolve(n.op.demand(hw), hw, level)
             est = estimate(d, hw, level)
             hit = cache[key] = (est, contention.load_of(d, est, hw) if concurrent else None)
         ops.append(ScheduledOp(n.name, n.op, n.stream, hit[0]))

@@ -7,7 +7,7 @@ from perfmodel.errors import InputError
 from perfmodel.report.tables import format_table
 
 
-def add_moe_parser(sub) -> None:
+def register(sub) -> None:
     m = sub.add_parser("moe", help="MoE decode: activated experts and layer time per routing "
                                    "policy (token_balanced / metro / optimal)")
     m.add_argument("--model", required=True, help="an MoE model (qwen3-30b-a3b, "

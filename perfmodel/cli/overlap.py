@@ -7,7 +7,7 @@ from perfmodel.errors import InputError
 from perfmodel.report.tables import format_table
 
 
-def add_overlap_parser(sub) -> None:
+def register(sub) -> None:
     o = sub.add_parser("overlap", help="one transformer block under the three dropout schedules "
                                        "(sequential, fused, overlap)")
     o.add_argument("--model", required=True, help="built-in model name or model file")

@@ -10,7 +10,7 @@ from perfmodel.engine import LEVELS
 from perfmodel.report.tables import format_table
 
 
-def add_validate_parser(sub) -> None:
+def register(sub) -> None:
     v = sub.add_parser("validate", help="measured vs predicted error tables")
     v.add_argument("results", nargs="*", help="measurement CSVs (default: public data and "
                    "validate/results/)")

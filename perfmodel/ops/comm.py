@@ -8,15 +8,16 @@ workstations", JPDC 2009; NCCL's ring): with G GPUs and a buffer of S bytes each
   all-to-all        (G−1)/G · S     in (G−1) pairwise steps
 Tree all-reduce (NCCL double binary tree) moves the same bytes in 2·log2(G) steps. One-shot
 all-reduce (vLLM's and TensorRT-LLM's custom all-reduce for small messages over NVLink/NVSwitch)
-reads every peer's whole buffer in one step: (G−1)·S bytes in per GPU, one latency. `auto` takes
-the fastest, as those engines switch by message size. Each step pays the link latency; reductions
-add one read-modify-write of the received bytes in HBM.
+reads every peer's whole buffer in one step: (G−1)·S bytes in per GPU, one latency. `auto` offers
+every algorithm and the engine keeps the fastest, as those engines switch by message size. The op
+counts steps; the engine charges each the link's latency. Reductions add one read-modify-write
+of the received bytes in HBM.
 """
 from __future__ import annotations
 
 import math
 
-from perfmodel.demand import Demand
+from perfmodel.demand import Choice, Demand
 from perfmodel.ops.base import Op, Param
 
 
@@ -42,18 +43,16 @@ class _Collective(Op):
                                   f"(expected one of {', '.join(self.ALGORITHMS)}, auto)")]
         return []
 
-    def demand(self, hw):
+    def demand(self, hw) -> Demand | Choice:
         if self.gpus == 1:
             return Demand(work={}, launch=None, kernels=1)  # NCCL still launches a kernel
+        hw.link(self.link)  # an unknown link is bad input whatever the algorithm
         if self.algorithm != "auto":
-            return self._demand(hw, self.algorithm)
-        from perfmodel.engine import pipes_time_s
-        return min((self._demand(hw, a) for a in self.ALGORITHMS),
-                   key=lambda d: pipes_time_s(d, hw))
+            return self._demand(self.algorithm)
+        return Choice(tuple(self._demand(a) for a in self.ALGORITHMS), pick="fastest")
 
-    def _demand(self, hw, algorithm: str) -> Demand:
+    def _demand(self, algorithm: str) -> Demand:
         g = self.gpus
-        link = hw.link(self.link)
         if algorithm == "oneshot":
             sent, steps = (g - 1) * self.bytes, 1
         else:
@@ -62,7 +61,7 @@ class _Collective(Op):
                      else self.RING_STEPS * (g - 1))
         hbm = 2 * sent + (sent if self.REDUCES else 0.0)  # read to send, write received (+reduce)
         return Demand(work={f"link:{self.link}": sent, "hbm": hbm}, launch=None, flop=0.0,
-                      hbm_bytes=hbm, latency_s=steps * link.latency_s,
+                      hbm_bytes=hbm, link_steps={self.link: steps},
                       details={"bytes_sent_per_gpu": sent, "steps": steps,
                                "algorithm": algorithm})
 
@@ -102,6 +101,6 @@ class SendRecv(Op):
     EXAMPLE = dict(bytes=1e8)
 
     def demand(self, hw):
-        link = hw.link(self.link)
+        hw.link(self.link)  # raises for an unknown link
         return Demand(work={f"link:{self.link}": self.bytes, "hbm": 2 * self.bytes},
-                      launch=None, hbm_bytes=2 * self.bytes, latency_s=link.latency_s)
+                      launch=None, hbm_bytes=2 * self.bytes, link_steps={self.link: 1})

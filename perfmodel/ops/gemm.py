@@ -12,8 +12,8 @@ wgmma/tcgen05 shapes):
   * split-K for shapes with fewer tiles than SMs: partial sums in FP32 through L2/HBM and a
     reduction kernel;
   * the epilogue stages the output tile through shared memory.
-Like cuBLAS's heuristics, the op tries each architecture's tile shapes and split factors and
-keeps the fastest prediction.
+Like cuBLAS's heuristics, the op offers each tensor-core instruction family's tile shapes and
+split factors as candidates (`KernelCandidates`); the engine keeps the fastest.
 """
 from __future__ import annotations
 
@@ -22,8 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfmodel.demand import Demand, LaunchShape, Overlap
-from perfmodel.engine import kernel_resource_times, occupancy
+from perfmodel.demand import Demand, KernelCandidates, LaunchShape, Overlap
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware
 from perfmodel.units import DTYPE_BYTES, bytes_per_element, tensor_dtype
@@ -55,18 +54,19 @@ class Tile:
     cta_pair: bool = False  # Blackwell cta_group::2: two SMs split one B tile in shared memory
 
 
-# Tile shapes per architecture. Hopper: wgmma m64nNk16, one producer + tm/64 consumer
-# warpgroups, 2x1 clusters with B multicast (CUTLASS KernelTmaWarpSpecialized{Cooperative,
-# Pingpong}, ClusterShape 2x1x1 defaults). Blackwell: tcgen05 with M = 64/128 per SM and 2-SM
-# pairs (CUTLASS sm100 1SM/2SM kernels). Ampere: mma.sync with cp.async, 4-8 warps, no clusters.
+# Tile shapes per tensor-core instruction family (the spec's isa.mma_instruction). wgmma
+# (Hopper): m64nNk16, one producer + tm/64 consumer warpgroups, 2x1 clusters with B multicast
+# (CUTLASS KernelTmaWarpSpecialized{Cooperative,Pingpong}, ClusterShape 2x1x1 defaults).
+# tcgen05 (Blackwell): M = 64/128 per SM and 2-SM pairs (CUTLASS sm100 1SM/2SM kernels).
+# mma_sync (Ampere): cp.async pipelines, 4-8 warps, no clusters.
 TILES: dict[str, tuple[Tile, ...]] = {
-    "hopper": (Tile(128, 256, 384, 168, 2), Tile(256, 128, 384, 168, 2),
+    "wgmma": (Tile(128, 256, 384, 168, 2), Tile(256, 128, 384, 168, 2),
                Tile(128, 128, 384, 168, 2), Tile(64, 256, 256, 168, 2),
                Tile(64, 128, 256, 168, 2), Tile(128, 128, 384, 168, 1)),
-    "blackwell": (Tile(128, 256, 256, 128, 2, cta_pair=True), Tile(128, 256, 256, 128, 1),
+    "tcgen05": (Tile(128, 256, 256, 128, 2, cta_pair=True), Tile(128, 256, 256, 128, 1),
                   Tile(128, 128, 256, 128, 2, cta_pair=True), Tile(128, 128, 256, 128, 1),
                   Tile(64, 256, 256, 128, 1), Tile(64, 128, 256, 128, 1)),
-    "ampere": (Tile(128, 256, 256, 232), Tile(256, 128, 256, 232), Tile(128, 128, 256, 128),
+    "mma_sync": (Tile(128, 256, 256, 232), Tile(256, 128, 256, 232), Tile(128, 128, 256, 128),
                Tile(64, 128, 128, 128), Tile(64, 64, 128, 128)),
 }
 SIMT_TILE = Tile(128, 128, 256, 128)  # fp32 without tensor cores (sgemm)
@@ -80,10 +80,10 @@ def _ceil(a, b):
 @functools.lru_cache(maxsize=256)
 def _tile_table(hw: Hardware, compute: str, a_b: float, b_b: float, c_b: float) -> dict:
     """Shape-independent facts of each tile on this GPU for these dtypes: pipeline stages that
-    fit in shared memory (after the epilogue's staging), bytes in flight, occupancy."""
-    tiles = (SIMT_TILE,) if compute == "fp32" else TILES[hw.architecture]
+    fit in shared memory (after the epilogue's staging), bytes in flight."""
+    tiles = (SIMT_TILE,) if compute == "fp32" else TILES[hw.mma_instruction]
     op_b = DTYPE_BYTES[compute]
-    if compute == "fp32" or hw.architecture == "ampere":
+    if compute == "fp32" or hw.mma_instruction == "mma_sync":  # cp.async k-blocks
         kblock = AMPERE_KBLOCK_ELEMS * max(1, int(2 / op_b))
     else:
         kblock = max(16, int(KBLOCK_BYTES / op_b))
@@ -91,26 +91,26 @@ def _tile_table(hw: Hardware, compute: str, a_b: float, b_b: float, c_b: float) 
     stages = [min(MAX_STAGES, int((hw.smem_per_cta_bytes - EPILOGUE_SMEM_BYTES) // b))
               for b in stage]
     smem = [n * b + EPILOGUE_SMEM_BYTES for n, b in zip(stages, stage)]
-    occ = [occupancy(LaunchShape(1, t.threads, t.registers, int(sm)), hw)[0] if n >= 2 else 1
-           for t, n, sm in zip(tiles, stages, smem)]
     return {"tiles": tiles, "kblock": kblock,
             "m": np.array([t.m for t in tiles]), "n": np.array([t.n for t in tiles]),
             "cluster": np.array([t.cluster_m for t in tiles]),
             "b_share": np.array([0.5 if t.cta_pair else 1.0 for t in tiles]),
             "stages": np.array(stages), "fits": np.array(stages) >= 2,
             "smem": np.array(smem), "in_flight": np.array(stages) * np.array(stage),
-            "ctas_per_sm": np.array(occ),
+            "threads": np.array([t.threads for t in tiles]),
+            "registers": np.array([t.registers for t in tiles]),
             "index2": np.tile(np.arange(len(tiles)), 2)}  # tile index of the split candidates
 
 
 @functools.lru_cache(maxsize=65536)
-def _best_demand(shape_key: tuple, hw: Hardware) -> Demand:
-    """Memoized demand of the fastest kernel per (shape, dtypes, GPU): model graphs repeat the
-    same GEMMs in every layer, so the tile search runs once per distinct shape."""
+def _candidates(shape_key: tuple, hw: Hardware) -> KernelCandidates:
+    """Memoized kernel candidates per (shape, dtypes, GPU): model graphs repeat the same GEMMs
+    in every layer, so the candidates are built (and the engine's pick, memoized per candidate
+    set, is made) once per distinct shape."""
     m, n, k, batch, dtype, a_dtype, b_dtype, out_dtype, count, fp8_scaling = shape_key
     g = Gemm(m=m, n=n, k=k, batch=batch, dtype=dtype, a_dtype=a_dtype, b_dtype=b_dtype,
              out_dtype=out_dtype, count=count, fp8_scaling=fp8_scaling)
-    return g.fastest_demand(hw)
+    return g.kernel_candidates(hw)
 
 
 class Gemm(Op):
@@ -162,13 +162,13 @@ class Gemm(Op):
                 self.k * self.n * b * self.batch + b_scales * self.batch,
                 self.m * self.n * c * self.batch)
 
-    def demand(self, hw: Hardware) -> Demand:
+    def demand(self, hw: Hardware) -> KernelCandidates:
         compute = tensor_dtype(self.dtype)
         if compute != "fp32" and not hw.supports(compute):
             raise InputError(f"gemm dtype '{self.dtype}' is not supported by {hw.name}'s tensor "
-                             f"cores ({hw.architecture}; supported: "
+                             f"cores ({hw.mma_instruction}; supported: "
                              f"{', '.join(sorted(hw.tensor_flop_per_sm_per_clk))})")
-        return _best_demand(self._shape_key(), hw)
+        return _candidates(self._shape_key(), hw)
 
     def _shape_key(self) -> tuple:
         return (self.m, self.n, self.k, self.batch, self.dtype, self.a_dtype, self.b_dtype,
@@ -196,22 +196,23 @@ class Gemm(Op):
         return (tensor_dtype(self.dtype), bytes_per_element(self.a_dtype or self.dtype),
                 bytes_per_element(self.b_dtype or self.dtype), bytes_per_element(self.out_dtype))
 
-    def fastest_demand(self, hw: Hardware) -> Demand:
-        """Demand of the (tile, split-K) with the lowest predicted time — cuBLAS's heuristic,
-        idealized. All candidates are scored at once with the engine's own formula."""
+    def promotes_on_cuda_cores(self, hw: Hardware) -> bool:
+        """Block-scaled FP8 on tensor cores that take no scales (no block-scaled MMA kind for
+        it): the partial sums are scaled on the CUDA cores every 128 of K."""
+        return self.block_scaled_fp8 and "mxfp8" not in hw.block_scaled_mma
+
+    def kernel_candidates(self, hw: Hardware) -> KernelCandidates:
+        """Every (tile, split-K) kernel worth trying, as arrays for the engine to score at once;
+        the engine keeps the fastest — cuBLAS's heuristic, idealized."""
         w = self._work(hw, *self.candidates(hw))
-        times = kernel_resource_times(hw, w["work"], w["ctas"], w["ctas_per_sm"],
-                                      w["in_flight"])
-        busy = np.maximum.reduce(list(times.values()))
-        promoted = self.block_scaled_fp8 and hw.architecture == "hopper"
-        if promoted:  # promotion serial with the MMAs it waits for
-            busy = np.maximum(busy, times["tensor:fp8"] + times["fma"])
-        total = busy + hw.hbm_latency_s + hw.kernel_launch_s * w["kernels"]
-        total = np.where(w["valid"], total, np.inf)
-        best = int(np.argmin(total))
-        if not np.isfinite(total[best]):
-            raise InputError(f"gemm {self!r}: no tile shape fits {hw.name}'s shared memory")
-        return self._demand_at(w, best)
+        # promotion is serial with the MMAs it waits for
+        overlap = Overlap(("tensor:fp8",), ("fma",), 0.0) if w["promoted"] else None
+        return KernelCandidates(
+            work=w["work"], ctas=w["ctas"], threads_per_cta=w["threads"],
+            registers_per_thread=w["registers"], smem_per_cta_bytes=w["smem"],
+            bytes_in_flight_per_cta=w["in_flight"], kernels=w["kernels"], valid=w["valid"],
+            overlap=overlap, demand_at=functools.partial(self._demand_at, w),
+            what=f"gemm {self!r}")
 
     def _work(self, hw: Hardware, table: dict, index: np.ndarray, split: np.ndarray) -> dict:
         """Work per resource and launch shape of every candidate, as numpy arrays."""
@@ -226,7 +227,8 @@ class Gemm(Op):
         tiles_m, tiles_n = _ceil(self.m, tm), _ceil(self.n, tn)
         tiles = tiles_m * tiles_n * self.batch * split
         valid = table["fits"][index] & ((split == 1) | (k_split >= 2 * kblock))
-        if self.block_scaled_fp8 and hw.architecture == "hopper":
+        promoted = self.promotes_on_cuda_cores(hw)
+        if promoted:
             valid &= tn <= FP8_BLOCK  # sm90 blockwise: one weight scale per 128-wide N tile
 
         mma_flop = tiles * 2.0 * tm * tn * k_pad
@@ -241,7 +243,7 @@ class Gemm(Op):
             # (convert + scale per element, on the FMA pipe)
             narrow_b = bool(self.b_dtype) and b_b < op_b
             fma = fma + tiles * k_pad * (tn if narrow_b else tm) * 2
-        if self.block_scaled_fp8 and hw.architecture == "hopper":
+        if promoted:
             # DeepSeek-V3 §3.3.2 / CUTLASS sm90 blockwise: wgmma takes no scales, so every 128
             # of K the partial sums leave the tensor core and are scaled into FP32 accumulators
             # on the CUDA cores (one FFMA per accumulator), after the MMAs drain. Blackwell's
@@ -263,12 +265,13 @@ class Gemm(Op):
         hbm = hbm + np.where(splitk & (2 * partial > hw.l2_capacity_bytes), 2 * partial, 0.0)
         work["l2"], work["hbm"] = l2, hbm
 
-        return {"work": work, "ctas": tiles, "ctas_per_sm": table["ctas_per_sm"][index],
+        return {"work": work, "ctas": tiles, "threads": table["threads"][index],
+                "registers": table["registers"][index],
                 "valid": valid, "in_flight": table["in_flight"][index],
                 "smem": table["smem"][index], "stages": table["stages"][index],
                 "kernels": np.where(splitk, 2, 1), "kblock": kblock,
                 "tile": [table["tiles"][i] for i in index], "split": split,
-                "promoted": self.block_scaled_fp8 and hw.architecture == "hopper"}
+                "promoted": promoted}
 
     def _demand_at(self, w: dict, i: int) -> Demand:
         tile, split = w["tile"][i], int(w["split"][i])
@@ -279,8 +282,7 @@ class Gemm(Op):
                              bytes_in_flight_per_cta=float(w["in_flight"][i]))
         label = (f"{tile.m}x{tile.n}x{w['kblock']}" + ("x2sm" if tile.cta_pair else "")
                  + (f" cluster {tile.cluster_m}x1" if tile.cluster_m > 1 else ""))
-        overlap = (Overlap(("tensor:fp8",), ("fma",), 0.0)
-                   if self.block_scaled_fp8 and w["promoted"] else None)
+        overlap = Overlap(("tensor:fp8",), ("fma",), 0.0) if w["promoted"] else None
         return Demand(work={r: float(v[i]) for r, v in w["work"].items()}, launch=launch,
                       flop=self.flop, hbm_bytes=a_bytes + b_bytes + c_bytes, overlap=overlap,
                       kernels=int(w["kernels"][i]),  # split-K: GEMM, then a reduction kernel

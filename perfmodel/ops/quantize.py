@@ -67,7 +67,7 @@ class Quantize(Op):
         if self.stochastic_rounding:
             calls = n * copies * SR_BITS_PER_ELEMENT / 128
             extra = add_work(extra, philox_work(calls, rounds=7))
-            if hw.architecture == "blackwell":
+            if hw.stochastic_rounding:  # cvt.rs takes the random bits
                 per_elem["alu"] += 0.25 * copies
             else:
                 per_elem["alu"] += SR_EMULATION_INSTR * copies

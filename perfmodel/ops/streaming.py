@@ -147,4 +147,4 @@ class Memcpy(Op):
         # copy engines: the host link is the bottleneck, HBM sees the bytes once
         work = {"link:pcie": self.bytes, "hbm": self.bytes}
         return Demand(work=work, launch=None, hbm_bytes=self.bytes,
-                      latency_s=hw.link("pcie").latency_s)
+                      link_steps={"pcie": 1})

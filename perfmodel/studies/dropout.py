@@ -31,7 +31,7 @@ from typing import Any
 
 from perfmodel.contention import load_of, saturated_resource
 from perfmodel.workloads.builder import Workload, _GraphWriter, _LayerBuilder
-from perfmodel.engine import estimate
+from perfmodel.engine import estimate, resolve
 from perfmodel.graph import Node, OpGraph
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.workloads.models import ModelSpec, load_model
@@ -186,7 +186,7 @@ def evaluate(model: ModelSpec | str, hw: Hardware | str, batch: int = 1, seq: in
     mode, t = min((("streams", streams), ("partition", partition)), key=lambda x: x[1])
     seq_t = results["sequential"].time_s
     hidden = max(0.0, min(1.0, (seq_t - t) / rng_time)) if rng_time else 0.0
-    loads = [load_of(o.op.demand(h), o.estimate, h) for o in window] + [
+    loads = [load_of(resolve(o.op.demand(h), h), o.estimate, h) for o in window] + [
         load_of(rng.demand(h), estimate(rng.demand(h), h), h)]
     results["overlap"] = ScheduleResult(
         "overlap", t, mode=mode, rng_time_s=rng_time, hidden_fraction=hidden,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Iterable
 
-from perfmodel.engine import estimate
+from perfmodel.engine import estimate, resolve
 
 from perfmodel.validation.measurements import Case
 
@@ -43,7 +43,7 @@ class Comparison:
 def compare(cases: Iterable[Case], level: str = "pipes") -> list[Comparison]:
     out = []
     for c in cases:
-        d = c.op.demand(c.hardware)
+        d = resolve(c.op.demand(c.hardware), c.hardware, level)
         est = estimate(d, c.hardware, level)
         roof = estimate(d, c.hardware, "roofline")
         out.append(Comparison(c, est.time_s, roof.time_s, est.bound))

@@ -45,9 +45,12 @@ from perfmodel.ops.rng import GENERATOR_ROUNDS, rng_instruction_work
 from perfmodel.ops.streaming import stream_demand
 
 KERNELS = ("fa2", "fa3", "fa4", "cudnn")
-DEFAULT_KERNEL = {"ampere": "fa2", "hopper": "fa3", "blackwell": "fa4"}
-KERNEL_ARCHS = {"fa2": ("ampere", "hopper", "blackwell"), "fa3": ("hopper",),
-                "fa4": ("blackwell",), "cudnn": ("ampere", "hopper", "blackwell")}
+# Each family is written for one tensor-core instruction (the spec's isa.mma_instruction): FA2
+# issues mma.sync, which every GPU since Ampere runs; FA3 is built on wgmma, FA4 on tcgen05;
+# cuDNN ships kernels for each. The default is the family written for the GPU's own MMA.
+DEFAULT_KERNEL = {"mma_sync": "fa2", "wgmma": "fa3", "tcgen05": "fa4"}
+KERNEL_MMA = {"fa2": ("mma_sync", "wgmma", "tcgen05"), "fa3": ("wgmma",),
+              "fa4": ("tcgen05",), "cudnn": ("mma_sync", "wgmma", "tcgen05")}
 SOFTMAX_FMA_PER_SCORE = {"fwd": 4.0, "bwd": 6.0}
 SOFTMAX_ALU_PER_SCORE = 1.0
 # P → FP8 for the PV MMA: cvt.rn.satfinite.e4m3x2.f32 converts two scores per instruction; the
@@ -179,10 +182,15 @@ class Attention(Op):
         return []
 
     def demand(self, hw):
-        kernel = self.kernel or DEFAULT_KERNEL[hw.architecture]
-        if hw.architecture not in KERNEL_ARCHS[kernel]:
+        kernel = self.kernel or DEFAULT_KERNEL[hw.mma_instruction]
+        if hw.mma_instruction not in KERNEL_MMA[kernel]:
             raise InputError(f"attention kernel '{kernel}' does not run on {hw.name} "
-                             f"({hw.architecture}); it needs {', '.join(KERNEL_ARCHS[kernel])}")
+                             f"({hw.mma_instruction} tensor cores); it needs "
+                             f"{' or '.join(KERNEL_MMA[kernel])}")
+        if not hw.supports(self.dtype):
+            raise InputError(f"attention dtype '{self.dtype}' is not supported by {hw.name}'s "
+                             f"tensor cores (supported: "
+                             f"{', '.join(sorted(hw.tensor_flop_per_sm_per_clk))})")
         passes = ("fwd", "bwd") if self.direction == "fwd+bwd" else (self.direction,)
         demands = [self._pass_demand(hw, kernel, p) for p in passes]
         if len(demands) == 1:
@@ -200,7 +208,7 @@ class Attention(Op):
         # cuDNN's Blackwell SDPA kernels are tcgen05 warp-specialized designs of FA4's kind (AVO,
         # arXiv 2603.24517, has cuDNN 9.19 within a few % of FA4 and ahead of it): on Blackwell
         # cuDNN takes FA4's tile, packed FP32 math and overlap (judged: att-cudnn-b200-001)
-        design = "fa4" if (kernel == "cudnn" and hw.architecture == "blackwell") else kernel
+        design = "fa4" if (kernel == "cudnn" and hw.mma_instruction == "tcgen05") else kernel
         # FP8 wgmma (Hopper) wants V K-major: FA3-design kernels transpose each V tile in shared
         # memory (FA3 paper §3.3); tcgen05 reads either major-ness
         v_transposed = tensor == "tensor:fp8" and design in ("fa3", "cudnn")
@@ -224,7 +232,7 @@ class Attention(Op):
         main = Demand(work=work, launch=launch, flop=self._mma_flop_per_score(direction) * t.scores,
                       hbm_bytes=io["hbm"],
                       overlap=self._overlap(kernel, design, direction, tensor),
-                      cta_latency_s=CTA_ROUND_TRIPS * hw.hbm_latency_s,
+                      cta_dram_round_trips=CTA_ROUND_TRIPS,
                       cta_imbalance=t.imbalance, kernels=2 if t.split_kv else 1,
                       details=details)
         if direction == "fwd":
@@ -249,7 +257,8 @@ class Attention(Op):
         mma = self._mma_flop_per_score(direction) * tile_scores
         # FA2 issues Ampere's mma.sync, which Hopper and Blackwell run below their wgmma/tcgen05
         # rate: its tensor work counts at the native rate divided by that fraction
-        path = MMA_SYNC_FRACTION if (kernel == "fa2" and hw.architecture != "ampere") else 1.0
+        path = (MMA_SYNC_FRACTION if (kernel == "fa2" and hw.mma_instruction != "mma_sync")
+                else 1.0)
         work: dict[str, float] = {tensor: mma / path}
         masked_scores = self._masked_scores(t)
         exps = tile_scores
@@ -288,11 +297,12 @@ class Attention(Op):
             work["smem"] += 2.0 * t.pairs * t.bn * dv * b
             work["alu"] += tile_scores / 4
         if tensor == "tensor:fp8":
-            work["xu"] += FP8_PACK_XU_PER_SCORE * tile_scores
+            convert = hw.fp8_convert_pipe
+            work[convert] = work.get(convert, 0.0) + FP8_PACK_XU_PER_SCORE * tile_scores
         work["alu"] += 2.0 * masked_scores  # a compare and a select per score of masked tiles
         # FA4 on Blackwell issues its FP32 softmax math as packed FFMA2/FADD2 (sm_100): one
         # instruction per two lanes' work
-        fma_per_instr = 2.0 if (design == "fa4" and hw.architecture == "blackwell") else 1.0
+        fma_per_instr = 2.0 if (design == "fa4" and hw.packed_fp32) else 1.0
         work["issue"] = (work.get("fma", 0.0) / fma_per_instr + work.get("alu", 0.0)
                          + work.get("xu", 0.0)) / 32.0
         return work

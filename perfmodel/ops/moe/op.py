@@ -12,7 +12,7 @@ sends each expert's tokens to replicas:
 Per GPU the grouped GEMM reads every activated replica's gate/up/down weights (3·h·f elements)
 and multiplies its tokens (rows padded to the 64-row MMA tile). In decode the weight bytes
 dominate, so time follows activated experts per GPU, not tokens (METRO's observation). The layer
-time is the slowest GPU's.
+waits for its slowest GPU: the op returns every GPU's demand and the engine keeps the slowest.
 """
 from __future__ import annotations
 
@@ -21,8 +21,7 @@ import math
 
 import numpy as np
 
-from perfmodel.demand import Demand, LaunchShape
-from perfmodel.engine import pipes
+from perfmodel.demand import Choice, Demand, LaunchShape
 from perfmodel.errors import InputError
 from perfmodel.units import bytes_per_element, tensor_dtype
 from perfmodel.ops.moe.routing import Routing, place_contiguous, place_eplb
@@ -102,14 +101,14 @@ class Moe(Op):
     def per_gpu_rows(self) -> list[list[int]]:
         return self.routing_result.gpu_rows()
 
-    def demand(self, hw):
+    def demand(self, hw) -> Choice:
         if not hw.supports(self.dtype):
             raise InputError(f"moe dtype '{self.dtype}' is not supported by {hw.name}'s tensor "
                              f"cores")
-        demands = [self._gpu_demand(hw, rows) for rows in self.per_gpu_rows()]
-        return max(demands, key=lambda d: pipes(d, hw).time_s)
+        return Choice(tuple(self._gpu_demand(rows) for rows in self.per_gpu_rows()),
+                      pick="slowest")
 
-    def _gpu_demand(self, hw, rows: list[int]) -> Demand:
+    def _gpu_demand(self, rows: list[int]) -> Demand:
         h, f = self.hidden, self.expert_hidden
         w = bytes_per_element(self.dtype)
         act = 2.0  # activations in BF16
