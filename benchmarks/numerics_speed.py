@@ -3,7 +3,7 @@
     python benchmarks/numerics_speed.py [n_elements]      (default 64M = 8192 × 8192)
 
 Quantize→dequantize of an N(0,1) float32 matrix, one call per format, on one core (numpy is
-single-threaded here except the RHT's small BLAS matmul). Target (issue 7 item 5): 64M elements
+single-threaded here except the RHT's small BLAS matmul). Target: 64M elements
 through nvfp4 with 1D scaling in a few seconds. The time includes the report's error sums.
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Contention between kernels that run at the same time on one GPU (DESIGN.md "Overlap and
-contention").
+"""Contention between kernels that run at the same time on one GPU
+(docs/design.md "Overlap and contention").
 
 Each kernel alone has a time T and a busy time t_r on every resource r; its utilization is
 u_r = t_r / T. Kernels running together share the resources: when the summed utilization of a
@@ -19,7 +19,7 @@ most their sum. No interference term is added: none is justified by a measuremen
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from perfmodel.demand import Demand, is_sm_resource
 from perfmodel.engine import Estimate, occupancy, sm_rate_per_s
@@ -99,18 +99,64 @@ def saturated_resource(loads: Iterable[Load], slot_limits: bool = True) -> str:
     return max(total, key=total.get) if total else ""
 
 
-def joint_time_s(loads: list[Load], slot_limits: bool = True) -> float:
-    """Time for kernels that start together to all finish (fluid simulation of slowdown)."""
-    remaining = sorted((ld.time_s, i) for i, ld in enumerate(loads) if ld.time_s > 0)
-    active = {i for _, i in remaining}
-    left = {i: t for t, i in remaining}
+# A kernel has finished when what is left of its stand-alone time is at most this fraction of
+# that time: floating-point residue of the steps. Relative, so it holds alike for a microsecond
+# kernel and for a kernel of minutes (an absolute bound would be far below one ulp of the latter).
+FINISH_TOLERANCE = 1e-12
+
+
+@dataclass
+class Run:
+    """Per kernel (index into the loads of `run`): when it started and ended, the seconds it ran
+    with no other kernel beside it, and the kernel whose end released it (-1: ready at time 0 or
+    never released)."""
+
+    start_s: list[float]
+    end_s: list[float]
+    exposed_s: list[float]
+    released_by: list[int]
+
+    @property
+    def makespan_s(self) -> float:
+        return max(self.end_s, default=0.0)
+
+
+def run(loads: Sequence[Load], successors: Sequence[Sequence[int]], waiting: Sequence[int],
+        slot_limits: bool = True) -> Run:
+    """Fluid simulation of kernels sharing one GPU, advanced from event to event (a kernel
+    ending, which may release others). Kernel i is ready once the `waiting[i]` kernels it waits
+    for have ended (0: ready at time 0); `successors[i]` lists the kernels waiting for i (one
+    entry per dependency counted in `waiting`). Kernels running together all slow by `slowdown`;
+    one running alone runs at its stand-alone speed, and that time is its exposed time."""
+    n = len(loads)
+    waiting = list(waiting)
+    out = Run([0.0] * n, [0.0] * n, [0.0] * n, [-1] * n)
     now = 0.0
-    while active:
-        s = slowdown((loads[i] for i in active), slot_limits)
-        step = min(left[i] for i in active) * s
+    left = [load.time_s for load in loads]  # remaining stand-alone seconds
+    running = [i for i in range(n) if waiting[i] == 0]
+    while running:
+        s = slowdown((loads[i] for i in running), slot_limits) if len(running) > 1 else 1.0
+        step = min(left[i] for i in running) * s
+        if len(running) == 1:
+            out.exposed_s[running[0]] += step
         now += step
-        for i in list(active):
+        finished = []
+        for i in running:
             left[i] -= step / s
-            if left[i] <= 1e-15:
-                active.discard(i)
-    return now
+            if left[i] <= FINISH_TOLERANCE * max(loads[i].time_s, 1e-30):
+                finished.append(i)
+        running = [i for i in running if i not in finished]
+        for i in finished:
+            out.end_s[i] = now
+            for j in successors[i]:
+                waiting[j] -= 1
+                if waiting[j] == 0:
+                    out.released_by[j] = i
+                    out.start_s[j] = now
+                    running.append(j)
+    return out
+
+
+def joint_time_s(loads: list[Load], slot_limits: bool = True) -> float:
+    """Time for kernels that start together to all finish (`run` with no dependencies)."""
+    return run(loads, [()] * len(loads), [0] * len(loads), slot_limits).makespan_s

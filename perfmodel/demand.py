@@ -74,7 +74,7 @@ class Overlap:
     group leaves, the more of the smaller one a warp scheduler can slot into it, and the cost is
     largest when the two are balanced. FlashAttention-3's forward constant, fitted at head dim 128
     (exp time = 1/2 of MMA time), predicts head dims 64 and 256 (1 and 1/4) within ~5% on judged
-    rows; the linear form missed head dim 64 by 9% (validate/fit_constants.py).
+    rows; the linear form missed head dim 64 by 9% (perfmodel.validation.fit).
 
     A group may itself be an Overlap (FA2's MMAs with their own ldmatrix operand loads, that pair
     with the softmax)."""

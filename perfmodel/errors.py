@@ -1,7 +1,7 @@
 """Errors for bad user input.
 
 Every problem names the file, the key path and what was expected, so the CLI can print one line
-per problem and exit 2 without a traceback (SPEC.md "Exit codes").
+per problem and exit 2 without a traceback (docs/cli.md "Exit codes").
 """
 from __future__ import annotations
 

@@ -1,9 +1,14 @@
-"""Op graphs: load, validate and write graph files (SPEC.md "Graph file").
+"""Op graphs: load, validate and write graph files (docs/graph-format.md "Graph file").
 
 A graph is a list of named ops with dependencies (`after`, default: the previous op in the list)
 and streams (ops on one stream run in list order; ops on different streams may run at once).
 Validation reports every problem with file, key path and expectation: unknown op or parameter,
-bad values, duplicate names, dangling dependencies, cycles, a missing `ops` list.
+bad values, duplicate names, dangling dependencies, cycles, a missing `ops` list, a malformed
+`meta.pipeline`.
+
+`meta` holds free-form settings for reports (the builder's model, phase, batch...), except
+`meta.pipeline`, which the scheduler reads: it loads into the typed `OpGraph.pipeline`
+(`Pipeline`) and is written back under `meta` when the graph is dumped.
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from perfmodel.ops import Op, op as make_op
 GRAPH_SCHEMA_VERSION = 1
 DEFAULT_STREAM = "main"
 NODE_KEYS = ("name", "op", "after", "stream")
+PIPELINE_KEY = "pipeline"  # the one `meta` entry the scheduler reads (as `OpGraph.pipeline`)
 
 
 class Node(NamedTuple):
@@ -32,20 +38,77 @@ class Node(NamedTuple):
     stream: str = DEFAULT_STREAM
 
 
+@dataclass(frozen=True)
+class Pipeline:
+    """A 1F1B pipeline-parallel step of one stage (Narayanan et al. 2021, §2.2): the graph's
+    first `per_microbatch_ops` ops are one microbatch of the stage's work and run `microbatches`
+    times, with a bubble of (stages − 1)/virtual_stages microbatch times; the ops after them
+    (gradient sync, optimizer) run once per step."""
+
+    per_microbatch_ops: int
+    stages: int
+    microbatches: int
+    virtual_stages: int = 1
+
+    def to_dict(self) -> dict[str, int]:
+        """The graph file's `meta.pipeline` mapping."""
+        return {"stages": self.stages, "microbatches": self.microbatches,
+                "virtual_stages": self.virtual_stages,
+                "per_microbatch_ops": self.per_microbatch_ops}
+
+
+def parse_pipeline(raw: Any, ops: int, at: str) -> tuple[Pipeline | None, list[str]]:
+    """A `meta.pipeline` mapping as a Pipeline (None if absent or empty) and its problems;
+    `ops` is the graph's op count."""
+    if not raw:
+        return None, []
+    if not isinstance(raw, dict):
+        return None, [f"{at}: expected a mapping with stages, microbatches, virtual_stages, "
+                      f"per_microbatch_ops"]
+    problems = [f"{at}.{k}: unknown key (expected stages, microbatches, virtual_stages, "
+                f"per_microbatch_ops)" for k in raw
+                if k not in ("stages", "microbatches", "virtual_stages", "per_microbatch_ops")]
+    values = {}
+    for key, hi, required in (("stages", None, True), ("microbatches", None, True),
+                              ("virtual_stages", None, False), ("per_microbatch_ops", ops, True)):
+        if key not in raw:
+            if required:
+                problems.append(f"{at}.{key}: missing (expected a positive integer)")
+            continue
+        v = raw[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1 or (hi and v > hi):
+            bound = f" of at most {hi} (the graph's ops)" if hi else ""
+            problems.append(f"{at}.{key}: expected a positive integer{bound}, got {v!r}")
+            continue
+        values[key] = v
+    return (None if problems else Pipeline(**values)), problems
+
+
 @dataclass
 class OpGraph:
-    """Ops in list order plus their dependency DAG (networkx)."""
+    """Ops in list order plus their dependency DAG (networkx).
+
+    `meta`: settings for reports (free-form; `meta.pipeline` of a graph file is `pipeline`);
+    `pipeline`: the 1F1B pipeline schedule of this stage, None for a plain graph."""
 
     name: str
     nodes: list[Node]
     hardware: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict)  # builder settings, for reports
+    meta: dict[str, Any] = field(default_factory=dict)
+    pipeline: Pipeline | None = None
 
     def __post_init__(self):
+        if PIPELINE_KEY in self.meta:
+            raise ValueError(f"graph '{self.name}': pass the pipeline as OpGraph(pipeline="
+                             f"Pipeline(...)), not in meta")
         self._index = {n.name: n for n in self.nodes}
 
     def __len__(self) -> int:
         return len(self.nodes)
+
+    def __contains__(self, name: object) -> bool:
+        """Whether the graph has an op of this name."""
+        return name in self._index
 
     def node(self, name: str) -> Node:
         return self._index[name]
@@ -80,8 +143,11 @@ class OpGraph:
         out: dict[str, Any] = {"schema_version": GRAPH_SCHEMA_VERSION, "name": self.name}
         if self.hardware:
             out["hardware"] = self.hardware
-        if self.meta:
-            out["meta"] = self.meta
+        meta = dict(self.meta)
+        if self.pipeline is not None:
+            meta[PIPELINE_KEY] = self.pipeline.to_dict()
+        if meta:
+            out["meta"] = meta
         out["ops"] = ops
         return out
 
@@ -159,9 +225,19 @@ def parse_graph(raw: Any, file: str = "<graph>") -> OpGraph:
             if d == n.name:
                 problems.append(f"{file}: ops[{seen[n.name]}] ({n.name}).after: depends on "
                                 f"itself")
+    meta = raw.get("meta") or {}
+    pipeline = None
+    if not isinstance(meta, dict):
+        problems.append(f"{file}: meta: expected a mapping")
+        meta = {}
+    else:
+        meta = dict(meta)
+        pipeline, bad = parse_pipeline(meta.pop(PIPELINE_KEY, None), len(nodes),
+                                       f"{file}: meta.{PIPELINE_KEY}")
+        problems += bad
     if problems:
         raise InputError(problems)
-    graph = OpGraph(str(raw.get("name") or Path(file).stem), nodes, hw, raw.get("meta") or {})
+    graph = OpGraph(str(raw.get("name") or Path(file).stem), nodes, hw, meta, pipeline)
     if _is_acyclic(graph):
         return graph
     import networkx as nx

@@ -1,9 +1,11 @@
 """Hardware specs: strict loading of hwspecs/*.yaml into a frozen `Hardware` with derived rates.
 
-A spec file holds quantities as `{value, source|derivation|measured|assumed, range?, note?}`;
-the loader checks every key against `SCHEMA` (unknown or missing keys, types, ranges, unresolved
-source ids) and reports every problem with file and key path. Names resolve case-insensitively
-through file names, `aliases` and the driver's `device_names`.
+A spec file holds quantities as `{value, source|derivation|measured|assumed, range?, note?}`,
+or as `{fitted: KEY, ...}` without a value for a fitted constant, whose one home is
+perfmodel/fitted.yaml (the loader takes the value from there); the loader checks every key
+against `SCHEMA` (unknown or missing keys, types, ranges, unresolved source ids) and reports
+every problem with file and key path. Names resolve case-insensitively through file names,
+`aliases` and the driver's `device_names`.
 """
 from __future__ import annotations
 
@@ -13,14 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from perfmodel import yamlio
+from perfmodel import fitted, yamlio
 from perfmodel.errors import InputError, where
 from perfmodel.units import tensor_dtype
 
 SCHEMA_VERSION = 1
 ARCHITECTURES = ("ampere", "hopper", "blackwell")
-PROVENANCE_KINDS = ("source", "derivation", "measured", "assumed")
-TENSOR_DTYPES = ("fp16", "bf16", "tf32", "fp8", "int8", "mxfp8", "nvfp4", "mxfp4")
+# `fitted` names a perfmodel/fitted.yaml key, the value's one home (_fitted_value); quantities only
+PROVENANCE_KINDS = ("fitted", "source", "derivation", "measured", "assumed")
+from perfmodel.units import TENSOR_DTYPES  # noqa: E402 - the tensor-core dtypes (one list)
 PIPES = ("fma", "fma_heavy", "alu", "xu", "fp64", "lsu")
 # Tensor-core instruction families (PTX ISA): Ampere's warp-level mma.sync, Hopper's warpgroup
 # wgmma (sm_90a), Blackwell's tcgen05 with tensor memory and 2-SM pairs (sm_100a)
@@ -238,18 +241,28 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
+def _fitted_value(raw: dict, at: str, problems: list[str]) -> float | None:
+    """A `fitted: KEY` quantity's value: perfmodel/fitted.yaml's KEY (no `value` beside it)."""
+    key = raw["fitted"]
+    if "value" in raw:
+        problems.append(f"{at}.value: not allowed with `fitted: {key}` (the value lives in "
+                        f"{fitted.PATH})")
+    elif not isinstance(key, str) or key not in fitted.CONSTANTS:
+        problems.append(f"{at}.fitted: {key!r} is not a constant of {fitted.PATH} (has: "
+                        f"{', '.join(fitted.CONSTANTS)})")
+    else:
+        return fitted.CONSTANTS[key].value
+    return None
+
+
 def _check_quantity(raw: Any, q: Q, path: str, file: str, sources: Mapping[str, Any],
                     problems: list[str]) -> Quantity | None:
     at = where(file, path)
-    if not isinstance(raw, dict):
-        problems.append(f"{at}: expected a mapping {{value: ..., source|derivation|measured|"
-                        f"assumed: ...}}, got {type(raw).__name__}")
+    if not _is_entry(raw, at, {"value", "range", "note", *PROVENANCE_KINDS}, problems):
         return None
-    allowed = {"value", "range", "note", *PROVENANCE_KINDS}
-    for k in raw:
-        if k not in allowed:
-            problems.append(f"{at}.{k}: unknown key (expected one of {sorted(allowed)})")
-    value = raw.get("value")
+    value = _fitted_value(raw, at, problems) if "fitted" in raw else raw.get("value")
+    if value is None and "fitted" in raw:
+        return None
     if not _is_number(value):
         problems.append(f"{at}.value: expected a number, got {value!r}")
         return None
@@ -257,14 +270,7 @@ def _check_quantity(raw: Any, q: Q, path: str, file: str, sources: Mapping[str, 
         problems.append(f"{at}.value: expected an integer, got {value!r}")
     if not q.lo <= value <= q.hi:
         problems.append(f"{at}.value: {value!r} out of range [{q.lo:g}, {q.hi:g}]")
-    prov = {k: raw[k] for k in PROVENANCE_KINDS if k in raw}
-    if not prov:
-        problems.append(f"{at}: no provenance (expected one of {', '.join(PROVENANCE_KINDS)})")
-    for k, v in prov.items():
-        if not isinstance(v, str) or not v.strip():
-            problems.append(f"{at}.{k}: expected a non-empty string")
-    if "source" in prov and isinstance(prov["source"], str) and prov["source"] not in sources:
-        problems.append(f"{at}.source: '{prov['source']}' is not defined under `sources:`")
+    prov = _check_provenance(raw, at, sources, problems)
     rng = raw.get("range")
     if rng is not None:
         if not (isinstance(rng, list) and len(rng) == 2 and all(_is_number(x) for x in rng)
@@ -273,8 +279,19 @@ def _check_quantity(raw: Any, q: Q, path: str, file: str, sources: Mapping[str, 
                             f"got {rng!r}")
             rng = None
     note = raw.get("note", "")
-    return Quantity(float(value), {k: str(v) for k, v in prov.items()},
-                    tuple(rng) if rng else None, str(note))
+    return Quantity(float(value), prov, tuple(rng) if rng else None, str(note))
+
+
+def _is_entry(raw: Any, at: str, allowed: set[str], problems: list[str]) -> bool:
+    """A spec entry is a mapping of known keys; reports what is not."""
+    if not isinstance(raw, dict):
+        problems.append(f"{at}: expected a mapping {{value: ..., source|derivation|measured|"
+                        f"assumed: ...}}, got {type(raw).__name__}")
+        return False
+    for k in raw:
+        if k not in allowed:
+            problems.append(f"{at}.{k}: unknown key (expected one of {sorted(allowed)})")
+    return True
 
 
 def _check_provenance(raw: dict, at: str, sources: Mapping[str, Any],
@@ -293,14 +310,8 @@ def _check_provenance(raw: dict, at: str, sources: Mapping[str, Any],
 def _check_capability(raw: Any, f: F, path: str, file: str, sources: Mapping[str, Any],
                       problems: list[str]) -> Capability | None:
     at = where(file, path)
-    if not isinstance(raw, dict):
-        problems.append(f"{at}: expected a mapping {{value: ..., source|derivation|measured|"
-                        f"assumed: ...}}, got {type(raw).__name__}")
+    if not _is_entry(raw, at, {"value", "note", *PROVENANCE_KINDS} - {"fitted"}, problems):
         return None
-    allowed = {"value", "note", *PROVENANCE_KINDS}
-    for k in raw:
-        if k not in allowed:
-            problems.append(f"{at}.{k}: unknown key (expected one of {sorted(allowed)})")
     value = raw.get("value")
     if f.kind == "flag":
         if not isinstance(value, bool):

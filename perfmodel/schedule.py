@@ -2,8 +2,9 @@
 
 An op starts when its dependencies and the previous op on its stream have finished. Ops running
 at the same time (on different streams) share the GPU through the contention model of
-`overlap.contention`: all co-running ops slow by the oversubscription of the most contended
-resource. The simulation advances from event to event (an op finishing, which may start others).
+`perfmodel.contention`: all co-running ops slow by the oversubscription of the most contended
+resource. The stepping itself is the contention model's (`contention.run`): it advances from event
+to event (an op finishing, which may start others).
 Each op gets start/end times, its exposed time (running alone) and hidden time (overlapped), and
 whether it lies on the critical path.
 """
@@ -18,7 +19,7 @@ from typing import Any
 from perfmodel import contention
 
 from perfmodel.engine import Estimate, estimate, resolve
-from perfmodel.graph import OpGraph
+from perfmodel.graph import OpGraph, Pipeline
 from perfmodel.hardware import Hardware
 
 JSON_SCHEMA_VERSION = 1
@@ -56,7 +57,11 @@ class ScheduledOp:
 
 @dataclass
 class Prediction:
-    """A scheduled graph: per-op results and the makespan (`total_time_s`)."""
+    """A scheduled graph: per-op results and the makespan (`total_time_s`).
+
+    A pipeline-parallel graph (`pipeline` set) also has the schedule's `microbatch_time_s` (one
+    microbatch of the stage's work) and `pipeline_bubble_s`; both are None without a pipeline.
+    `meta` is the graph's report settings (`OpGraph.meta`)."""
 
     graph: str
     hardware: Hardware
@@ -64,14 +69,24 @@ class Prediction:
     ops: list[ScheduledOp]
     total_time_s: float
     meta: dict[str, Any] = field(default_factory=dict)
+    pipeline: Pipeline | None = None
+    microbatch_time_s: float | None = None
+    pipeline_bubble_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        # JSON `meta`: the graph file's meta (settings, then `pipeline`), then the schedule's
+        # pipeline results
+        meta = dict(self.meta)
+        if self.pipeline is not None:
+            meta.update(pipeline=self.pipeline.to_dict(),
+                        pipeline_bubble_s=self.pipeline_bubble_s,
+                        microbatch_time_s=self.microbatch_time_s)
         return {"schema_version": JSON_SCHEMA_VERSION, "graph": self.graph,
                 "hardware": self.hardware.name, "level": self.level,
                 "total_time_s": self.total_time_s,
                 "total_flop": sum(o.estimate.flop for o in self.ops),
                 "total_hbm_bytes": sum(o.estimate.hbm_bytes for o in self.ops),
-                "meta": self.meta, "ops": [o.to_dict() for o in self.ops]}
+                "meta": meta, "ops": [o.to_dict() for o in self.ops]}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -126,28 +141,26 @@ def schedule(graph: OpGraph, hw: Hardware, level: str = "pipes",
         ops.append(ScheduledOp(n.name, n.op, n.stream, hit[0]))
         loads.append(hit[1])
     meta = dict(graph.meta)
-    pipeline = meta.get("pipeline")
-    if not pipeline:
+    pipeline = graph.pipeline
+    if pipeline is None:
         return Prediction(graph.name, hw, level, ops, _simulate(graph, ops, loads, slot_limits),
                           meta)
     # 1F1B pipeline (Narayanan et al. 2021, §2.2): this stage's per-microbatch work runs once
     # per microbatch, plus a bubble of (stages − 1)/virtual_stages microbatch times; the
     # per-step tail (gradient sync, optimizer) runs once. Listed op times are one microbatch's.
-    k = pipeline["per_microbatch_ops"]
+    k = pipeline.per_microbatch_ops
     head = OpGraph(graph.name, graph.nodes[:k])
-    tail = OpGraph(graph.name, [n._replace(after=tuple(a for a in n.after
-                                                       if a not in head._index))
+    tail = OpGraph(graph.name, [n._replace(after=tuple(a for a in n.after if a not in head))
                                 for n in graph.nodes[k:]])
-    mb_time = _simulate(head, ops[:k], loads[:k])
-    bubble = mb_time * (pipeline["stages"] - 1) / pipeline.get("virtual_stages", 1)
-    offset = mb_time * pipeline["microbatches"] + bubble
-    tail_time = _simulate(tail, ops[k:], loads[k:]) if len(tail) else 0.0
+    mb_time = _simulate(head, ops[:k], loads[:k], slot_limits)
+    bubble = mb_time * (pipeline.stages - 1) / pipeline.virtual_stages
+    offset = mb_time * pipeline.microbatches + bubble
+    tail_time = _simulate(tail, ops[k:], loads[k:], slot_limits) if len(tail) else 0.0
     for o in ops[k:]:
         o.start_s += offset
         o.end_s += offset
-    meta["pipeline_bubble_s"] = bubble
-    meta["microbatch_time_s"] = mb_time
-    return Prediction(graph.name, hw, level, ops, offset + tail_time, meta)
+    return Prediction(graph.name, hw, level, ops, offset + tail_time, meta, pipeline,
+                      microbatch_time_s=mb_time, pipeline_bubble_s=bubble)
 
 
 def _simulate(graph: OpGraph, ops: list[ScheduledOp], loads: list[contention.Load],
@@ -168,37 +181,14 @@ def _simulate(graph: OpGraph, ops: list[ScheduledOp], loads: list[contention.Loa
     for i, p in enumerate(preds):
         for j in set(p):
             succs[j].append(i)
-    released_by = [-1] * n  # the predecessor that finished last (critical-path backtrack)
-
-    now = 0.0
-    left = [load.time_s for load in loads]  # remaining stand-alone seconds
-    running = [i for i in range(n) if waiting[i] == 0]
-    for i in running:
-        ops[i].start_s = 0.0
-    while running:
-        s = contention.slowdown((loads[i] for i in running), slot_limits) if len(running) > 1 else 1.0
-        step = min(left[i] for i in running) * s
-        if len(running) == 1:
-            ops[running[0]].exposed_s += step
-        now += step
-        finished = []
-        for i in running:
-            left[i] -= step / s
-            if left[i] <= 1e-12 * max(loads[i].time_s, 1e-30):
-                finished.append(i)
-        running = [i for i in running if i not in finished]
-        for i in finished:
-            ops[i].end_s = now
-            for j in succs[i]:
-                waiting[j] -= 1
-                if waiting[j] == 0:
-                    released_by[j] = i
-                    ops[j].start_s = now
-                    running.append(j)
+    run = contention.run(loads, succs, waiting, slot_limits)
+    for o, start, end, exposed in zip(ops, run.start_s, run.end_s, run.exposed_s):
+        o.start_s, o.end_s, o.exposed_s = start, end, exposed
     total = max((o.end_s for o in ops), default=0.0)
     # critical path: from the last op to finish, follow the predecessor that released each op
+    # (the one that finished last)
     i = max(range(n), key=lambda k: ops[k].end_s) if n else -1
     while i >= 0:
         ops[i].critical = True
-        i = released_by[i]
+        i = run.released_by[i]
     return total

@@ -1,9 +1,25 @@
-"""Shared fixtures. Tests never need a GPU; they run in a second or two."""
+"""Shared fixtures and the hypothesis profiles. Tests never need a GPU.
+
+Hypothesis profiles (env HYPOTHESIS_PROFILE; `ci` when it is unset, so every run is
+deterministic unless asked otherwise, CI included):
+  ci       derandomized (the same examples every run), no deadline, 100 examples per test
+  nightly  random examples, 20x as many; a failure prints the blob that reproduces it
+Tests set their own max_examples only where one example is expensive.
+"""
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import settings
 
 import perfmodel as pm
+
+settings.register_profile("ci", derandomize=True, deadline=None, max_examples=100,
+                          print_blob=True, database=None)
+settings.register_profile("nightly", derandomize=False, deadline=None, max_examples=2000,
+                          print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or "ci")
 
 ALL_HW = [hw.name for hw in pm.list_hardware()]
 

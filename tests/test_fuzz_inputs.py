@@ -1,6 +1,7 @@
 """Bad input never escapes as anything but an InputError (SPEC: exit 2, no traceback)."""
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +23,9 @@ op_entries = st.dictionaries(param_names, values, max_size=6).flatmap(
     lambda d: op_names.map(lambda o: {**d, "op": o}))
 
 
-@settings(max_examples=300, deadline=None)
+# fuzzing keeps its own, larger budgets (the profile's derandomization still applies)
+@pytest.mark.slow  # ~3 s: every example parses and predicts a graph
+@settings(max_examples=300)
 @given(st.lists(op_entries, max_size=4), st.one_of(st.none(), values))
 def test_graphs_fail_only_with_input_errors(entries, extra):
     raw = {"ops": entries}
@@ -38,7 +41,7 @@ def test_graphs_fail_only_with_input_errors(entries, extra):
         pass
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(values)
 def test_specs_and_models_fail_only_with_input_errors(raw):
     for parse in (parse_spec, parse_model):
@@ -64,7 +67,8 @@ def _param_value(p):
 OPS = sorted(pm.ops.REGISTRY)
 
 
-@settings(max_examples=400, deadline=None)
+@pytest.mark.slow  # 1-5 s: 400 ops built and predicted
+@settings(max_examples=400)
 @given(st.sampled_from(OPS), st.data(), st.sampled_from(["H100-SXM", "B200", "A100-SXM"]))
 def test_ops_with_arbitrary_valid_typed_parameters(name, data, hw):
     cls = pm.ops.REGISTRY[name]

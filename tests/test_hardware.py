@@ -1,10 +1,19 @@
-"""Built-in specs: they load, resolve by every name, carry provenance, and reproduce datasheets."""
+"""Built-in specs: they load, resolve by every name, carry provenance, and reproduce datasheets.
+Spec-loader failure modes: one test each; the message names file, key path and expectation, and
+the CLI exits 2 without a traceback. ISA capabilities: strictly loaded, shown, and the only thing
+ops branch on — a GPU that differs from a built-in one only in its declared capabilities gets the
+other behaviour."""
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 import perfmodel as pm
-from perfmodel.hardware import PROVENANCE_KINDS, builtin_spec_dir
+from perfmodel import yamlio
+from perfmodel.cli.main import main
+from perfmodel.hardware import MMA_INSTRUCTIONS, PROVENANCE_KINDS, builtin_spec_dir, parse_spec
+
 
 EXPECTED = {"A100-SXM", "H100-SXM", "H100-PCIe", "H200-SXM", "B200", "GB200", "B300"}
 
@@ -24,7 +33,7 @@ def test_names_aliases_and_driver_device_names_resolve(name, canonical):
     assert pm.hardware(name).name == canonical
 
 
-# Dense datasheet peaks (research/hardware.md §1) the per-SM rates × SMs × tensor clock must give.
+# Dense datasheet peaks (docs/hardware-notes.md §1) the per-SM rates × SMs × tensor clock must give.
 DATASHEET_TFLOPS = [
     ("A100-SXM", "bf16", 312), ("H100-SXM", "bf16", 989.4), ("H100-SXM", "fp8", 1978.9),
     ("H100-PCIe", "bf16", 756), ("H200-SXM", "fp8", 1979), ("B200", "bf16", 2250),
@@ -57,6 +66,13 @@ def test_hopper_has_no_fp4_and_blackwell_has_it():
         "B200").pipes_per_sm_per_clk["xu"]  # Blackwell Ultra doubles MUFU (NV-BWU-blog)
 
 
+def test_b300_fp4_rate_is_1_5x_b200_per_clock_and_fp4_without_scales_is_not_offered():
+    b200, b300 = pm.hardware("B200"), pm.hardware("B300")
+    assert b300.tensor_flop_per_sm_per_clk["nvfp4"] == pytest.approx(
+        1.5 * b200.tensor_flop_per_sm_per_clk["nvfp4"], rel=0.05)
+    assert b200.tensor_flop_per_sm_per_clk["mxfp8"] == b200.tensor_flop_per_sm_per_clk["fp8"]
+
+
 def test_ridge_points_and_smem_bandwidth_are_derived(h100):
     assert h100.ridge_point_flop_per_byte("bf16") == pytest.approx(989.4e12 / 3.35e12, rel=0.01)
     assert h100.smem_bandwidth_bytes_per_s == pytest.approx(132 * 128 * 1.98e9)
@@ -66,3 +82,172 @@ def test_ridge_points_and_smem_bandwidth_are_derived(h100):
 def test_unknown_hardware_is_an_input_error():
     with pytest.raises(pm.InputError, match="unknown hardware 'h900'"):
         pm.hardware("h900")
+
+
+# ------------------------------------------------------------------- spec-loader failures --
+
+
+GOOD = (builtin_spec_dir() / "H100-SXM.yaml").read_text()
+
+
+def _spec(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "bad.yaml"
+    p.write_text(text)
+    return p
+
+
+CASES = [
+    ("malformed", GOOD.replace("sm_count: {value: 132", "sm_count: {value: [132"),
+     "malformed YAML at line"),
+    ("unknown key", GOOD.replace("issue_per_sm_per_clk:", "issue_per_sm_per_clock:"),
+     "issue_per_sm_per_clock: unknown key"),
+    ("missing key", GOOD.replace("kernel_launch_s:", "# kernel_launch_s:"),
+     "kernel_launch_s: missing required key"),
+    ("wrong type", GOOD.replace("sm_count: {value: 132", "sm_count: {value: many"),
+     "sm_count.value: expected a number, got 'many'"),
+    ("out of range", GOOD.replace("boost_clock_hz: {value: 1.98e9", "boost_clock_hz: {value: 1980"),
+     "clocks.boost_clock_hz.value: 1980 out of range"),
+    ("not an integer", GOOD.replace("sm_count: {value: 132", "sm_count: {value: 132.5"),
+     "sm_count.value: expected an integer"),
+    ("unresolved source", GOOD.replace("source: CPG-CC, note: \"228 KiB\"",
+                                       "source: NOPE, note: \"228 KiB\""),
+     "sm_resources.smem_per_sm_bytes.source: 'NOPE' is not defined"),
+    ("no provenance", GOOD.replace("max_ctas_per_sm: {value: 32, source: CPG-CC}",
+                                   "max_ctas_per_sm: {value: 32}"),
+     "sm_resources.max_ctas_per_sm: no provenance"),
+    ("bad range", GOOD.replace("range: [0.86, 0.93]", "range: [0.95, 0.99]"),
+     "hbm.achievable_fraction.range: expected [lo, hi]"),
+    ("schema version", GOOD.replace("schema_version: 1", "schema_version: 7"),
+     "schema_version: expected 1, got 7"),
+    ("architecture", GOOD.replace("architecture: hopper", "architecture: volta"),
+     "architecture: expected one of"),
+    ("not a mapping", "- just\n- a list\n", "expected a mapping at the top level"),
+]
+
+
+@pytest.mark.parametrize("label, text, message", CASES, ids=[c[0] for c in CASES])
+def test_loader_reports_file_key_and_expectation(tmp_path, label, text, message):
+    assert text != GOOD or label == "not a mapping"
+    p = _spec(tmp_path, text)
+    with pytest.raises(pm.InputError) as e:
+        pm.load_spec(p)
+    assert str(p) in str(e.value)
+    assert message in str(e.value)
+
+
+@pytest.mark.parametrize("label, text, message", CASES, ids=[c[0] for c in CASES])
+def test_cli_hw_show_bad_spec_exits_2_without_traceback(tmp_path, capsys, label, text, message):
+    p = _spec(tmp_path, text)
+    assert main(["hw", "show", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert all(line.startswith("perfmodel: error: ") for line in err.strip().splitlines())
+
+
+def test_missing_file_is_reported(tmp_path, capsys):
+    assert main(["hw", "show", str(tmp_path / "nope.yaml")]) == 2
+    assert "cannot read hardware spec" in capsys.readouterr().err
+
+
+def test_all_problems_are_reported_at_once(tmp_path):
+    text = GOOD.replace("sm_count: {value: 132", "sm_count: {value: -4").replace(
+        "issue_per_sm_per_clk:", "issues:")
+    with pytest.raises(pm.InputError) as e:
+        pm.load_spec(_spec(tmp_path, text))
+    assert len(e.value.problems) >= 3  # bad value, unknown key, missing key
+
+
+EXPECTED_MMA = {"A100-SXM": "mma_sync", "H100-SXM": "wgmma", "H100-PCIe": "wgmma",
+            "H200-SXM": "wgmma", "B200": "tcgen05", "GB200": "tcgen05", "B300": "tcgen05"}
+
+
+def _raw(name: str) -> dict:
+    return yamlio.load(builtin_spec_dir() / f"{name}.yaml", "hardware spec")
+
+
+def test_every_builtin_spec_declares_its_isa_with_provenance():
+    for hw in pm.list_hardware():
+        assert hw.mma_instruction == EXPECTED_MMA[hw.name]
+        assert hw.mma_instruction in MMA_INSTRUCTIONS
+        for key in ("isa.mma_instruction", "isa.packed_fp32", "isa.block_scaled_mma",
+                    "isa.stochastic_rounding"):
+            assert hw.capabilities[key].provenance, f"{hw.name} {key} has no provenance"
+        # packed FP32, block-scaled MMAs and hardware SR arrive together with tcgen05 here
+        blackwell = hw.mma_instruction == "tcgen05"
+        assert hw.packed_fp32 is blackwell and hw.stochastic_rounding is blackwell
+        assert set(hw.block_scaled_mma) == ({"mxfp8", "nvfp4", "mxfp4"} if blackwell else set())
+
+
+@pytest.mark.parametrize("key, value, expect", [
+    ("mma_instruction", "hgmma", "expected one of mma_sync, wgmma, tcgen05"),
+    ("packed_fp32", "yes", "expected true or false"),
+    ("block_scaled_mma", ["nvfp4", "fp6"], "expected a list of"),
+])
+def test_bad_capability_values_are_rejected_with_their_key_path(key, value, expect):
+    raw = _raw("H100-SXM")
+    raw["isa"][key]["value"] = value
+    with pytest.raises(pm.InputError) as err:
+        parse_spec(raw, "h100-bad.yaml")
+    assert any(f"h100-bad.yaml: isa.{key}.value" in p and expect in p for p in err.value.problems)
+
+
+def test_missing_capability_and_missing_provenance_are_rejected():
+    raw = _raw("B200")
+    del raw["isa"]["packed_fp32"]
+    raw["isa"]["stochastic_rounding"] = {"value": True}
+    with pytest.raises(pm.InputError) as err:
+        parse_spec(raw, "b200-bad.yaml")
+    text = "\n".join(err.value.problems)
+    assert "isa.packed_fp32: missing required key" in text
+    assert "isa.stochastic_rounding: no provenance" in text
+
+
+def _variant(base: str, **isa) -> pm.Hardware:
+    raw = _raw(base)
+    raw["name"] = f"{base}-variant"
+    raw["aliases"], raw["device_names"] = [], []
+    for key, value in isa.items():
+        raw["isa"][key] = {"value": value, "assumed": "test variant"}
+    return parse_spec(raw, f"{base}-variant.yaml")
+
+
+def test_attention_family_follows_the_declared_mma_instruction():
+    """A Hopper-sized GPU declaring tcgen05 defaults to FA4 and refuses FA3: the op reads the
+    capability, not the architecture name (which stays 'hopper' here)."""
+    hw = _variant("H100-SXM", mma_instruction="tcgen05", packed_fp32=True)
+    assert hw.architecture == "hopper"
+    op = pm.ops.op("attention", batch=2, heads=16, seq_q=4096, head_dim=128, dtype="bf16")
+    assert pm.predict_op(op, hw).details["kernel"] == "fa4"
+    with pytest.raises(pm.InputError, match="needs wgmma"):
+        pm.predict_op(op.with_params(kernel="fa3"), hw)
+
+
+def test_packed_fp32_halves_fa4_softmax_issue_slots():
+    plain = _variant("B200", packed_fp32=False)
+    packed = pm.hardware("B200")
+    op = pm.ops.op("attention", batch=2, heads=16, seq_q=4096, head_dim=128, dtype="bf16")
+    w_plain, w_packed = op.demand(plain).work, op.demand(packed).work
+    assert w_plain["fma"] == w_packed["fma"]
+    fma_issue = w_plain["fma"] / 32
+    assert w_plain["issue"] - w_packed["issue"] == pytest.approx(fma_issue / 2, rel=1e-9)
+
+
+def test_block_scaled_fp8_promotes_only_without_a_block_scaled_mma():
+    hw = _variant("B200", block_scaled_mma=[])
+    gemm = pm.ops.Gemm(m=4096, n=4096, k=4096, dtype="fp8", fp8_scaling="block")
+    assert gemm.promotes_on_cuda_cores(hw) and not gemm.promotes_on_cuda_cores(pm.hardware("B200"))
+    assert pm.predict_op(gemm, hw).time_s > pm.predict_op(gemm, pm.hardware("B200")).time_s
+
+
+def test_stochastic_rounding_in_hardware_is_cheaper_than_emulated():
+    op = pm.ops.op("quantize", rows=8192, cols=8192, to="nvfp4", stochastic_rounding=True)
+    soft = _variant("B200", stochastic_rounding=False)
+    assert op.demand(soft).work["alu"] > op.demand(pm.hardware("B200")).work["alu"]
+
+
+def test_hw_show_lists_capabilities(capsys):
+    assert main(["hw", "show", "gb200"]) == 0
+    out = capsys.readouterr().out
+    assert "isa.mma_instruction" in out and "tcgen05" in out
+    assert main(["hw", "show", "a100", "--format", "json"]) == 0
+    assert '"mma_instruction": "mma_sync"' in capsys.readouterr().out

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import perfmodel as pm
@@ -17,7 +17,6 @@ dims = st.integers(min_value=1, max_value=20000)
 gpus = st.sampled_from([H100, B200])
 
 
-@settings(max_examples=60, deadline=None)
 @given(m=dims, n=dims, k=dims, hw=gpus, dtype=st.sampled_from(["bf16", "fp8", "tf32"]))
 def test_gemm_never_beats_its_roofline_and_reports_true_flop(m, n, k, hw, dtype):
     g = pm.ops.Gemm(m=m, n=n, k=k, dtype=dtype)
@@ -27,7 +26,6 @@ def test_gemm_never_beats_its_roofline_and_reports_true_flop(m, n, k, hw, dtype)
     assert est.time_s >= hw.kernel_launch_s
 
 
-@settings(max_examples=40, deadline=None)
 @given(m=dims, n=dims, k=st.integers(1, 10000), hw=gpus)
 def test_gemm_time_grows_with_k(m, n, k, hw):
     a = pm.predict_op(pm.ops.Gemm(m=m, n=n, k=k, dtype="bf16"), hw).time_s
@@ -35,7 +33,6 @@ def test_gemm_time_grows_with_k(m, n, k, hw):
     assert b >= a * (1 - 1e-9)
 
 
-@settings(max_examples=40, deadline=None)
 @given(m=dims, n=dims, k=dims)
 def test_fp8_is_never_slower_than_bf16(m, n, k):
     bf16 = pm.predict_op(pm.ops.Gemm(m=m, n=n, k=k, dtype="bf16"), H100).time_s
@@ -46,7 +43,6 @@ def test_fp8_is_never_slower_than_bf16(m, n, k):
 work_values = st.floats(min_value=0, max_value=1e13, allow_nan=False)
 
 
-@settings(max_examples=80, deadline=None)
 @given(tensor=work_values, fma=work_values, hbm=work_values, l2=work_values,
        ctas=st.integers(1, 100000), threads=st.sampled_from([32, 128, 256, 512, 1024]),
        regs=st.integers(16, 255), smem=st.integers(0, 200_000))
@@ -65,7 +61,6 @@ def test_engine_time_covers_every_resource_and_floors(tensor, fma, hbm, l2, ctas
     assert 1 <= per_sm <= H100.max_ctas_per_sm
 
 
-@settings(max_examples=40, deadline=None)
 @given(ctas=st.integers(1, 5000))
 def test_wave_quantization_charges_partial_waves_fully(ctas):
     """Same per-CTA work: time depends on ceil(ctas / SMs), not on ctas / SMs."""
@@ -81,7 +76,6 @@ def test_wave_quantization_charges_partial_waves_fully(ctas):
 times_s = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 
 
-@settings(max_examples=200, deadline=None)
 @given(ta=times_s, tb=times_s, lo=st.floats(0.0, 1.0), hi=st.floats(0.0, 1.0))
 def test_overlap_lies_between_max_and_sum_and_grows_as_efficiency_falls(ta, tb, lo, hi):
     lo, hi = min(lo, hi), max(lo, hi)
@@ -113,7 +107,6 @@ def attention(hw, **kw):
     return pm.predict_op(pm.ops.Attention(dtype="bf16", **kw), hw)
 
 
-@settings(max_examples=60, deadline=None)
 @given(hw=attn_gpus, direction=st.sampled_from(["fwd", "bwd"]), **attn_shapes)
 def test_attention_reports_the_flash_flop_count_and_never_beats_its_roofline(
         hw, direction, batch, heads, seq_q, head_dim):
@@ -124,7 +117,6 @@ def test_attention_reports_the_flash_flop_count_and_never_beats_its_roofline(
     assert est.time_s >= est.roofline_time_s
 
 
-@settings(max_examples=60, deadline=None)
 @given(hw=attn_gpus, causal=st.booleans(), **attn_shapes)
 def test_attention_time_grows_with_sequence_length(hw, causal, batch, heads, seq_q, head_dim):
     """Whole key tiles more never cost less. (Any longer length need not: one that fills the
@@ -138,7 +130,6 @@ def test_attention_time_grows_with_sequence_length(hw, causal, batch, heads, seq
     assert longer.time_s >= shorter.time_s * (1 - 1e-9)
 
 
-@settings(max_examples=60, deadline=None)
 @given(hw=attn_gpus, direction=st.sampled_from(["fwd", "bwd"]), **attn_shapes)
 def test_masks_and_shared_kv_heads_never_cost_more(hw, direction, batch, heads, seq_q, head_dim):
     """Causal ≤ full, a sliding window ≤ causal, GQA ≤ MHA: each only removes work. Causal may
@@ -159,7 +150,6 @@ def test_masks_and_shared_kv_heads_never_cost_more(hw, direction, batch, heads, 
         assert gqa <= full * (1 + 1e-9)
 
 
-@settings(max_examples=40, deadline=None)
 @given(hw=attn_gpus, **attn_shapes)
 def test_forward_plus_backward_is_the_two_passes_back_to_back(hw, batch, heads, seq_q, head_dim):
     kw = dict(batch=batch, heads=heads, seq_q=seq_q, head_dim=head_dim, causal=True)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One script for the GPU measurements of validate/ (issue 4): build every microbenchmark in
+# One script for the GPU measurements of validate/: build every microbenchmark in
 # validate/kernels/ with nvcc for sm_90a, run each with a time limit, and write
 #   $OUT/results.csv      all rows (columns of validate/data/public_measurements.csv)
 #   $OUT/provenance.json  device, driver, CUDA, clocks summary, git SHA, date, command, per-program status
@@ -30,7 +30,6 @@
 #   rng_gemm       5 RNG grid sizes x {alone, seq, conc}  12         1.5-2 ms            5 s   [ 60 s]
 #   rowwise        4 norms + 4 softmax + 2 adds           23         0.1-0.6 ms          3 s   [ 60 s]
 #   wgmma          3 modes x 1-2 warpgroups (FP8 k-blocks) 12        1-3 ms              2 s   [ 60 s]
-#   moe_ffn        not built (optional kernel skipped in this revision)
 #   torch_bench    SDPA flash/cuDNN fwd+bwd, dropout, decode 13 (3+10) 0.05-25 ms        90 s   [150 s]
 #   sass dump      cuobjdump of each binary                -          -                   5 s   [ 60 s]
 #   total (sum of estimates)                                                           ~200 s; sum of limits 1000 s,

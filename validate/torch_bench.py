@@ -1,4 +1,4 @@
-"""Attention through PyTorch SDPA on the GPU: the library kernels themselves (issue 4).
+"""Attention through PyTorch SDPA on the GPU: the library kernels themselves.
 
 Times `torch.nn.functional.scaled_dot_product_attention` with the flash backend (PyTorch's
 FlashAttention-2) and the cuDNN backend forced through `torch.nn.attention.sdpa_kernel`, forward

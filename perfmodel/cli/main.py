@@ -1,4 +1,4 @@
-"""`perfmodel` command line (SPEC.md "Command line").
+"""`perfmodel` command line (docs/cli.md).
 
 Exit codes: 0 success; 2 bad input (one line per problem on stderr, naming file, key path and
 expectation; never a traceback); 1 internal error.

@@ -17,7 +17,7 @@ def register(sub) -> None:
     o = sub.add_parser("op", help="predict one op: perfmodel op gemm m=8192 n=8192 k=8192 "
                                   "dtype=bf16 --hw h100")
     o.add_argument("name")
-    o.add_argument("params", nargs="*", help="key=value parameters (SPEC.md op vocabulary)")
+    o.add_argument("params", nargs="*", help="key=value parameters (see `perfmodel ops`)")
     o.add_argument("--hw", required=True)
     o.add_argument("--level", choices=LEVELS, default="pipes")
     o.add_argument("--format", choices=("table", "json"), default="table")

@@ -1,4 +1,5 @@
-"""`perfmodel overlap`: one transformer block under the three dropout schedules (SPEC.md)."""
+"""`perfmodel overlap`: one transformer block under the three dropout schedules
+(docs/cli.md "overlap")."""
 from __future__ import annotations
 
 import json

@@ -2,7 +2,7 @@
 
 Each op declares PARAMS (name → Param: type, unit, default, doc). Construction validates every
 parameter and reports all problems at once with their key path, so a graph file gets one line per
-problem (SPEC.md "Exit codes"). Subclasses implement `demand(hw)`; they never compute time.
+problem (docs/cli.md "Exit codes"). Subclasses implement `demand(hw)`; they never compute time.
 """
 from __future__ import annotations
 

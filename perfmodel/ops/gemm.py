@@ -114,7 +114,7 @@ def _candidates(shape_key: tuple, hw: Hardware) -> KernelCandidates:
 
 
 class Gemm(Op):
-    """C = A·B with M the token/row dimension and K the reduction (SPEC.md `gemm`)."""
+    """C = A·B with M the token/row dimension and K the reduction (docs/graph-format.md "gemm")."""
 
     name = "gemm"
     EXAMPLE = dict(m=4096, n=4096, k=4096, dtype="bf16")

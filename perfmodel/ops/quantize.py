@@ -1,6 +1,6 @@
-"""Quantize a BF16/FP32 tensor to FP8, MXFP8, NVFP4 or MXFP4 (first version; NVFP4 issue deepens).
+"""Quantize a BF16/FP32 tensor to FP8, MXFP8, NVFP4 or MXFP4.
 
-Work, per the NVFP4 recipe (research/seed-papers.md §3; Transformer Engine cast kernels):
+Work, per the NVFP4 recipe (docs/studies.md §3; Transformer Engine cast kernels):
   * optional amax pass over the input for the FP32 tensor scale (an extra full read);
   * per element: |x| max into the block amax, multiply by the block's reciprocal scale, convert
     (packed: 2 elements per conversion instruction);

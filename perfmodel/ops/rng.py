@@ -1,7 +1,7 @@
 """Philox4x32 random-number generation (dropout masks, stochastic rounding).
 
 Instruction mix per Philox call, from the algorithm (Salmon et al., SC11 "Parallel random
-numbers: as easy as 1, 2, 3") and its SASS lowering (research/hardware.md §6.2):
+numbers: as easy as 1, 2, 3") and its SASS lowering (docs/hardware-notes.md §6.2):
   * 2 × `mul.wide.u32` per round → IMAD.WIDE.U32 on the FMA-heavy pipe;
   * 2 three-input XORs per round → 1 LOP3 each when folded (FA4 philox.py), 2 LOP3 unfolded;
   * 2 key-bump IADD3 per round after the first, unless round keys are precomputed and shared

@@ -68,8 +68,8 @@ def prediction_table(pred, all_ops: bool = False, max_rows: int = 60) -> str:
         lines.append(f"\ntotals {title} (sum of op times; overlap makes it exceed the makespan)")
         lines.append(format_table([key, "time_us", "share"],
                                   [[k, f"{v * 1e6:.4g}", f"{v / total:.1%}"] for k, v in t.items()]))
-    if pred.meta.get("pipeline_bubble_s"):
-        lines.append(f"\npipeline: {pred.meta['microbatches']} microbatches x "
-                     f"{pred.meta['microbatch_time_s'] * 1e3:.4g} ms, bubble "
-                     f"{pred.meta['pipeline_bubble_s'] * 1e3:.4g} ms")
+    if pred.pipeline_bubble_s:
+        lines.append(f"\npipeline: {pred.pipeline.microbatches} microbatches x "
+                     f"{pred.microbatch_time_s * 1e3:.4g} ms, bubble "
+                     f"{pred.pipeline_bubble_s * 1e3:.4g} ms")
     return "\n".join(lines)

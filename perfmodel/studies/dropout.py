@@ -14,7 +14,8 @@ residual, norm, gated FFN, residual. Three schedules of the same dropout:
 How concurrent kernels share the GPU decides `overlap`. It is evaluated three ways and the
 best feasible one is the schedule's time:
   * streams: two CUDA streams, co-residency limited by registers / shared memory / warps (the
-    contention model of `overlap.contention`). A GEMM that fills every SM leaves no room.
+    contention model of `perfmodel.contention`, stepped by the scheduler). A GEMM that fills
+    every SM leaves no room.
   * partition: SMs split between the GEMMs and the RNG kernel (green contexts or a smaller
     GEMM grid), the best split searched.
   * ideal co-location is also reported, as an upper bound: the two kernels share SMs as if the RNG
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfmodel.contention import load_of, saturated_resource
-from perfmodel.workloads.builder import Workload, _GraphWriter, _LayerBuilder
+from perfmodel.workloads.builder import Workload, layer_nodes
 from perfmodel.engine import estimate, resolve
 from perfmodel.graph import Node, OpGraph
 from perfmodel.hardware import Hardware, hardware
@@ -72,13 +73,8 @@ class ScheduleResult:
 
 def _block_nodes(model: ModelSpec, batch: int, seq: int, tp: int, dtype: str, backward: bool,
                  prefix: str) -> list[Node]:
-    w = Workload("train", batch, seq, None, tp, 1, 1, 1, dtype, None)
-    out = _GraphWriter()
-    lb = _LayerBuilder(model, w, out, tokens=batch * seq, seqs=batch)
-    lb.forward(prefix, 0)
-    if backward:
-        lb.backward(prefix, 0)
-    return out.nodes
+    return layer_nodes(model, Workload("train", batch, seq, tp=tp, dtype=dtype), prefix,
+                       layer=0, backward=backward)
 
 
 def _with_dropout(node: Node, cfg: DropoutConfig, rng_mode: str) -> Node:

@@ -1,5 +1,5 @@
 """Memory-bound MoE decode: EPLB (token-balanced) vs METRO vs optimal routing, per layer and per
-decode step (METRO, arXiv:2512.09277; research/seed-papers.md §2).
+decode step (METRO, arXiv:2512.09277; docs/studies.md §2).
 
 Per layer and policy:
   * max activated expert replicas on any GPU, averaged over seeded routing draws;
@@ -11,7 +11,7 @@ Per layer and policy:
   * the routing algorithm's own time, measured in the paper on 8×A100 (§2.3, §2.7) and used as a
     fixed cost: METRO ≤ 26 µs (one SM), optimal 116–129 µs on the CPU plus 26.5–29.2 µs to move
     the top-k tensors there. EPLB's routing is a lookup and costs nothing here.
-A decode step is the whole model graph (`perfmodel.builder`) under each policy, plus the
+A decode step is the whole model graph (`perfmodel.workloads.builder`) under each policy, plus the
 routing cost per MoE layer.
 """
 from __future__ import annotations
@@ -26,10 +26,15 @@ from perfmodel.engine import estimate
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.workloads.models import ModelSpec, load_model
 from perfmodel.ops import op as make_op
+from perfmodel.ops.moe.routing import POLICIES
 
-POLICIES = ("token_balanced", "metro", "optimal")
 # Routing-algorithm cost per MoE layer, measured by the METRO paper on 8x A100 (Qwen3-30B).
 ROUTING_COST_S = {"token_balanced": 0.0, "metro": 26e-6, "optimal": 116.3e-6 + 26.5e-6}
+# The policies the study compares: the paper's three, whose routing cost it measured. `uniform`
+# (each token to a random replica of its expert) is left out: it is not one of the paper's
+# policies, the paper gives it no routing cost, and it activates about as many replicas as token
+# balancing (benchmarks/moe_routing_speed.py), so it adds no contrast.
+STUDY_POLICIES = tuple(p for p in POLICIES if p in ROUTING_COST_S)
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,7 @@ def layer_study(model: ModelSpec | str, hw: Hardware | str, gpus: int, tokens_pe
     a2a = float(tokens_per_gpu * m.top_k * m.hidden * ACT_BYTES)
     gather = float(tokens * m.hidden * ACT_BYTES)
     out = {}
-    for policy in POLICIES:
+    for policy in STUDY_POLICIES:
         acts, times, bound = [], [], ""
         for seed in seeds:
             o = make_op("moe", tokens=tokens, experts=m.experts, top_k=m.top_k, hidden=m.hidden,

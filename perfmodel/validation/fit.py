@@ -1,29 +1,126 @@
-"""Fit the model's few fitted constants on their designated rows, and only those.
+"""Fit the model's few fitted constants on their designated rows, and only those, and write them
+to perfmodel/fitted.yaml, their one home.
 
-    python -m validate.fit_constants
+    python -m perfmodel.validation.fit            # refit and rewrite perfmodel/fitted.yaml
+    python -m perfmodel.validation.fit --check    # exit 1 (with a diff) if it differs from a refit
 
-Every fitted constant and the rows it was fitted on are listed here and in
-`measurements.FITTED_ROWS`; `perfmodel validate` reports those rows apart as "fitted".
+For each constant the file holds its value, the range its meaning allows (also the fit's bounds),
+what it means, the rows it was fitted on (`fitted_on`, from the selection rules below), the rule
+in words and the fit's rms log error where there is one. perfmodel.fitted reads it; the ops and
+the hwspecs (`fitted:` provenance) take their values from there, and `measurements.FITTED_ROWS`
+(the rows `perfmodel validate` reports apart as "fitted") derives from the `fitted_on` lists.
 
-`clocks.tensor_sustained_fraction`: the tensor pipe's sustained share of its datasheet rate under
-dense MMA load (power/thermal clock limit). Fitted on gemm-mamf-001, Bekman's Maximum Achievable
-Matmul FLOPS for BF16 on H100 SXM: a brute-force search for the best shape, so by construction the
-row that measures the sustained rate with the least shape overhead. Every other GEMM row is judged
-against the value, not fitted. The other GPUs carry it as an assumption until measured.
+The fit starts from a known state: fixed starting points (each range's midpoint) and every
+constant a fit depends on set explicitly (the sustained fraction first, then the attention
+constants, then FA4's overlap with both), so the values in fitted.yaml never change the result.
+
+`tensor_sustained_fraction`: the tensor pipe's sustained share of its datasheet rate under dense
+MMA load (power/thermal clock limit). Fitted on gemm-mamf-001, Bekman's Maximum Achievable Matmul
+FLOPS for BF16 on H100 SXM: a brute-force search for the best shape, so by construction the row
+that measures the sustained rate with the least shape overhead. Every other GEMM row is judged
+against the value, not fitted. The other GPUs carry it over (`fitted:` with `assumed:` in their
+hwspecs) until measured. B300 has its own, `tensor_sustained_fraction.b300`, fitted on the BF16
+rows of Transformer Engine's B300 GEMM profile (perfmodel.validation.te_profile).
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import difflib
 import json
 import math
+import sys
 
 import numpy as np
 from scipy.optimize import least_squares
 
+from perfmodel import fitted, yamlio
 from perfmodel.engine import estimate
+from perfmodel.hardware import Hardware
 from perfmodel.ops.attention import op as attention
 
-from perfmodel.validation.measurements import BLACKWELL_CSV, FITTED_ROWS, PUBLIC_CSV, Case, load_cases
+from perfmodel.validation import te_profile
+from perfmodel.validation.measurements import BLACKWELL_CSV, PUBLIC_CSV, Case, load_cases
+
+MAMF_ROW = "gemm-mamf-001"
+FA4_ROW = "att-fa4-b200-001"
+FAMILIES = ("fa2", "fa3", "cudnn")
+# the attention fit's result names -> fitted.yaml keys
+ATTENTION_KEYS = {
+    **{f"SOFTMAX_OVERLAP[{f}]": f"attention.softmax_overlap.{f}" for f in FAMILIES},
+    "MMA_SYNC_FRACTION": "attention.mma_sync_fraction",
+    "CTA_ROUND_TRIPS": "attention.cta_round_trips",
+    "MMA_SYNC_OPERAND_OVERLAP": "attention.mma_sync_operand_overlap",
+}
+# fitted.yaml key -> (range its meaning allows, also the fit's bounds; decimals kept; meaning).
+# The mma.sync rate's floor of 0.2 keeps FA2 within 5x of the native rate (0 would be no MMAs at
+# all); the sustained fraction keeps the hwspec schema's [0.3, 1.0] and its 2 decimals, the value
+# the hwspecs have carried since it was first fitted.
+SPECS = {
+    "tensor_sustained_fraction": (
+        (0.3, 1.0), 2,
+        "the tensor pipe's sustained share of its datasheet rate under dense MMA load (power/"
+        "thermal clock limit); hwspecs take it with `fitted: tensor_sustained_fraction`"),
+    "tensor_sustained_fraction.b300": (
+        (0.3, 1.0), 3,
+        "B300's own sustained tensor share (Blackwell Ultra is strongly power-limited); its "
+        "hwspec takes it with `fitted: tensor_sustained_fraction.b300`"),
+    "attention.softmax_overlap.fa2": (
+        (0.0, 1.0), 3,
+        "FA2's overlap efficiency of its softmax with its MMAs (demand.Overlap's power mean: "
+        "1 = fully hidden, 0 = serial)"),
+    "attention.softmax_overlap.fa3": (
+        (0.0, 1.0), 3,
+        "FA3's overlap efficiency of its softmax with its MMAs (demand.Overlap's power mean: "
+        "1 = fully hidden, 0 = serial)"),
+    "attention.softmax_overlap.fa4": (
+        (0.0, 1.0), 3,
+        "FA4's overlap efficiency of its softmax with its MMAs: its dedicated MMA warp and two "
+        "ping-ponging softmax warpgroups hide far more than FA3 does"),
+    "attention.softmax_overlap.cudnn": (
+        (0.0, 1.0), 3,
+        "cuDNN's overlap efficiency of its softmax with its MMAs (demand.Overlap's power mean: "
+        "1 = fully hidden, 0 = serial)"),
+    "attention.mma_sync_fraction": (
+        (0.2, 1.0), 3,
+        "the rate of Ampere-style mma.sync (FA2) on Hopper and Blackwell, as a share of the "
+        "wgmma/tcgen05 rate"),
+    "attention.mma_sync_operand_overlap": (
+        (0.0, 1.0), 3,
+        "how well FA2's ldmatrix operand loads overlap its mma.sync MMAs (overlap efficiency)"),
+    "attention.cta_round_trips": (
+        (0.0, 10.0), 3,
+        "a non-persistent CTA's exposed start and drain in DRAM round trips: the first Q/K/V "
+        "tiles, the O tile and LSE written back, the next CTA's launch"),
+}
+ATTENTION_RULE = (
+    "forward, FP16, non-causal rows of public_measurements.csv (attention_fit_rows): head dim 128 "
+    "at sequence length >= 2048 (all families), FA2 head dim 64 >= 2048 (separates its softmax "
+    "and mma.sync constants), FA2 head dim 256 >= 2048 (its 64x64 tiles make operand loads as "
+    "heavy as the MMAs: separates the operand overlap from the mma.sync rate) and FA3 head dim 128 "
+    "below 2048 (the per-CTA cost); one least-squares fit of log(predicted / measured) for all "
+    "six constants. Every other attention row is judged only")
+FA4_RULE = (
+    f"the one published FA4 number, {FA4_ROW} (FA4's B200 forward headline, "
+    "blackwell_attention.csv): bisection for the overlap at which the prediction equals it, with "
+    "the other attention constants at their fitted values")
+SUSTAINED_RULE = (
+    f"the one row {MAMF_ROW}: Bekman's Maximum Achievable Matmul FLOPS, best-shape BF16 cuBLAS on "
+    "H100 SXM (794.5 TFLOPS at 2048x2048x13312, L2 flushed), the row that measures the sustained "
+    "rate with the least shape overhead; bisection for the fraction at which the pipes-level "
+    "prediction equals it ({fit:.4f}), kept to 2 decimals. Every other GEMM row is judged")
+B300_RULE = (
+    "the three BF16 prequantized per-layer rows of Transformer Engine's B300 GEMM profile "
+    "(te_b300_gemm_profile.csv; fprop, dgrad, wgrad): bisection for the fraction at which the "
+    "predicted BF16 kernel-only layer total equals the measured 12.835 ms ({fit:.4f}), kept to "
+    "3 decimals. The FP8-block, MXFP8, NVFP4 and autocast rows are judged only")
+HEADER = """\
+# Fitted constants of the model: written by `python -m perfmodel.validation.fit`, not by hand.
+# Refit and rewrite with that command; `--check` exits 1 if this file differs from a fresh fit.
+# Each entry: value, range (what its meaning allows; the loader rejects a value outside it),
+# meaning, fitted_on (the row ids its rule selects), rule, script, rms_log_error (joint fits).
+# perfmodel.fitted reads it; hwspecs name a key with `fitted:`, ops read values at import.
+"""
 
 # Attention: per family, how much softmax work hides under the MMAs (SOFTMAX_OVERLAP), the rate
 # of Ampere-style mma.sync on Hopper (FA2), how much of FA2's own ldmatrix operand loads hide
@@ -52,26 +149,57 @@ def attention_fit_rows(cases: list[Case]) -> list[Case]:
     return out
 
 
-def fit_attention(cases: list[Case]) -> dict[str, float]:
-    rows = attention_fit_rows(cases)
-    families = ("fa2", "fa3", "cudnn")
+def _with_sustained(hw: Hardware, sustained: float | None) -> Hardware:
+    """hw as it loads when fitted.yaml's tensor_sustained_fraction is `sustained` (the GPUs whose
+    spec takes it with `fitted:`); hw itself when `sustained` is None."""
+    q = hw.quantities.get("clocks.tensor_sustained_fraction")
+    if sustained is None or q is None or q.provenance.get("fitted") != "tensor_sustained_fraction":
+        return hw
+    return dataclasses.replace(hw, tensor_sustained_fraction=sustained)
+
+
+def _set_attention(values: dict[str, float]) -> None:
+    """Set the attention module's fitted constants from fit-result names (ATTENTION_KEYS)."""
+    for f in FAMILIES:
+        attention.SOFTMAX_OVERLAP[f] = values[f"SOFTMAX_OVERLAP[{f}]"]
+    attention.MMA_SYNC_FRACTION = values["MMA_SYNC_FRACTION"]
+    attention.CTA_ROUND_TRIPS = values["CTA_ROUND_TRIPS"]
+    attention.MMA_SYNC_OPERAND_OVERLAP = values["MMA_SYNC_OPERAND_OVERLAP"]
+
+
+def _saved_attention() -> tuple[dict[str, float], dict[str, float]]:
+    return dict(attention.SOFTMAX_OVERLAP), {n: getattr(attention, n) for n in (
+        "MMA_SYNC_FRACTION", "CTA_ROUND_TRIPS", "MMA_SYNC_OPERAND_OVERLAP")}
+
+
+def _restore_attention(saved: tuple[dict[str, float], dict[str, float]]) -> None:
+    attention.SOFTMAX_OVERLAP.update(saved[0])
+    for n, v in saved[1].items():
+        setattr(attention, n, v)
+
+
+def fit_attention(cases: list[Case], sustained: float | None = None) -> dict:
+    """The six attention constants, jointly, on attention_fit_rows(cases), from fixed starting
+    points; `sustained` sets the GPUs' fitted tensor_sustained_fraction (as loaded if None)."""
+    hws = {}
+    rows = [(c, hws.setdefault(id(c.hardware), _with_sustained(c.hardware, sustained)))
+            for c in attention_fit_rows(cases)]
+    names = list(ATTENTION_KEYS)
+    lo, hi = zip(*(SPECS[ATTENTION_KEYS[n]][0] for n in names))
+    start = [(a + b) / 2 for a, b in zip(lo, hi)]
 
     def residuals(x):
-        attention.SOFTMAX_OVERLAP.update(dict(zip(families, x[:3])))
-        attention.MMA_SYNC_FRACTION = x[3]
-        attention.CTA_ROUND_TRIPS = x[4]
-        attention.MMA_SYNC_OPERAND_OVERLAP = x[5]
-        return [math.log(estimate(c.op.demand(c.hardware), c.hardware).time_s
-                         / c.measured_time_s) for c in rows]
+        _set_attention(dict(zip(names, x)))
+        return [math.log(estimate(c.op.demand(hw), hw).time_s / c.measured_time_s)
+                for c, hw in rows]
 
-    start = [attention.SOFTMAX_OVERLAP[f] for f in families] + [
-        attention.MMA_SYNC_FRACTION, attention.CTA_ROUND_TRIPS, attention.MMA_SYNC_OPERAND_OVERLAP]
-    fit = least_squares(residuals, start, bounds=([0, 0, 0, 0.2, 0, 0], [1, 1, 1, 1, 10, 1]))
-    names = [f"SOFTMAX_OVERLAP[{f}]" for f in families] + [
-        "MMA_SYNC_FRACTION", "CTA_ROUND_TRIPS", "MMA_SYNC_OPERAND_OVERLAP"]
+    saved = _saved_attention()
+    try:
+        fit = least_squares(residuals, start, bounds=(lo, hi))
+    finally:
+        _restore_attention(saved)  # leave the module as fitted.yaml has it
     result = dict(zip(names, np.round(fit.x, 3).tolist()))
-    residuals(start)  # leave the module as the source file has it
-    return {**result, "rows": [c.id for c in rows],
+    return {**result, "rows": [c.id for c, _ in rows],
             "rms_log_error": float(np.sqrt(np.mean(np.square(fit.fun))))}
 
 
@@ -84,23 +212,31 @@ def _solve_falling(time_at, measured_s: float, lo: float, hi: float, tol: float)
     return (lo + hi) / 2
 
 
-def fit_fa4_overlap(row_id: str = "att-fa4-b200-001", tol: float = 1e-5) -> float:
-    """FA4's softmax/MMA overlap on its one published B200 number."""
+def fit_fa4_overlap(row_id: str = FA4_ROW, tol: float = 1e-5,
+                    constants: dict[str, float] | None = None,
+                    sustained: float | None = None) -> float:
+    """FA4's softmax/MMA overlap on its one published B200 number, with the other attention
+    constants at `constants` (fit_attention's result names) and the fitted sustained fraction at
+    `sustained` (both as loaded if None)."""
     cases, _ = load_cases(BLACKWELL_CSV)
     case = next(c for c in cases if c.id == row_id)
-    saved = attention.SOFTMAX_OVERLAP["fa4"]
+    hw = _with_sustained(case.hardware, sustained)
+    saved = _saved_attention()
 
     def time_at(efficiency: float) -> float:
         attention.SOFTMAX_OVERLAP["fa4"] = efficiency
-        return estimate(case.op.demand(case.hardware), case.hardware).time_s
+        return estimate(case.op.demand(hw), hw).time_s
 
     try:
-        return _solve_falling(time_at, case.measured_time_s, 0.0, 1.0, tol)
+        if constants is not None:
+            _set_attention(constants)
+        lo, hi = SPECS["attention.softmax_overlap.fa4"][0]
+        return _solve_falling(time_at, case.measured_time_s, lo, hi, tol)
     finally:
-        attention.SOFTMAX_OVERLAP["fa4"] = saved
+        _restore_attention(saved)
 
 
-def fit_sustained_fraction(row_id: str = "gemm-mamf-001", tol: float = 1e-5) -> float:
+def fit_sustained_fraction(row_id: str = MAMF_ROW, tol: float = 1e-5) -> float:
     cases, _ = load_cases(PUBLIC_CSV)
     case = next(c for c in cases if c.id == row_id)
 
@@ -108,24 +244,89 @@ def fit_sustained_fraction(row_id: str = "gemm-mamf-001", tol: float = 1e-5) -> 
         hw = dataclasses.replace(case.hardware, tensor_sustained_fraction=fraction)
         return estimate(case.op.demand(hw), hw, "pipes").time_s
 
-    return _solve_falling(time_at, case.measured_time_s, 0.3, 1.0, tol)
+    lo, hi = SPECS["tensor_sustained_fraction"][0]
+    return _solve_falling(time_at, case.measured_time_s, lo, hi, tol)
 
 
-def main() -> None:
-    f = fit_sustained_fraction()
-    print(f"tensor_sustained_fraction = {f:.4f}  (hwspecs/H100-SXM.yaml clocks; row "
-          f"gemm-mamf-001)")
+def _entry(key: str, value: float, rows: list[str], rule: str,
+           rms: float | None = None) -> dict:
+    rng, digits, meaning = SPECS[key]
+    out = {"value": round(value, digits), "range": [float(rng[0]), float(rng[1])],
+           "meaning": meaning, "fitted_on": list(rows), "rule": rule, "script": fitted.SCRIPT}
+    if rms is not None:
+        out["rms_log_error"] = round(rms, 4)
+    return out
+
+
+def fit_all() -> dict[str, dict]:
+    """Every fitted constant from a fresh fit, as fitted.yaml holds it (key -> entry)."""
+    raw_sustained = fit_sustained_fraction()
+    sustained = round(raw_sustained, SPECS["tensor_sustained_fraction"][1])
     cases, _ = load_cases(PUBLIC_CSV)
-    att = fit_attention(cases)
-    print("attention constants (perfmodel/ops/attention.py):")
-    print(json.dumps({k: v for k, v in att.items() if k != "rows"}, indent=1))
-    print(f"fitted on {len(att['rows'])} rows: {', '.join(att['rows'])}")
-    print(f"SOFTMAX_OVERLAP[fa4] = {fit_fa4_overlap():.3f}  (row att-fa4-b200-001, FA4's B200 "
-          f"headline)")
-    missing = set(att["rows"]) - set(FITTED_ROWS)
-    if missing:
-        print(f"WARNING: FITTED_ROWS lacks {sorted(missing)}")
+    att = fit_attention(cases, sustained)
+    fa4 = fit_fa4_overlap(constants=att, sustained=sustained)
+    raw_b300 = te_profile.fit_b300_sustained_fraction()
+    entries = {"tensor_sustained_fraction": _entry(
+        "tensor_sustained_fraction", sustained, [MAMF_ROW],
+        SUSTAINED_RULE.format(fit=raw_sustained)),
+        "tensor_sustained_fraction.b300": _entry(
+        "tensor_sustained_fraction.b300", raw_b300, list(te_profile.FIT_ROWS),
+        B300_RULE.format(fit=raw_b300))}
+    for name, key in ATTENTION_KEYS.items():
+        entries[key] = _entry(key, att[name], att["rows"], ATTENTION_RULE, att["rms_log_error"])
+    entries["attention.softmax_overlap.fa4"] = _entry(
+        "attention.softmax_overlap.fa4", fa4, [FA4_ROW], FA4_RULE)
+    return {k: entries[k] for k in SPECS}  # in SPECS' order
+
+
+def _scalar(x) -> str:
+    if isinstance(x, float):
+        return repr(x)
+    if isinstance(x, list) and all(isinstance(v, float) for v in x):
+        return f"[{', '.join(map(repr, x))}]"
+    plain = isinstance(x, str) and "#" not in x and ": " not in x and yamlio.loads(x) == x
+    return x if plain else json.dumps(x)  # a JSON string is a double-quoted YAML scalar
+
+
+def render(entries: dict[str, dict]) -> str:
+    """fitted.yaml's text: one block per constant, strings on one line, one row id per line."""
+    lines = [HEADER]
+    for key, entry in entries.items():
+        lines.append(f"\n{key}:\n")
+        for k, v in entry.items():
+            if k == "fitted_on":
+                lines.append(f"  {k}:\n" + "".join(f"    - {_scalar(r)}\n" for r in v))
+            else:
+                lines.append(f"  {k}: {_scalar(v)}\n")
+    return "".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m perfmodel.validation.fit",
+                                 description="Refit the fitted constants and write "
+                                             f"{fitted.PATH.name}.")
+    ap.add_argument("--check", action="store_true",
+                    help="write nothing; exit 1 with a diff if the file differs from a fresh fit")
+    args = ap.parse_args(argv)
+    text = render(fit_all())
+    path = fitted.PATH
+    old = path.read_text() if path.is_file() else ""
+    if args.check:
+        if old == text:
+            print(f"{path}: matches a fresh fit")
+            return 0
+        sys.stdout.writelines(difflib.unified_diff(
+            old.splitlines(keepends=True), text.splitlines(keepends=True),
+            f"{path} (as written)", "fresh fit"))
+        print(f"{path}: differs from a fresh fit; `{fitted.SCRIPT}` rewrites it")
+        return 1
+    path.write_text(text)
+    for key, c in fitted.parse(yamlio.loads(text, str(path)), str(path)).items():
+        rms = f"  rms log error {c.rms_log_error}" if c.rms_log_error is not None else ""
+        print(f"{key} = {c.value:g}  ({len(c.fitted_on)} row{'s' * (len(c.fitted_on) > 1)}){rms}")
+    print(f"wrote {path}{'' if old == text else ' (changed)'}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

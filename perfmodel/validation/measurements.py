@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfmodel import ops
+from perfmodel import fitted, ops
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
 
@@ -29,19 +29,14 @@ def _shipped(name: str) -> Path:
 
 DATA_DIR = _shipped("data")
 PUBLIC_CSV = DATA_DIR / "public_measurements.csv"
-BLACKWELL_CSV = DATA_DIR / "blackwell_attention.csv"  # B200 FA4/cuDNN numbers (SOURCES.md, end)
+BLACKWELL_CSV = DATA_DIR / "blackwell_attention.csv"  # B200 FA4/cuDNN (validate/data/SOURCES.md)
 RESULTS_DIR = _shipped("results")
 
-# Rows that informed a constant: judged separately, never counted as validation.
-FITTED_ROWS = {
-    "gemm-mamf-001": "clocks.tensor_sustained_fraction (validate/fit_constants.py)",
-    **{f"att-fa3p-fwd16-{i:03d}": "attention SOFTMAX_OVERLAP / MMA_SYNC_FRACTION / "
-                                  "MMA_SYNC_OPERAND_OVERLAP / CTA_ROUND_TRIPS "
-                                  "(validate/fit_constants.py)"
-       for i in (3, 4, 5, 6, 38, 39, 40, 41, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53,
-                 74, 75, 76, 77)},
-    "att-fa4-b200-001": "attention SOFTMAX_OVERLAP[fa4] (validate/fit_constants.py)",
-}
+# Rows that informed a constant: judged separately, never counted as validation. Derived from
+# perfmodel/fitted.yaml's `fitted_on` lists (written by `python -m perfmodel.validation.fit`):
+# row id -> the constants fitted on it.
+FITTED_ROWS = {row: "perfmodel/fitted.yaml: " + ", ".join(keys)
+               for row, keys in fitted.fitted_rows().items()}
 
 KERNEL_OF_LIBRARY = {"flashattention-2": "fa2", "flashattention-3": "fa3", "cudnn": "cudnn",
                      "flashattention-4": "fa4"}
@@ -75,18 +70,18 @@ def _dtype(text: str) -> str:
 
 
 def _attention_flop(s: dict) -> float:
-    """FlashAttention convention (SOURCES.md): 4·B·H·Sq·Skv·D fwd, ×0.5 causal, bwd 2.5×."""
+    """FlashAttention convention (validate/data/SOURCES.md): 4·B·H·Sq·Skv·D fwd, ×0.5 causal, bwd 2.5×."""
     d = s.get("headdim", s.get("headdim_qk"))
     f = 4.0 * s["batch"] * s["nheads"] * s["seqlen_q"] * s["seqlen_k"] * d
     f *= 0.5 if s.get("causal") else 1.0
     return f * {"fwd": 1.0, "bwd": 2.5, "fwd+bwd": 3.5}[s["pass"]]
 
 
-# Op kinds our own GPU runs emit (validate/run_gpu.sh) whose comparison belongs to a later issue.
+# Op kinds our own GPU runs emit (validate/run_gpu.sh) that are not compared with predictions yet.
 _LATER = {
     "pipe_throughput": "per-SM pipe rates feed hwspecs/, not a per-op time comparison",
     "rng_gemm_concurrent": "two-stream overlap is not an op of the model yet",
-    "moe_expert_ffn": "grouped expert FFN timing is compared in a later issue",
+    "moe_expert_ffn": "grouped expert FFN timing is not compared with the model yet",
     "wgmma_kblock": "tensor-pipe drain per k-block: evidence for the block-scaled GEMM model, "
                     "not a per-op time",
 }

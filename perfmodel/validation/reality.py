@@ -1,6 +1,6 @@
 """Whole-workload reality check: predicted training throughput against published runs.
 
-    python -m validate.reality
+    python -m perfmodel.validation.reality
 
 Rows: validate/data/training_reality.csv — Llama 3 405B pretraining (Llama 3 paper, Table 4:
 model TFLOPS per GPU, 6·N + 12·L·h·s FLOP per token) and DeepSeek-V3 pretraining (its technical

@@ -1,6 +1,6 @@
-"""Transformer Engine's B300 GEMM profiling (research/seed-papers.md §3.6) against the recipe model.
+"""Transformer Engine's B300 GEMM profiling (docs/studies.md §3.6) against the recipe model.
 
-    python -m validate.te_profile
+    python -m perfmodel.validation.te_profile
 
 The TE run: hidden 4096, intermediate 16384 (ungated MLP), 15,872 tokens; per linear layer the
 Fprop/Dgrad/Wgrad GEMMs in BF16, FP8 block, MXFP8 and NVFP4, with on-the-fly quantization

@@ -12,8 +12,13 @@ experts on `ep` GPUs with all-to-all dispatch and combine; pipeline parallelism 
 layers/pp layers and splits the batch into microbatches (1F1B: the step takes
 microbatches + (pp − 1)/virtual_stages microbatch times, the interleaved schedule's bubble); data parallelism reduce-scatters gradients and
 all-gathers parameters (distributed optimizer) over `dp` GPUs.
-Dtype policy: GEMMs in bf16, fp8, mxfp8 or nvfp4; attention, norms and activations in bf16. In
-training, low-precision policies add the quantization kernels of the Transformer Engine recipe.
+Dtype policy (`units.GEMM_DTYPES`): GEMMs in bf16, fp16, fp8 (per-tensor scaled), mxfp8 or
+nvfp4; attention, norms and activations in bf16. In training, low-precision policies add the
+quantization kernels of the Transformer Engine recipe of that name (`units.LINEAR_RECIPES`,
+`workloads.recipes`).
+
+`build_graph` gives the whole step; `layer_nodes` gives one layer's ops, for studies that
+rearrange a block (`studies.dropout`).
 """
 from __future__ import annotations
 
@@ -23,14 +28,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from perfmodel.errors import InputError
-from perfmodel.graph import DEFAULT_STREAM, Node, OpGraph
+from perfmodel.graph import DEFAULT_STREAM, Node, OpGraph, Pipeline
 from perfmodel.workloads.models import ModelSpec
 from perfmodel.ops import Op, op as make_op
 from perfmodel.workloads.recipes import quantize_op
-from perfmodel.units import bytes_per_element
+from perfmodel.units import GEMM_DTYPES, LINEAR_RECIPES, bytes_per_element
 
 PHASES = ("prefill", "decode", "train")
-GEMM_DTYPES = ("bf16", "fp16", "fp8", "mxfp8", "nvfp4")
 ACT = "bf16"          # activations, attention, norms
 ACT_BYTES = 2.0
 ADAM_FLOP_PER_PARAM = 12  # two moment updates, bias correction, update (fp32)
@@ -135,7 +139,7 @@ class _GraphWriter:
 
     def add_op(self, name: str, o: Op, after: list[str] | None = None,
                stream: str = DEFAULT_STREAM) -> str:
-        """Append an op object already built (e.g. by `perfmodel.recipes`)."""
+        """Append an op object already built (e.g. by `perfmodel.workloads.recipes`)."""
         o = self._ops.setdefault(("op", o), o)  # one object per distinct op
         if after is None:
             after = [self.nodes[-1].name] if self.nodes else []
@@ -156,8 +160,8 @@ class _LayerBuilder:
     # -- helpers ------------------------------------------------------------------------------
     def gemm(self, name: str, n: int, k: int, dtype: str | None = None, batch: int = 1):
         d = dtype or self.w.dtype
-        if self.w.phase == "train" and d not in ("bf16", "fp16"):
-            # TE recipe (perfmodel.recipes): the activation (rowwise + columnwise for Wgrad) and
+        if self.w.phase == "train" and LINEAR_RECIPES[d].quantized:
+            # TE recipe (workloads.recipes): the activation (rowwise + columnwise for Wgrad) and
             # the weight are quantized on the fly in every forward
             self.g.add_op(f"{name}.quant_x", quantize_op(d, self.t * batch, k, "activation"))
             self.g.add_op(f"{name}.quant_w", quantize_op(d, k, n * batch, "weight"))
@@ -291,7 +295,7 @@ class _LayerBuilder:
     def _gemm_bwd(self, gemms, p: str):
         for fwd_name, n, k, d, batch in gemms:
             name = p + fwd_name.split(".", 1)[1]  # this layer's prefix, the forward op's role
-            if d not in ("bf16", "fp16"):
+            if LINEAR_RECIPES[d].quantized:
                 self.g.add_op(f"{name}.quant_dy", quantize_op(d, self.t * batch, n, "gradient"))
             self.g.add(f"{name}.dgrad", "gemm", m=self.t, n=k, k=n, dtype=d, batch=batch)
             self.g.add(f"{name}.wgrad", "gemm", m=k, n=n, k=self.t, dtype=d, batch=batch,
@@ -359,15 +363,31 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
                     gpus=dp)
     meta = {"model": model.name, **{k: v for k, v in asdict(w).items() if v is not None},
             "tokens_per_microbatch": tokens, "microbatches": mb}
-    if pp > 1:
-        meta["pipeline"] = {"stages": pp, "microbatches": mb, "virtual_stages": virtual_stages,
-                            "per_microbatch_ops": per_microbatch}
+    pipeline = Pipeline(per_microbatch, pp, mb, virtual_stages) if pp > 1 else None
     name = f"{model.name}-{phase}-b{batch}" + (f"-s{seq}" if phase != "decode" else
                                                 f"-ctx{context or seq}")
     if tp * ep * pp * dp > 1:
         name += f"-tp{tp}" + (f"-ep{ep}" if ep > 1 else "") + (f"-pp{pp}" if pp > 1 else "") \
             + (f"-dp{dp}" if dp > 1 else "")
-    return OpGraph(name, out.nodes, hardware, meta)
+    return OpGraph(name, out.nodes, hardware, meta, pipeline)
+
+
+def layer_nodes(model: ModelSpec, workload: Workload, prefix: str = "", layer: int = 0,
+                backward: bool = False) -> list[Node]:
+    """The ops of layer `layer` of `model` on one GPU, as `build_graph` writes them for
+    `workload` (its phase, GEMM dtype policy and parallelism; one microbatch of
+    batch / microbatches sequences): the forward, then the backward if `backward`. Nodes are
+    named `prefix` + role (`b0.` → `b0.qkv`, `b0.attn`, ...), each after the previous one, on
+    the default stream; the first depends on nothing."""
+    workload.check(model)
+    seqs = workload.batch // workload.n_microbatches
+    tokens = seqs * (1 if workload.phase == "decode" else workload.seq)
+    out = _GraphWriter()
+    lb = _LayerBuilder(model, workload, out, tokens, seqs)
+    lb.forward(prefix, layer)
+    if backward:
+        lb.backward(prefix, layer)
+    return out.nodes
 
 
 def _high_precision_layers(model: ModelSpec, w: Workload) -> set[int]:

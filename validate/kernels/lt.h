@@ -1,4 +1,4 @@
-// cuBLASLt helper shared by gemm_cublaslt.cu, rng_gemm.cu and moe_ffn.cu: Y[M,N] = X[M,K] W[N,K]^T
+// cuBLASLt helper shared by gemm_cublaslt.cu and rng_gemm.cu: Y[M,N] = X[M,K] W[N,K]^T
 // (nn.Linear) in the layout cuBLASLt wants for FP8 ("TN"): column-major C^T[N,M] = W^T(op T) X.
 // bf16 or fp8 e4m3 inputs (with device scale pointers), bf16 output, fp32 accumulation.
 // Algorithm: the heuristic's top candidates are each timed briefly and the fastest is kept.

@@ -1,4 +1,4 @@
-// Philox4x32-7 and -10 dropout-mask generation (research/hardware.md §6, §9 (d)): time per mask,
+// Philox4x32-7 and -10 dropout-mask generation (docs/hardware-notes.md §6, §9 (d)): time per mask,
 // random 32-bit words per second, for byte masks (16 elements per call) and packed bit masks,
 // with the 3-input XORs as explicit LOP3 or left to the compiler. Output bytes are the only HBM
 // traffic. Checks: the keep fraction over all elements against (256 - threshold)/256 (catches

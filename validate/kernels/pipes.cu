@@ -1,5 +1,5 @@
 // Per-SM-per-clock throughput of single SASS instructions, alone and interleaved in pairs, to
-// settle research/hardware.md §9 (a)-(c): is IMAD.WIDE.U32 full or half rate, do IMAD and FFMA
+// settle docs/hardware-notes.md §9 (a)-(c): is IMAD.WIDE.U32 full or half rate, do IMAD and FFMA
 // share the FMA-heavy pipe, do LOP3/IADD3 (ALU) overlap with IMAD (FMA-heavy), do MUFU.EX2 and
 // I2F share the XU pipe, and which pipe packs FP32 into FP8 (E4M3) and FP16 pairs: attention's
 // P -> FP8/FP16 conversion, modeled as XU work beside the exponentials (perfmodel/ops/attention.py

@@ -1,4 +1,4 @@
-// Philox dropout-mask generation overlapped with a GEMM (research/hardware.md §6.4): a cuBLASLt
+// Philox dropout-mask generation overlapped with a GEMM (docs/hardware-notes.md §6.4): a cuBLASLt
 // bf16 GEMM on one stream and the Philox4x32-7 byte-mask kernel on a second stream, versus the two
 // back to back on one stream. The RNG grid is limited to 8, 16, 32 or 66 CTAs (as a side stream
 // given few SMs would be) or a full wave. Rows: mode "sequential" (GEMM then RNG, events around

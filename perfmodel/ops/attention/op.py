@@ -28,13 +28,14 @@ Shah et al. FlashAttention-3, arXiv:2407.08608 §3; FlashAttention-4, arXiv:2603
   * causal and sliding-window masks skip tiles; diagonal tiles compute fully but are partly
     wasted; decode (few query rows) splits the KV sequence across CTAs (flash-decoding).
 Dropout adds Philox work per score (fused) or a mask read from HBM (precomputed).
-Tile sizes, masks and the grid live in attention_tiles.py; this module turns them into work.
+Tile sizes, masks and the grid live in tiles.py; this module turns them into work.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 
+from perfmodel import fitted
 from perfmodel.demand import Demand, LaunchShape, Overlap, add_work
 from perfmodel.errors import InputError
 from perfmodel.units import bytes_per_element, tensor_dtype
@@ -54,7 +55,7 @@ KERNEL_MMA = {"fa2": ("mma_sync", "wgmma", "tcgen05"), "fa3": ("wgmma",),
 SOFTMAX_FMA_PER_SCORE = {"fwd": 4.0, "bwd": 6.0}
 SOFTMAX_ALU_PER_SCORE = 1.0
 # P → FP8 for the PV MMA: cvt.rn.satfinite.e4m3x2.f32 converts two scores per instruction; the
-# CUDA throughput table puts such conversions at 16/clk/SM, the XU (hardware.md §4.1), so they
+# CUDA throughput table puts such conversions at 16/clk/SM, the XU (docs/hardware-notes.md §4.1), so they
 # share the MUFU's slots. FP16/BF16 packs take the ALU's fast path and sit in the ALU count.
 FP8_PACK_XU_PER_SCORE = 0.5
 # Backward pre/postprocess kernels: FMA-pipe ops per element (dO·O product-accumulate; scale and
@@ -65,7 +66,7 @@ BWD_POSTPROCESS_FMA_PER_ELEMENT = 1.0
 # roofline at M = N = D = 128)
 SMEM_TILE_READS_BWD = 13.0
 # FA4's backward runs its MMAs in 2-CTA mode (tcgen05 cta_group::2): per tile SMEM falls from 3328
-# to 2688 cycles and the dQ atomic adds halve (FA4 paper, via hardware.md §7 / seed-papers §5.3)
+# to 2688 cycles and the dQ atomic adds halve (FA4 paper; docs/hardware-notes.md §7, docs/studies.md §5.3)
 FA4_BWD_2CTA_SMEM_FRACTION = 2688 / 3328
 FA4_BWD_2CTA_DQ_FRACTION = 0.5
 # FA4's forward computes some exps as a degree-3 polynomial on the FMA pipe (flash_attn/cute/
@@ -81,17 +82,19 @@ FA4_E2E_FREQ = 16
 FA4_E2E_FREQ_PACKED_GQA = 10
 FA4_EMULATED_EXP_FMA = 6.0
 FA4_EMULATED_EXP_ALU = 3.0
-# Fitted (validate/fit_constants.py, rows named there): each family's overlap efficiency of its
-# softmax with its MMAs (demand.Overlap's power mean: 1 = fully hidden, 0 = serial; FA3's 0.218
-# is exponent p = 1.28), Hopper's mma.sync rate (FA2), and how well FA2's ldmatrix operand loads
-# overlap its MMAs. FA4's is fitted on its one published B200 number (att-fa4-b200-001): its
-# dedicated MMA warp and two ping-ponging softmax warpgroups hide far more than FA3 does.
-SOFTMAX_OVERLAP = {"fa2": 0.118, "fa3": 0.218, "fa4": 0.533, "cudnn": 0.123}
-MMA_SYNC_FRACTION = 0.562
-MMA_SYNC_OPERAND_OVERLAP = 0.619
+# Fitted: values, meanings and the rows they were fitted on live in perfmodel/fitted.yaml
+# (written by `python -m perfmodel.validation.fit`). Each family's overlap efficiency of its
+# softmax with its MMAs (demand.Overlap's power mean: 1 = fully hidden, 0 = serial), Hopper's
+# mma.sync rate (FA2), and how well FA2's ldmatrix operand loads overlap its MMAs. FA4's is fitted
+# on its one published B200 number: its dedicated MMA warp and two ping-ponging softmax
+# warpgroups hide far more than FA3 does.
+SOFTMAX_OVERLAP = {f: fitted.value(f"attention.softmax_overlap.{f}")
+                   for f in ("fa2", "fa3", "fa4", "cudnn")}
+MMA_SYNC_FRACTION = fitted.value("attention.mma_sync_fraction")
+MMA_SYNC_OPERAND_OVERLAP = fitted.value("attention.mma_sync_operand_overlap")
 # A non-persistent CTA's exposed start and drain, in DRAM round trips: the first Q/K/V tiles, the
 # O tile and LSE written back, the next CTA's launch (fitted; one CTA per SM hides none).
-CTA_ROUND_TRIPS = 3.615
+CTA_ROUND_TRIPS = fitted.value("attention.cta_round_trips")
 # Applying a precomputed mask: byte mask → compare-free select per score; bit mask → extract the
 # bit (shift/and) then select.
 MASK_APPLY_ALU_PER_SCORE = {"bytes": 1.0, "bits": 2.0}

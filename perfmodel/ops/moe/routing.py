@@ -1,6 +1,6 @@
 """Expert placement and replica routing for expert-parallel MoE decode.
 
-Follows METRO (Yu et al., arXiv 2512.09277; notes in shared/research/seed-papers.md §2). In decode a
+Follows METRO (Yu et al., arXiv 2512.09277; notes in docs/studies.md §2). In decode a
 GPU's MoE time is set by its *activated replicas* (replicas that get ≥ 1 token: each one costs a
 full read of the expert's weights), not by its tokens (§2.1). Given a placement (which GPUs hold a
 replica of which expert) and the tokens each expert got from the gate's top-k, a routing policy
@@ -15,7 +15,9 @@ decides how many of each expert's tokens go to each of its replicas:
 Units: tokens are token-expert assignments (a token routed to k experts counts k times); GPU ids
 are 0..G−1; expert ids 0..E−1. A replica is identified by (expert, GPU): no GPU holds two replicas
 of one expert, so `Placement.replicas[e]` is kept sorted by GPU id and flat replica arrays list
-replicas expert-major in that order.
+replicas expert-major in that order. A policy's `load` is one step's routed tokens: a
+(tokens × top_k) trace of expert ids, or the tokens of each expert (E,) (`expert_counts` turns
+either into the latter); `place_eplb`'s `load` is the same per-expert quantity from earlier steps.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-POLICIES = ("token_balanced", "metro", "optimal", "uniform")
+POLICIES = ("token_balanced", "metro", "optimal", "uniform")  # the routing policies (one list)
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,17 +114,17 @@ class Routing:
         return rows
 
 
-def expert_counts(demand, experts: int) -> np.ndarray:
+def expert_counts(load, experts: int) -> np.ndarray:
     """Tokens per expert (E,) int64 from a trace (tokens × top_k ids) or from counts (E,)."""
-    d = np.asarray(demand)
-    if d.ndim == 2:
-        if d.size and (d.min() < 0 or d.max() >= experts):
+    routed = np.asarray(load)
+    if routed.ndim == 2:
+        if routed.size and (routed.min() < 0 or routed.max() >= experts):
             raise ValueError(f"trace has expert ids outside 0..{experts - 1}")
-        return np.bincount(d.ravel().astype(np.int64), minlength=experts)
-    if d.ndim != 1 or d.size != experts or (d.size and d.min() < 0):
+        return np.bincount(routed.ravel().astype(np.int64), minlength=experts)
+    if routed.ndim != 1 or routed.size != experts or (routed.size and routed.min() < 0):
         raise ValueError(f"expected a (tokens × top_k) trace or {experts} non-negative "
-                         f"per-expert token counts, got shape {d.shape}")
-    return d.astype(np.int64)
+                         f"per-expert token counts, got shape {routed.shape}")
+    return routed.astype(np.int64)
 
 
 # ------------------------------------------------------------------------------- placement ----
@@ -205,49 +207,29 @@ def _whole(placement: Placement, counts: np.ndarray, chosen: np.ndarray, policy:
     return Routing.from_replica_tokens(placement, policy, x)
 
 
-def route_token_balanced(demand, placement: Placement) -> Routing:
+def route_token_balanced(load, placement: Placement) -> Routing:
     """EPLB routing (§2.1): expert e's T_e tokens split evenly over its r_e replicas, the first
     T_e mod r_e replicas (by GPU id) taking one extra. Every replica gets a token once T_e ≥ r_e,
     which is why token balancing inflates activated replicas in decode."""
     p = placement
-    t = expert_counts(demand, p.experts)[p.replica_expert]
+    t = expert_counts(load, p.experts)[p.replica_expert]
     r = p.counts[p.replica_expert]
     rank = np.arange(p.replica_expert.size) - p.offsets[p.replica_expert]
     return Routing.from_replica_tokens(p, "token_balanced", t // r + (rank < t % r))
 
 
-def route_uniform(demand, placement: Placement, seed: int = 0) -> Routing:
+def route_uniform(load, placement: Placement, seed: int = 0) -> Routing:
     """Each token-expert assignment goes to a uniformly random replica of its expert (seeded
     numpy Generator; per-expert counts are expanded to one entry per token first)."""
     p = placement
-    d = np.asarray(demand)
-    counts = expert_counts(d, p.experts)  # also validates the ids
-    ids = d.ravel().astype(np.int64) if d.ndim == 2 else np.repeat(np.arange(p.experts), counts)
-    rank = (np.random.default_rng(seed).random(ids.size) * p.counts[ids]).astype(np.int64)
-    x = np.bincount(p.offsets[ids] + rank, minlength=p.replica_gpu.size)
+    routed = np.asarray(load)
+    counts = expert_counts(routed, p.experts)  # also validates the ids
+    expert_ids = (routed.ravel().astype(np.int64) if routed.ndim == 2  # one per assignment
+                  else np.repeat(np.arange(p.experts), counts))
+    rank = (np.random.default_rng(seed).random(expert_ids.size) * p.counts[expert_ids]
+            ).astype(np.int64)
+    x = np.bincount(p.offsets[expert_ids] + rank, minlength=p.replica_gpu.size)
     return Routing.from_replica_tokens(p, "uniform", x)
-
-
-def route_metro_sequential(demand, placement: Placement) -> Routing:
-    """METRO Algorithm 1 (§2.4), transcribed sequentially. For each expert with T[i] > 0, in
-    expert id order (the paper runs one thread per expert; this is the serial schedule of those
-    threads in id order): visit its candidate GPUs in GPU id order (the paper's lock order),
-    take the one with the smallest activated count L[g] (first in id order on ties: a later
-    candidate must be strictly smaller to win), set y_{i,g} = 1, L[g] += 1. x_{i,g} = T[i]."""
-    p = placement
-    counts = expert_counts(demand, p.experts)
-    activated = [0] * p.gpus
-    chosen = []
-    for i in range(p.experts):
-        if counts[i] == 0:
-            continue
-        best = -1
-        for j in range(p.offsets[i], p.offsets[i + 1]):  # replicas sorted by GPU id
-            if best < 0 or activated[p.replica_gpu[j]] < activated[p.replica_gpu[best]]:
-                best = j
-        activated[p.replica_gpu[best]] += 1
-        chosen.append(best)
-    return _whole(p, counts, np.array(chosen, np.int64), "metro")
 
 
 def _candidates(p: Placement, experts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -273,16 +255,19 @@ def _metro_forced(p: Placement, counts: np.ndarray):
     return chosen_single, multi, np.cumsum(forced, axis=0)[multi]
 
 
-def route_metro(demand, placement: Placement) -> Routing:
-    """METRO Algorithm 1, fast; identical result to `route_metro_sequential` (tested).
+def route_metro(load, placement: Placement) -> Routing:
+    """METRO Algorithm 1 (§2.4): in expert id order, each active expert goes whole to the replica
+    whose GPU has the fewest activated replicas so far (first in GPU id order on ties). Tested
+    identical to a line-by-line transcription (`tests/oracles.py: route_metro_sequential`).
 
     Experts with one replica (most of them at EPLB replication ≤ 1.5) have no choice, so their
     share of the counts L[g] is a numpy prefix sum (`_metro_forced`); only the replicated active
     experts run the greedy, as a scalar loop over Python lists. The greedy is inherently
-    sequential: a fully array-based form (`route_metro_fixpoint`) needs 3–45 numpy passes at
-    E = 256 and is slower than this loop at these sizes (benchmarks/moe_routing_speed.py)."""
+    sequential: a fully array-based form (`tests/oracles.py: route_metro_fixpoint`) needs 3–45
+    numpy passes at E = 256 and is slower than this loop at these sizes
+    (benchmarks/moe_routing_speed.py)."""
     p = placement
-    counts = expert_counts(demand, p.experts)
+    counts = expert_counts(load, p.experts)
     chosen_single, multi, forced = _metro_forced(p, counts)
     offsets, replica_gpu = p.offsets.tolist(), p.replica_gpu.tolist()
     flexible = [0] * p.gpus            # activated counts from replicated experts so far
@@ -299,48 +284,17 @@ def route_metro(demand, placement: Placement) -> Routing:
                   "metro")
 
 
-def route_metro_fixpoint(demand, placement: Placement) -> Routing:
-    """METRO Algorithm 1 with array passes only; identical to `route_metro_sequential` (tested).
-
-    The replicated active experts' choices are the fixed point of "each expert takes the argmin
-    of the counts left by the experts before it". From a guess (lowest GPU id), recompute every
-    choice at once (cumulative sum over a one-hot matrix) and keep the rows up to and including
-    the first change, which are then exact (induction: rows before it were exact and unchanged).
-    Each pass fixes ≥ 1 row, so it ends; the pass count is the number of greedy corrections."""
-    p = placement
-    counts = expert_counts(demand, p.experts)
-    chosen_single, multi, forced = _metro_forced(p, counts)
-    flat, gpu = _candidates(p, multi)
-    forced = np.concatenate([forced, np.full((multi.size, 1), np.iinfo(np.int64).max // 2)], 1)
-    rows, m = np.arange(multi.size), multi.size
-    pick = np.zeros(m, np.int64)           # column of the chosen candidate
-    start = 0                              # rows < start are final
-    done = np.zeros(p.gpus + 1, np.int64)  # activated counts from the final rows
-    while start < m:
-        r, g = rows[: m - start], gpu[start:]
-        onehot = np.zeros((m - start, p.gpus + 1), np.int64)
-        onehot[r, g[r, pick[start:]]] = 1
-        before = np.cumsum(onehot, axis=0)
-        before += forced[start:] + done - onehot
-        new = before[r[:, None], g].argmin(axis=1)   # first minimum = lowest GPU id on ties
-        diff = np.flatnonzero(new != pick[start:])
-        pick[start:] = new
-        stop = m if diff.size == 0 else start + diff[0] + 1
-        done += np.bincount(gpu[rows[start:stop], pick[start:stop]], minlength=p.gpus + 1)
-        start = stop
-    return _whole(p, counts, np.concatenate([chosen_single, flat[rows, pick]]), "metro")
-
-
-def route_optimal(demand, placement: Placement, flow_func=None) -> Routing:
+def route_optimal(load, placement: Placement, flow_func=None) -> Routing:
     """Minimum max activated replicas per GPU (MIN-EXP-ROUTING, §2.2–2.3). By Lemma 1 an optimum
     sends each active expert whole to one replica, so this is makespan scheduling of unit jobs on
     restricted machines: binary search on λ, each λ tested by max-flow (networkx) on
     source →(1) active expert →(1) its replica GPUs → GPU →(λ − fixed_g) sink; feasible iff the
     flow saturates every expert. Experts with a single replica are fixed beforehand (fixed_g of
     them on GPU g), which keeps the graph small. Search range: λ ≥ max(⌈active/G⌉, max fixed_g);
-    METRO's λ is feasible, so it is the upper end (and its routing is returned if optimal)."""
+    METRO's λ is feasible, so it is the upper end (and its routing is returned if optimal).
+    Tested against the paper's integer program (`tests/oracles.py: route_optimal_milp`)."""
     p = placement
-    counts = expert_counts(demand, p.experts)
+    counts = expert_counts(load, p.experts)
     metro = route_metro(counts, p)
     chosen_single, multi, _ = _metro_forced(p, counts)
     fixed = np.bincount(p.replica_gpu[chosen_single], minlength=p.gpus)
@@ -378,48 +332,12 @@ def route_optimal(demand, placement: Placement, flow_func=None) -> Routing:
                   "optimal")
 
 
-def route_optimal_milp(demand, placement: Placement) -> Routing:
-    """MIN-EXP-ROUTING as the paper's integer program (§2.2), solved by scipy.optimize.milp; a
-    cross-check for small cases (it does not assume Lemma 1: tokens may split). Variables per
-    (active expert i, GPU g holding it): x ∈ {0..T_i} tokens, y ∈ {0,1} activated; plus λ.
-    min λ s.t. Σ_i y_ig ≤ λ, Σ_g x_ig = T_i, x_ig ≤ T_i·y_ig."""
-    from scipy.optimize import Bounds, LinearConstraint, milp
-
-    p = placement
-    counts = expert_counts(demand, p.experts)
-    reps = np.flatnonzero(counts[p.replica_expert] > 0)  # replicas of active experts
-    n = reps.size
-    if n == 0:
-        return Routing.from_replica_tokens(p, "optimal", np.zeros(p.replica_gpu.size))
-    t = counts[p.replica_expert[reps]].astype(float)
-    nvar = 2 * n + 1                                       # x (n), y (n), λ
-    per_gpu = np.zeros((p.gpus, nvar))
-    per_gpu[p.replica_gpu[reps], n + np.arange(n)] = 1.0
-    per_gpu[:, -1] = -1.0
-    active = np.unique(p.replica_expert[reps])
-    per_expert = np.zeros((active.size, nvar))
-    per_expert[np.searchsorted(active, p.replica_expert[reps]), np.arange(n)] = 1.0
-    link = np.zeros((n, nvar))
-    link[np.arange(n), np.arange(n)] = 1.0
-    link[np.arange(n), n + np.arange(n)] = -t
-    res = milp(c=np.r_[np.zeros(2 * n), 1.0], integrality=np.r_[np.ones(2 * n), 0.0],
-               bounds=Bounds(np.zeros(nvar), np.r_[t, np.ones(n), np.inf]),
-               constraints=[LinearConstraint(per_gpu, -np.inf, 0.0),
-                            LinearConstraint(per_expert, counts[active], counts[active]),
-                            LinearConstraint(link, -np.inf, 0.0)])
-    if not res.success:
-        raise RuntimeError(f"MILP routing failed: {res.message}")
-    x = np.zeros(p.replica_gpu.size, np.int64)
-    x[reps] = np.round(res.x[:n]).astype(np.int64)
-    return Routing.from_replica_tokens(p, "optimal", x)
-
-
-def route(policy: str, demand, placement: Placement, seed: int = 0) -> Routing:
+def route(policy: str, load, placement: Placement, seed: int = 0) -> Routing:
     """Dispatch by policy name (POLICIES); `seed` is used by 'uniform' only."""
     if policy == "uniform":
-        return route_uniform(demand, placement, seed)
+        return route_uniform(load, placement, seed)
     table = {"token_balanced": route_token_balanced, "metro": route_metro,
              "optimal": route_optimal}
     if policy not in table:
         raise ValueError(f"routing policy must be one of {POLICIES}, got {policy!r}")
-    return table[policy](demand, placement)
+    return table[policy](load, placement)

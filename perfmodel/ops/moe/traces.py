@@ -3,8 +3,8 @@
 A trace is an int array of shape (tokens, top_k): row t holds the expert ids token t is routed to by
 the gate's top-k, with no expert repeated within a row. Generators here are seeded and vectorized
 (Gumbel-top-k, i.e. sampling without replacement from a popularity); `load_trace` reads recorded
-traces. The closed form for activated experts follows the MoE issue (item 3); METRO (arXiv
-2512.09277, seed-papers.md §2.1) explains why this count, not tokens, sets decode MoE time.
+traces. A closed form gives the expected activated experts under uniform routing; METRO (arXiv
+2512.09277, docs/studies.md §2.1) explains why this count, not tokens, sets decode MoE time.
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ the block or tensor; all scale arithmetic in FP32):
 
   nvfp4      E2M1 elements, one E4M3 scale per 1×16 block along the last axis (or per 16×16 tile
              with scaling="2d"), plus an FP32 per-tensor scale. NVFP4 paper (arXiv:2509.25149)
-             Appendix B (notes: shared/research/seed-papers.md §3.1), Transformer Engine (TE)
+             Appendix B (notes: docs/studies.md §3.1), Transformer Engine (TE)
              nvfp4.rst (notes §3.5):
                s_enc   = 448·6 / amax_tensor        (FP32; 1 if amax is 0, capped at FLT_MAX)
                s_dec   = 1 / s_enc                  (the stored FP32 per-tensor scale)

@@ -5,6 +5,7 @@ import pytest
 
 import perfmodel as pm
 
+
 FWD = dict(batch=4, heads=32, seq_q=8192, head_dim=128, dtype="bf16")
 
 
@@ -160,36 +161,6 @@ def test_backward_at_head_dim_64_is_slower_per_flop_than_at_128():
     assert t(64) > 1.05 * t(128)  # measured 1.18; the model without the third stage gave 1.00
 
 
-@pytest.mark.parametrize("hw_name", ["H100-SXM", "B200"])
-@pytest.mark.parametrize("head_dim", [64, 96, 128, 192, 256])
-@pytest.mark.parametrize("dtype, v_transposed", [("bf16", False), ("fp8", True)])
-def test_key_tile_and_q_tile_fit_in_shared_memory(hw_name, head_dim, dtype, v_transposed):
-    """The key tile is as wide as the family's default allows while Q and KV_STAGES K/V buffers
-    (plus FP8's transposed V on Hopper) fit in a CTA's shared memory, in whole MMA K steps."""
-    from perfmodel.ops.attention import tiles
-    hw = pm.hardware(hw_name)
-    b = 1 if dtype == "fp8" else 2
-    bn = tiles.kv_tile_width(hw, 128, 128, head_dim, head_dim, b, v_transposed)
-    used = 128 * head_dim * b + tiles.KV_STAGES * bn * head_dim * (3 if v_transposed else 2) * b
-    assert used <= hw.smem_per_cta_bytes
-    assert bn % (32 // b) == 0
-    wider = used + tiles.KV_STAGES * (32 // b) * head_dim * (3 if v_transposed else 2) * b
-    assert bn == 128 or wider > hw.smem_per_cta_bytes  # one K step more would not fit
-
-
-def test_head_dim_256_in_16_bit_narrows_the_key_tile_to_80():
-    """128 x 128 at hd256 bf16 would need 64 KB (Q) + 2 x 128 KB (K, V) > 227 KB."""
-    from perfmodel.ops.attention import tiles
-    hw = pm.hardware("H100-SXM")
-    assert tiles.kv_tile_width(hw, 128, 128, 256, 256, 2, False) == 80
-    assert tiles.kv_tile_width(hw, 128, 128, 256, 256, 1, True) == 128  # FP8 fits 128
-    assert tiles.kv_tile_width(hw, 128, 128, 128, 128, 2, False) == 128
-    # MLA decode (latent K of 576 dims whose first 512 are V, 64-row query tiles): 64-key blocks
-    # as FlashMLA's; counting V as a buffer of its own would have given 32
-    assert tiles.kv_tile_width(hw, 64, 128, 576, 512, 2, False, shared_kv=True) == 64
-    assert tiles.kv_tile_width(hw, 64, 128, 576, 512, 2, False) == 32
-
-
 @pytest.mark.parametrize("head_dim", [64, 128, 256])
 def test_forward_rescales_the_output_once_per_key_tile(head_dim):
     """Online softmax multiplies the bm x dv accumulator at every key tile: dv / bn FP32 ops per
@@ -237,27 +208,6 @@ def test_fa4_emulates_the_exps_its_source_says(head_dim, kv_heads, causal, share
     assert masked > 0 or not causal
 
 
-def test_fa2_splits_the_kv_cache_by_its_own_heuristic():
-    """FA2's split-KV decode (flash_api.cpp num_splits_heuristic): the fewest splits within 85 %
-    of the best wave efficiency over 2 CTA slots per SM, none once the grid fills 80 % of them;
-    key tiles of 256/128/64 by head dim."""
-    from perfmodel.ops.attention import tiles
-    assert tiles.fa2_num_splits(8, 264, 64) == 32      # 8 x 32 = 256 CTAs: 0.97 of a wave
-    assert tiles.fa2_num_splits(256, 264, 64) == 1     # already 97 % of the slots
-    assert tiles.fa2_num_splits(64, 264, 32) == 4      # 256 CTAs; 5 splits would waste a wave
-    assert [tiles.fa2_splitkv_block_n(d) for d in (64, 128, 256)] == [256, 128, 64]
-    hw = pm.hardware("H100-SXM")
-
-    def decode(batch):
-        return pm.ops.Attention(batch=batch, heads=32, kv_heads=8, seq_q=1, seq_kv=8192,
-                                head_dim=128, dtype="bf16", kernel="fa2").demand(hw)
-    few, many = decode(2), decode(64)
-    slots = 2 * hw.sm_count
-    assert few.details["kv_splits"] == tiles.fa2_num_splits(2 * 8, slots, 8192 // 128) > 1
-    assert few.kernels == 2 and few.launch.threads_per_cta == 128  # + the combine kernel
-    assert many.details["kv_splits"] == 1 and many.kernels == 1    # 512 CTAs fill the GPU
-
-
 @pytest.mark.parametrize("hw", ["H100-SXM", "B200"])
 def test_masked_tiles_never_exceed_the_tiles_computed(hw):
     """Causal with 1 key and 2048 queries (bottom-right aligned): only the last query row sees a
@@ -268,3 +218,17 @@ def test_masked_tiles_never_exceed_the_tiles_computed(hw):
     work = op.demand(pm.hardware(hw)).work
     assert all(w >= 0 for w in work.values())
     assert pm.predict_op(op, hw).time_s > 0
+
+
+def test_attention_decode_is_hbm_bound(any_hw):
+    est = pm.predict_op(pm.ops.Attention(batch=64, heads=32, kv_heads=8, seq_q=1, seq_kv=8192,
+                                         head_dim=128, dtype="bf16"), any_hw)
+    assert est.bound == "hbm"
+
+
+def test_causal_costs_about_half_at_long_sequences(h100):
+    def t(causal, s):
+        return pm.predict_op(pm.ops.Attention(batch=1, heads=32, seq_q=s, head_dim=128,
+                                              dtype="bf16", causal=causal), h100).time_s
+    assert t(True, 16384) / t(False, 16384) == pytest.approx(0.5, abs=0.05)
+    assert t(True, 512) / t(False, 512) > 0.55  # diagonal tiles dominate at short sequences

@@ -1,12 +1,9 @@
-"""Dropout RNG schedules (overlap/dropout.py) and the `perfmodel overlap` command."""
+"""Dropout RNG schedules (studies/dropout.py): sequential, fused, overlap."""
 from __future__ import annotations
-
-import json
 
 import pytest
 
 from perfmodel.studies.dropout import DropoutConfig, block_graph, evaluate, speedups
-from perfmodel.cli.main import main
 from perfmodel.workloads.models import load_model
 
 
@@ -57,17 +54,3 @@ def test_ideal_colocation_hides_per_element_rng_under_fp8_gemms():
                  cfg=DropoutConfig(bits_per_element=128, generator="philox4x32-10"))
     ideal = r["overlap"].variants["ideal_colocated_s"]
     assert r["sequential"].time_s / ideal > 1.2
-
-
-def test_cli_json_matches_spec(capsys):
-    assert main(["overlap", "--model", "llama3-8b", "--hw", "B200", "--dtype", "fp8",
-                 "--seq", "2048", "--format", "json"]) == 0
-    d = json.loads(capsys.readouterr().out)
-    for s in ("sequential", "fused", "overlap"):
-        assert d["schedules"][s]["time_s"] > 0
-    assert set(d["speedup"]) == {"overlap_vs_sequential", "overlap_vs_fused"}
-
-
-def test_cli_rejects_bad_dropout(capsys):
-    assert main(["overlap", "--model", "llama3-8b", "--hw", "h100", "--dropout", "1.5"]) == 2
-    assert "--dropout" in capsys.readouterr().err

@@ -1,0 +1,58 @@
+"""Attention tiles and grid (ops/attention/tiles.py): key-tile widths that fit shared memory, FA2's
+split-KV heuristic."""
+from __future__ import annotations
+
+import pytest
+
+import perfmodel as pm
+
+
+@pytest.mark.parametrize("hw_name", ["H100-SXM", "B200"])
+@pytest.mark.parametrize("head_dim", [64, 96, 128, 192, 256])
+@pytest.mark.parametrize("dtype, v_transposed", [("bf16", False), ("fp8", True)])
+def test_key_tile_and_q_tile_fit_in_shared_memory(hw_name, head_dim, dtype, v_transposed):
+    """The key tile is as wide as the family's default allows while Q and KV_STAGES K/V buffers
+    (plus FP8's transposed V on Hopper) fit in a CTA's shared memory, in whole MMA K steps."""
+    from perfmodel.ops.attention import tiles
+    hw = pm.hardware(hw_name)
+    b = 1 if dtype == "fp8" else 2
+    bn = tiles.kv_tile_width(hw, 128, 128, head_dim, head_dim, b, v_transposed)
+    used = 128 * head_dim * b + tiles.KV_STAGES * bn * head_dim * (3 if v_transposed else 2) * b
+    assert used <= hw.smem_per_cta_bytes
+    assert bn % (32 // b) == 0
+    wider = used + tiles.KV_STAGES * (32 // b) * head_dim * (3 if v_transposed else 2) * b
+    assert bn == 128 or wider > hw.smem_per_cta_bytes  # one K step more would not fit
+
+
+def test_head_dim_256_in_16_bit_narrows_the_key_tile_to_80():
+    """128 x 128 at hd256 bf16 would need 64 KB (Q) + 2 x 128 KB (K, V) > 227 KB."""
+    from perfmodel.ops.attention import tiles
+    hw = pm.hardware("H100-SXM")
+    assert tiles.kv_tile_width(hw, 128, 128, 256, 256, 2, False) == 80
+    assert tiles.kv_tile_width(hw, 128, 128, 256, 256, 1, True) == 128  # FP8 fits 128
+    assert tiles.kv_tile_width(hw, 128, 128, 128, 128, 2, False) == 128
+    # MLA decode (latent K of 576 dims whose first 512 are V, 64-row query tiles): 64-key blocks
+    # as FlashMLA's; counting V as a buffer of its own would have given 32
+    assert tiles.kv_tile_width(hw, 64, 128, 576, 512, 2, False, shared_kv=True) == 64
+    assert tiles.kv_tile_width(hw, 64, 128, 576, 512, 2, False) == 32
+
+
+def test_fa2_splits_the_kv_cache_by_its_own_heuristic():
+    """FA2's split-KV decode (flash_api.cpp num_splits_heuristic): the fewest splits within 85 %
+    of the best wave efficiency over 2 CTA slots per SM, none once the grid fills 80 % of them;
+    key tiles of 256/128/64 by head dim."""
+    from perfmodel.ops.attention import tiles
+    assert tiles.fa2_num_splits(8, 264, 64) == 32      # 8 x 32 = 256 CTAs: 0.97 of a wave
+    assert tiles.fa2_num_splits(256, 264, 64) == 1     # already 97 % of the slots
+    assert tiles.fa2_num_splits(64, 264, 32) == 4      # 256 CTAs; 5 splits would waste a wave
+    assert [tiles.fa2_splitkv_block_n(d) for d in (64, 128, 256)] == [256, 128, 64]
+    hw = pm.hardware("H100-SXM")
+
+    def decode(batch):
+        return pm.ops.Attention(batch=batch, heads=32, kv_heads=8, seq_q=1, seq_kv=8192,
+                                head_dim=128, dtype="bf16", kernel="fa2").demand(hw)
+    few, many = decode(2), decode(64)
+    slots = 2 * hw.sm_count
+    assert few.details["kv_splits"] == tiles.fa2_num_splits(2 * 8, slots, 8192 // 128) > 1
+    assert few.kernels == 2 and few.launch.threads_per_cta == 128  # + the combine kernel
+    assert many.details["kv_splits"] == 1 and many.kernels == 1    # 512 CTAs fill the GPU

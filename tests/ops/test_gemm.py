@@ -1,0 +1,93 @@
+"""The GEMM model: cuBLAS-class tiles, GEMV at HBM speed, split-K, weight-only quantization, and
+block-scaled GEMM cost (NVFP4 issue, cost side)."""
+from __future__ import annotations
+
+import pytest
+
+import perfmodel as pm
+
+
+def test_gemm_8192_bf16_h100_matches_cublas(h100):
+    est = pm.predict_op(pm.ops.Gemm(m=8192, n=8192, k=8192, dtype="bf16"), h100)
+    assert est.bound == "tensor:bf16"
+    assert est.time_s == pytest.approx(1.378e-3, rel=0.10)  # gemm-h100-001, cuBLAS
+
+
+def test_gemv_is_hbm_bound_within_25_percent(h100):
+    g = pm.ops.Gemm(m=1, n=36864, k=7168, dtype="bf16")
+    est = pm.predict_op(g, h100)
+    measured = g.flop / 2.915775e12  # gemm-h100-006
+    assert est.bound == "hbm"
+    assert est.time_s == pytest.approx(measured, rel=0.25)
+
+
+def test_fp4_gemm_on_hopper_is_an_input_error(h100):
+    with pytest.raises(pm.InputError, match="not supported by H100-SXM"):
+        pm.predict_op(pm.ops.Gemm(m=1024, n=1024, k=1024, dtype="nvfp4"), h100)
+
+
+def test_nvfp4_is_faster_than_fp8_on_b200_for_large_gemms():
+    b200 = pm.hardware("B200")
+    fp8 = pm.predict_op(pm.ops.Gemm(m=8192, n=8192, k=8192, dtype="fp8"), b200)
+    fp4 = pm.predict_op(pm.ops.Gemm(m=8192, n=8192, k=8192, dtype="nvfp4"), b200)
+    assert 1.5 < fp8.time_s / fp4.time_s <= 2.0
+    assert fp4.hbm_bytes > 3 * 8192 * 8192 * 0.5 * (1 + 1 / 32)  # scale bytes counted
+
+
+def test_skinny_deep_gemm_uses_split_k(h100):
+    est = pm.predict_op(pm.ops.Gemm(m=64, n=1024, k=65536, dtype="bf16"), h100)
+    assert est.details["split_k"] > 1
+    assert est.details["busiest_sm_ctas"] == 1
+
+
+def test_count_repeats_time_exactly(h100):
+    one = pm.predict_op(pm.ops.Gemm(m=512, n=4096, k=4096, dtype="bf16"), h100)
+    three = pm.predict_op(pm.ops.Gemm(m=512, n=4096, k=4096, dtype="bf16", count=3), h100)
+    assert three.time_s == pytest.approx(3 * one.time_s)
+    assert three.flop == pytest.approx(3 * one.flop)
+
+
+def test_w4a16_reads_fewer_weight_bytes_but_pays_dequant(h100):
+    bf16 = pm.predict_op(pm.ops.Gemm(m=16, n=8192, k=8192, dtype="bf16"), h100)
+    w4 = pm.predict_op(pm.ops.Gemm(m=16, n=8192, k=8192, dtype="bf16", b_dtype="int4"), h100)
+    assert w4.hbm_bytes < 0.3 * bf16.hbm_bytes
+    assert w4.time_s < bf16.time_s
+    assert w4.resource_time_s["fma"] > bf16.resource_time_s["fma"]
+
+
+# ------------------------------------------------------------------ block-scaled formats --
+
+
+BIG = dict(m=8192, n=8192, k=8192)
+
+
+def t(dtype, hw, **kw):
+    return pm.predict_op(pm.ops.Gemm(**{**BIG, **kw}, dtype=dtype), hw).time_s
+
+
+def test_b200_nvfp4_speedup_over_bf16_is_between_2_5_and_4():
+    assert 2.5 <= t("bf16", "B200") / t("nvfp4", "B200") <= 4.0
+
+
+@pytest.mark.parametrize("fmt", ["nvfp4", "mxfp4", "mxfp8"])
+def test_block_scaled_formats_are_refused_on_hopper(fmt):
+    with pytest.raises(pm.InputError, match="not supported by H100-SXM"):
+        t(fmt, "H100-SXM")
+
+
+def test_scale_bytes_are_counted():
+    nv = pm.predict_op(pm.ops.Gemm(**BIG, dtype="nvfp4"), "B200").hbm_bytes
+    mx = pm.predict_op(pm.ops.Gemm(**BIG, dtype="mxfp4"), "B200").hbm_bytes
+    payload = 2 * 8192 * 8192 * 0.5 + 8192 * 8192 * 2
+    assert nv == pytest.approx(payload + 2 * 8192 * 8192 / 16, rel=1e-6)  # E4M3 per 16
+    assert mx == pytest.approx(payload + 2 * 8192 * 8192 / 32, rel=1e-6)  # UE8M0 per 32
+
+
+def test_fp8_block_scaling_costs_promotion_on_hopper_only():
+    h = pm.hardware("H100-SXM")
+    tensor = t("fp8", h)
+    block = pm.predict_op(pm.ops.Gemm(**BIG, dtype="fp8", fp8_scaling="block"), h)
+    assert block.time_s > 1.15 * tensor and block.resource_time_s["fma"] > 0
+    b = pm.hardware("B200")
+    assert pm.predict_op(pm.ops.Gemm(**BIG, dtype="fp8", fp8_scaling="block"),
+                         b).time_s < 1.1 * t("fp8", b)
