@@ -25,7 +25,7 @@ import numpy as np
 from perfmodel.demand import Demand, KernelCandidates, LaunchShape, Overlap
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware
-from perfmodel.units import DTYPE_BYTES, bytes_per_element, tensor_dtype
+from perfmodel.units import DTYPE_BYTES, TENSOR_DTYPES, bytes_per_element, tensor_dtype
 from perfmodel.ops.base import Op, Param, positive
 
 # Bytes of K per row in one k-block: the 128-byte TMA swizzle span (CUTLASS sm90/sm100
@@ -40,8 +40,8 @@ MAX_STAGES = 8
 EPILOGUE_SMEM_BYTES = 32 * 1024
 MAX_SPLIT_K = 16
 FP8_BLOCK = 128  # DeepSeek-V3 fine-grained FP8 scaling block along K (arXiv:2412.19437 §3.3.2)
-MMA_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2", "int8", "mxfp8",
-              "nvfp4", "mxfp4")
+# GEMM input types: every tensor-core rate class, FP8 by its two encodings too, and FP32 (SIMT)
+MMA_DTYPES = ("fp32", *TENSOR_DTYPES, "fp8_e4m3", "fp8_e5m2")
 
 
 @dataclass(frozen=True)

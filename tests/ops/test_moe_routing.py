@@ -14,7 +14,9 @@ from perfmodel.ops.moe.routing import (POLICIES, Placement, _make_room, expert_c
                                        place_contiguous, place_eplb, replica_counts, route,
                                        route_metro, route_optimal, route_token_balanced,
                                        route_uniform)
+from perfmodel.ops.moe import routing
 from perfmodel.ops.moe.traces import synthetic_trace
+from perfmodel.studies import moe_decode
 from tests.oracles import route_metro_fixpoint, route_metro_sequential, route_optimal_milp
 
 
@@ -237,3 +239,21 @@ def test_routing_input_errors():
         route("greedy", np.array([1, 2, 3, 4]), p)
     empty = route_optimal(np.zeros(4, int), p)
     assert empty.max_activated == 0 and route_optimal_milp(np.zeros(4, int), p).max_activated == 0
+
+
+def test_routing_policies_are_named_once():
+    assert routing.POLICIES == ("token_balanced", "metro", "optimal", "uniform")
+    assert moe_decode.STUDY_POLICIES == ("token_balanced", "metro", "optimal")
+    assert set(moe_decode.STUDY_POLICIES) == set(moe_decode.ROUTING_COST_S)
+
+
+def test_routing_takes_load_and_the_oracles_live_in_tests():
+    p = routing.place_contiguous(8, 4)
+    counts = [3, 0, 1, 5, 0, 0, 2, 1]
+    assert routing.route_metro(load=counts, placement=p).max_activated == 2
+    assert routing.expert_counts(load=[[0, 1], [1, 7]], experts=8).tolist() == \
+        [1, 2, 0, 0, 0, 0, 0, 1]
+    for name in ("route_metro_sequential", "route_metro_fixpoint", "route_optimal_milp"):
+        assert not hasattr(routing, name)
+    from tests.oracles import route_metro_sequential
+    assert route_metro_sequential(counts, p).max_activated == 2

@@ -6,6 +6,8 @@ from collections import Counter
 import pytest
 
 import perfmodel as pm
+from perfmodel.errors import InputError
+from perfmodel.workloads.builder import Workload, build_graph, layer_nodes
 
 
 def _gemm_flop(graph) -> float:
@@ -95,3 +97,16 @@ def test_fp8_policy_speeds_up_prefill_on_h100():
     fp8 = pm.predict(pm.build_graph(m, "prefill", batch=4, seq=4096, tp=8, dtype="fp8"),
                      "H100-SXM")
     assert 1.2 < bf16.total_time_s / fp8.total_time_s < 2.0
+
+
+def test_layer_nodes_are_the_builders_layer():
+    m = pm.load_model("llama3-8b")
+    w = Workload("train", 2, 1024, tp=2, dtype="fp8")
+    nodes = layer_nodes(m, w, "l31.", layer=31, backward=True)
+    full = build_graph(m, "train", batch=2, seq=1024, tp=2, dtype="fp8")
+    want = [n for n in full.nodes if n.name.startswith("l31.")]
+    assert [n.name for n in nodes] == [n.name for n in want]
+    assert [n.op.to_dict() for n in nodes] == [n.op.to_dict() for n in want]
+    assert nodes[0].after == () and all(n.after == (p.name,) for p, n in zip(nodes, nodes[1:]))
+    with pytest.raises(InputError, match="tp: 3"):
+        layer_nodes(m, Workload("train", 2, 1024, tp=3))

@@ -24,7 +24,7 @@ import numpy as np
 from perfmodel.demand import Choice, Demand, LaunchShape
 from perfmodel.errors import InputError
 from perfmodel.units import bytes_per_element, tensor_dtype
-from perfmodel.ops.moe.routing import Routing, place_contiguous, place_eplb
+from perfmodel.ops.moe.routing import POLICIES, Routing, place_contiguous, place_eplb
 from perfmodel.ops.moe.routing import route as route_tokens
 from perfmodel.ops.moe.traces import load_trace, popularity, synthetic_trace
 from perfmodel.ops.base import Op, Param, positive
@@ -59,8 +59,7 @@ class Moe(Op):
         "gpus": positive("GPUs", "expert-parallel GPUs"),
         "replication": Param("float", default=1.0, lo=1.0, hi=8.0,
                              doc="expert replicas / experts"),
-        "routing": Param("choice", default="token_balanced",
-                         choices=("token_balanced", "metro", "optimal", "uniform")),
+        "routing": Param("choice", default="token_balanced", choices=POLICIES),
         "shared_experts": Param("int", default=0, lo=0),
         "skew": Param("float", default=0.0, lo=0.0, hi=8.0,
                       doc="Zipf exponent of expert popularity (0: uniform)"),
