@@ -1,4 +1,5 @@
-"""Every registered op through the same invariants on every GPU (docs/design.md "Conventions", item 5):
+"""Every registered op through the same invariants on every GPU (docs/design.md "Conventions",
+item 5):
 time > 0; pipes time >= roofline time; bound named from the vocabulary; utilization <= 1;
 time monotone (non-decreasing) in each size parameter."""
 from __future__ import annotations

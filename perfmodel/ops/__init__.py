@@ -1,4 +1,5 @@
-"""The op vocabulary (docs/graph-format.md "Op vocabulary"): one class per op, CamelCase of the YAML name.
+"""The op vocabulary (docs/graph-format.md "Op vocabulary"): one class per op, CamelCase of the
+YAML name.
 
 `pm.ops.op(name, **params)` builds any op from its YAML name; `REGISTRY` maps names to classes.
 """

@@ -63,7 +63,8 @@ def summarize(comparisons: list[Comparison], group_by=None) -> list[dict]:
     for key, cs in sorted(groups.items()):
         errs = [abs(c.error) for c in cs]
         rows.append({"op_class": key[0], "hardware": key[1], "rows": key[2],
-                     **({"group": key[3:]} if group_by is not None else {}), "n": len(cs), "mape": sum(errs) / len(errs), "median_ape": median(errs),
+                     **({"group": key[3:]} if group_by is not None else {}), "n": len(cs),
+                     "mape": sum(errs) / len(errs), "median_ape": median(errs),
                      "max_ape": max(errs), "bias": sum(c.error for c in cs) / len(cs),
                      "roofline_mape": sum(abs(c.roofline_error) for c in cs) / len(cs)})
     return rows

@@ -70,7 +70,8 @@ def _dtype(text: str) -> str:
 
 
 def _attention_flop(s: dict) -> float:
-    """FlashAttention convention (validate/data/SOURCES.md): 4·B·H·Sq·Skv·D fwd, ×0.5 causal, bwd 2.5×."""
+    """FlashAttention convention (validate/data/SOURCES.md): 4·B·H·Sq·Skv·D forward, ×0.5
+    causal, backward 2.5×."""
     d = s.get("headdim", s.get("headdim_qk"))
     f = 4.0 * s["batch"] * s["nheads"] * s["seqlen_q"] * s["seqlen_k"] * d
     f *= 0.5 if s.get("causal") else 1.0

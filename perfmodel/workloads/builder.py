@@ -10,8 +10,9 @@ arXiv:2104.04473): tensor parallelism splits heads and FFN columns over `tp` GPU
 all-reduce after attention and after the FFN (forward and backward); expert parallelism places
 experts on `ep` GPUs with all-to-all dispatch and combine; pipeline parallelism gives each GPU
 layers/pp layers and splits the batch into microbatches (1F1B: the step takes
-microbatches + (pp − 1)/virtual_stages microbatch times, the interleaved schedule's bubble); data parallelism reduce-scatters gradients and
-all-gathers parameters (distributed optimizer) over `dp` GPUs.
+microbatches + (pp − 1)/virtual_stages microbatch times, the interleaved schedule's bubble); data
+parallelism reduce-scatters gradients and all-gathers parameters (distributed optimizer) over
+`dp` GPUs.
 Dtype policy (`units.GEMM_DTYPES`): GEMMs in bf16, fp16, fp8 (per-tensor scaled), mxfp8 or
 nvfp4; attention, norms and activations in bf16. In training, low-precision policies add the
 quantization kernels of the Transformer Engine recipe of that name (`units.LINEAR_RECIPES`,
@@ -252,8 +253,8 @@ class _LayerBuilder:
         eh = m.expert_hidden if w.ep > 1 else m.expert_hidden // self.tp
         # expert parallelism with data-parallel attention: the ep/tp attention replicas each
         # route their own tokens to the shared pool of experts
-        moe = dict(tokens=self.t * max(1, w.ep // self.tp), experts=m.experts, top_k=m.top_k, hidden=h,
-                   expert_hidden=eh, dtype=w.dtype, gpus=w.ep, shared_experts=m.shared_experts,
+        moe = dict(tokens=self.t * max(1, w.ep // self.tp), experts=m.experts, top_k=m.top_k,
+                   hidden=h, expert_hidden=eh, dtype=w.dtype, gpus=w.ep, shared_experts=m.shared_experts,
                    routing=w.moe_routing, replication=w.moe_replication, skew=w.moe_skew)
         self.moe_params = moe
         self.g.add(f"{p}experts", "moe", **moe)

@@ -1,7 +1,7 @@
 """Model files (models/*.yaml, docs/model-format.md): strict loading and parameter counts.
 
-A ModelSpec is the architecture only. `perfmodel.workloads.builder` turns it into an op graph for a phase,
-batch, lengths, dtype policy and parallelism.
+A ModelSpec is the architecture only. `perfmodel.workloads.builder` turns it into an op graph for
+a phase, batch, lengths, dtype policy and parallelism.
 """
 from __future__ import annotations
 

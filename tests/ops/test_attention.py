@@ -1,4 +1,4 @@
-"""Attention behaviour the hardware has (issue: attention kernel families)."""
+"""Attention behaviour the hardware has (FlashAttention-2/3/4 and cuDNN kernel families)."""
 from __future__ import annotations
 
 import pytest
@@ -37,7 +37,8 @@ def test_b300_double_mufu_makes_it_faster_than_b200():
 
 
 def test_b300_is_faster_than_b200_on_hd128_at_the_same_sustained_tensor_clock():
-    """The issue's shape (bf16 hd128): B300's doubled MUFU takes the exps off the critical path.
+    """The B300-vs-B200 headline shape (bf16 hd128): B300's doubled MUFU takes the exps off the
+    critical path.
     With the hwspecs as they are it is not faster there, because B300's sustained tensor fraction
     (0.672, measured through TE's B300 GEMM profile) is below B200's (0.85, assumed from H100):
     the comparison is made at B200's fraction, so it isolates the MUFU difference."""

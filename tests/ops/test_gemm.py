@@ -1,5 +1,5 @@
 """The GEMM model: cuBLAS-class tiles, GEMV at HBM speed, split-K, weight-only quantization, and
-block-scaled GEMM cost (NVFP4 issue, cost side)."""
+block-scaled GEMM cost (the NVFP4 study's cost side)."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""The MoE op in the memory-bound decode regime (METRO issue): routing policies, bounds, the
+"""The MoE op in the memory-bound decode regime (the METRO study): routing policies, bounds, the
 closed form of activated experts."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def qwen_moe(tokens, routing, replication=1.5, skew=1.0, seed=0):
 
 
 def test_qwen3_30b_decode_on_8_b200_metro_beats_eplb_near_optimal_hbm_bound():
-    """The issue's acceptance case: 1.5x replication, skewed routing, 32 tokens per GPU."""
+    """The METRO study's headline case: 1.5x replication, skewed routing, 32 tokens per GPU."""
     b200 = pm.hardware("B200")
     t = {r: pm.predict_op(qwen_moe(256, r), b200) for r in ("token_balanced", "metro", "optimal")}
     assert t["metro"].time_s < t["token_balanced"].time_s

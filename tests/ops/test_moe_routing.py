@@ -41,7 +41,8 @@ def random_case(rng, max_experts=40, max_gpus=9):
 
 
 def decode_step(experts=256, gpus=16, replication=1.5, tokens=1024, top_k=8, seed=0, skew=1.0):
-    """A decode step like the issue's benchmark: EPLB placement from an earlier step's load."""
+    """A decode step like the METRO paper's benchmark: EPLB placement from an earlier step's
+    load."""
     load = np.bincount(synthetic_trace(4 * tokens, experts, top_k, "zipf", skew, seed).ravel(),
                        minlength=experts)
     trace = synthetic_trace(tokens, experts, top_k, "correlated", skew, seed + 1,

@@ -1,4 +1,4 @@
-"""The MoE decode study (METRO issue): per-layer policies, a decode step, the TP/EP sweep."""
+"""The MoE decode study (METRO vs EPLB): per-layer policies, a decode step, the TP/EP sweep."""
 from __future__ import annotations
 
 from perfmodel.studies.moe_decode import decode_step, layer_study

@@ -1,4 +1,5 @@
-"""Low-precision training recipes per linear layer (NVFP4 issue): passes, quantization features."""
+"""Low-precision training recipes per linear layer (the NVFP4 study): passes, quantization
+features."""
 from __future__ import annotations
 
 import pytest

@@ -39,8 +39,8 @@ from perfmodel import fitted
 from perfmodel.demand import Demand, LaunchShape, Overlap, add_work
 from perfmodel.errors import InputError
 from perfmodel.units import bytes_per_element, tensor_dtype
-from perfmodel.ops.attention.tiles import (FA4_FWD_Q_STAGES, KV_STAGES, Tiling, fa2_bwd_smem_elements,
-                              tile_smem_bytes, tiling)
+from perfmodel.ops.attention.tiles import (FA4_FWD_Q_STAGES, KV_STAGES, Tiling,
+                                           fa2_bwd_smem_elements, tile_smem_bytes, tiling)
 from perfmodel.ops.base import Op, Param, positive
 from perfmodel.ops.rng import GENERATOR_ROUNDS, rng_instruction_work
 from perfmodel.ops.streaming import stream_demand
@@ -55,8 +55,9 @@ KERNEL_MMA = {"fa2": ("mma_sync", "wgmma", "tcgen05"), "fa3": ("wgmma",),
 SOFTMAX_FMA_PER_SCORE = {"fwd": 4.0, "bwd": 6.0}
 SOFTMAX_ALU_PER_SCORE = 1.0
 # P → FP8 for the PV MMA: cvt.rn.satfinite.e4m3x2.f32 converts two scores per instruction; the
-# CUDA throughput table puts such conversions at 16/clk/SM, the XU (docs/hardware-notes.md §4.1), so they
-# share the MUFU's slots. FP16/BF16 packs take the ALU's fast path and sit in the ALU count.
+# CUDA throughput table puts such conversions at 16/clk/SM, the XU (docs/hardware-notes.md §4.1),
+# so they share the MUFU's slots (the spec's isa.fp8_convert_pipe names the pipe). FP16/BF16 packs
+# take the ALU's fast path and sit in the ALU count.
 FP8_PACK_XU_PER_SCORE = 0.5
 # Backward pre/postprocess kernels: FMA-pipe ops per element (dO·O product-accumulate; scale and
 # convert of the FP32 dQ accumulator).
@@ -66,7 +67,8 @@ BWD_POSTPROCESS_FMA_PER_ELEMENT = 1.0
 # roofline at M = N = D = 128)
 SMEM_TILE_READS_BWD = 13.0
 # FA4's backward runs its MMAs in 2-CTA mode (tcgen05 cta_group::2): per tile SMEM falls from 3328
-# to 2688 cycles and the dQ atomic adds halve (FA4 paper; docs/hardware-notes.md §7, docs/studies.md §5.3)
+# to 2688 cycles and the dQ atomic adds halve (FA4 paper; docs/hardware-notes.md §7,
+# docs/studies.md §5.3)
 FA4_BWD_2CTA_SMEM_FRACTION = 2688 / 3328
 FA4_BWD_2CTA_DQ_FRACTION = 0.5
 # FA4's forward computes some exps as a degree-3 polynomial on the FMA pipe (flash_attn/cute/

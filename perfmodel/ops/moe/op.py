@@ -1,8 +1,8 @@
 """Mixture-of-experts FFN layer under expert parallelism (METRO, arXiv:2512.09277).
 
 Tokens pick `top_k` of `experts` (seeded synthetic routing: uniform, or Zipf-skewed popularity;
-or a trace file; `perfmodel.ops.moe.traces`). Experts, and with replication > 1 extra replicas of the
-most loaded ones (EPLB placement), sit on `gpus`; a routing policy (`perfmodel.ops.moe.routing`)
+or a trace file; `perfmodel.ops.moe.traces`). Experts, and with replication > 1 extra replicas of
+the most loaded ones (EPLB placement), sit on `gpus`; a routing policy (`perfmodel.ops.moe.routing`)
 sends each expert's tokens to replicas:
   token_balanced  split every expert's tokens evenly over its replicas (EPLB);
   metro           each active expert goes whole to the replica whose GPU has the fewest activated

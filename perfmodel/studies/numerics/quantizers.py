@@ -70,9 +70,9 @@ from typing import Callable
 
 import numpy as np
 
-from perfmodel.studies.numerics.formats import (E2M1, E4M3, E5M2, F32, FLT_MAX, FloatFormat, get_format,
-                               round_magnitudes, round_to_bf16, to_ue8m0, ue8m0_exponent,
-                               ue8m0_value)
+from perfmodel.studies.numerics.formats import (E2M1, E4M3, E5M2, F32, FLT_MAX, FloatFormat,
+                                                get_format, round_magnitudes, round_to_bf16,
+                                                to_ue8m0, ue8m0_exponent, ue8m0_value)
 
 # Elements processed per step: small enough that a step's temporaries stay in cache (the big win
 # over whole-array numpy passes), large enough that per-step Python overhead is negligible.
