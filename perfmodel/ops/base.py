@@ -2,7 +2,8 @@
 
 Each op declares PARAMS (name → Param: type, unit, default, doc). Construction validates every
 parameter and reports all problems at once with their key path, so a graph file gets one line per
-problem (docs/cli.md "Exit codes"). Subclasses implement `demand(hw)`; they never compute time.
+problem (docs/cli.md "Exit codes"). Subclasses implement `demand(hw)`: they count work and never
+compute time, and they read the GPU only through its capacities and declared ISA capabilities.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from perfmodel.demand import Demand
+from perfmodel.demand import Choice, Demand, KernelCandidates
 from perfmodel.errors import InputError, where
 from perfmodel.hardware import Hardware
 from perfmodel.units import DTYPES
@@ -133,7 +134,9 @@ class Op:
         """Cross-parameter checks: (key, message) pairs. Override where needed."""
         return []
 
-    def demand(self, hw: Hardware) -> Demand:
+    def demand(self, hw: Hardware) -> Demand | Choice | KernelCandidates:
+        """The op's work on `hw`, or the alternatives a library would choose among (the engine
+        resolves them, `perfmodel.engine.resolve`)."""
         raise NotImplementedError
 
     def with_params(self, **changes: Any) -> "Op":
