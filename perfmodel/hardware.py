@@ -87,6 +87,9 @@ SCHEMA: dict[str, Any] = {
         "latency_s": Q(1e-8, 1e-5),
     },
     "links": "links",  # validated by _check_links: name -> {bandwidth_bytes_per_s, latency_s}
+    # GPUs that reach one another over NVLink (an HGX/DGX board: 8; a GB200 NVL72 rack: 72; up
+    # to 576 in one NVLink 5 domain); a group larger than this crosses `links.network`
+    "topology": {"nvlink_domain_gpus": Q(1, 576, integer=True)},
     "kernel_launch_s": Q(1e-7, 1e-4),
     "power": {"tdp_w": Q(10, 5000)},
     # What the instruction set offers: ops branch on these, never on the architecture's name,
@@ -163,6 +166,7 @@ class Hardware:
     links: Mapping[str, Link]
     kernel_launch_s: float
     tdp_w: float
+    nvlink_domain_gpus: int = 1  # GPUs in one NVLink domain (beyond it: links["network"])
     mma_instruction: str = "mma_sync"
     packed_fp32: bool = False
     block_scaled_mma: tuple[str, ...] = ()
@@ -221,6 +225,7 @@ class Hardware:
             "aliases": list(self.aliases),
             "device_names": list(self.device_names),
             "quantities": {k: q.value for k, q in self.quantities.items()},
+            "topology": {"nvlink_domain_gpus": self.nvlink_domain_gpus},
             "isa": {k.split(".", 1)[1]: (list(c.value) if isinstance(c.value, tuple) else c.value)
                     for k, c in self.capabilities.items()},
             "derived": {
@@ -360,6 +365,10 @@ def _walk(raw: Any, schema: Mapping[str, Any], path: str, file: str, sources: Ma
                                 f"{{bandwidth_bytes_per_s, latency_s}}")
                 continue
             for name, link in raw[k].items():
+                if name == "auto":  # the collectives' `link: auto` picks among the links
+                    problems.append(f"{where(file, f'{p}.auto')}: 'auto' is not a link name "
+                                    f"(the collectives' link: auto chooses nvlink or network)")
+                    continue
                 _walk(link, LINK_SCHEMA, f"{p}.{name}", file, sources, out, problems)
         else:
             _walk(raw[k], sub, p, file, sources, out, problems)
@@ -442,6 +451,7 @@ def parse_spec(raw: Any, file: str = "") -> Hardware:
                for n in sorted(link_names)},
         kernel_launch_s=v("kernel_launch_s"),
         tdp_w=v("power.tdp_w"),
+        nvlink_domain_gpus=int(v("topology.nvlink_domain_gpus")),
         mma_instruction=caps["isa.mma_instruction"].value,
         packed_fp32=caps["isa.packed_fp32"].value,
         block_scaled_mma=caps["isa.block_scaled_mma"].value,

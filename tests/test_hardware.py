@@ -251,3 +251,63 @@ def test_hw_show_lists_capabilities(capsys):
     assert "isa.mma_instruction" in out and "tcgen05" in out
     assert main(["hw", "show", "a100", "--format", "json"]) == 0
     assert '"mma_instruction": "mma_sync"' in capsys.readouterr().out
+
+
+# ----------------------------------------------------- scale-out network and NVLink domain --
+
+
+NETWORK = {  # NVLink domain (GPUs), NIC per GPU per direction (bytes/s)
+    "A100-SXM": (8, 25e9), "H100-SXM": (8, 50e9), "H100-PCIe": (2, 50e9),
+    "H200-SXM": (8, 50e9), "B200": (8, 50e9), "GB200": (72, 50e9), "B300": (8, 100e9)}
+
+
+def test_every_builtin_spec_has_a_network_link_and_an_nvlink_domain():
+    assert set(NETWORK) == EXPECTED
+    for hw in pm.list_hardware():
+        domain, nic = NETWORK[hw.name]
+        net = hw.link("network")
+        assert hw.nvlink_domain_gpus == domain
+        assert net.bandwidth_bytes_per_s == nic < hw.link("nvlink").bandwidth_bytes_per_s
+        assert net.latency_s >= hw.link("nvlink").latency_s
+        for key in ("topology.nvlink_domain_gpus", "links.network.bandwidth_bytes_per_s",
+                    "links.network.latency_s"):
+            assert hw.quantities[key].provenance, f"{hw.name} {key}"
+        assert hw.summary()["topology"] == {"nvlink_domain_gpus": domain}
+
+
+def _drop(d, key):
+    del d[key]
+
+
+@pytest.mark.parametrize("change, expect", [
+    (lambda raw: _drop(raw, "topology"), "topology: missing required key"),
+    (lambda raw: _drop(raw["topology"], "nvlink_domain_gpus"),
+     "topology.nvlink_domain_gpus: missing required key"),
+    (lambda raw: raw["topology"]["nvlink_domain_gpus"].update(value=0),
+     "topology.nvlink_domain_gpus.value: 0 out of range [1, 576]"),
+    (lambda raw: raw["topology"]["nvlink_domain_gpus"].update(value=7.5),
+     "topology.nvlink_domain_gpus.value: expected an integer, got 7.5"),
+    (lambda raw: _drop(raw["topology"]["nvlink_domain_gpus"], "source"),
+     "topology.nvlink_domain_gpus: no provenance"),
+    (lambda raw: raw["topology"].update(nvlink_domain=8), "topology.nvlink_domain: unknown key"),
+    (lambda raw: raw["links"]["network"]["bandwidth_bytes_per_s"].update(value=400),
+     "links.network.bandwidth_bytes_per_s.value: 400 out of range"),
+    (lambda raw: raw["links"].update(auto=raw["links"]["network"]),
+     "links.auto: 'auto' is not a link name"),
+])
+def test_bad_nvlink_domain_or_network_is_rejected_with_its_key_path(change, expect):
+    raw = _raw("H100-SXM")
+    change(raw)
+    with pytest.raises(pm.InputError) as err:
+        parse_spec(raw, "h100-bad.yaml")
+    assert any(p.startswith("h100-bad.yaml: ") and expect in p for p in err.value.problems), \
+        err.value.problems
+
+
+def test_hw_show_lists_the_network_and_the_nvlink_domain(capsys):
+    assert main(["hw", "show", "gb200"]) == 0
+    out = capsys.readouterr().out
+    assert "links.network.bandwidth_bytes_per_s" in out and "topology.nvlink_domain_gpus" in out
+    assert "NVLink domain: 72 GPUs" in out
+    assert main(["hw", "show", "h100", "--format", "json"]) == 0
+    assert '"nvlink_domain_gpus": 8' in capsys.readouterr().out

@@ -72,7 +72,7 @@ def test_builder_gives_a_typed_pipeline(pp_graph):
     p = pp_graph.pipeline
     assert isinstance(p, Pipeline) and "pipeline" not in pp_graph.meta
     assert (p.stages, p.microbatches, p.virtual_stages) == (2, 4, 2)
-    assert pp_graph.nodes[p.per_microbatch_ops - 1].name == "send_grads"
+    assert pp_graph.nodes[p.per_microbatch_ops - 1].name == "send_grads.allgather"
     assert build_graph(pm.load_model("llama3-8b"), "train", batch=8, seq=1024).pipeline is None
     with pytest.raises(AttributeError):
         p.stages = 3  # frozen

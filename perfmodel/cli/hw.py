@@ -45,6 +45,8 @@ def run_show(args) -> int:
              "; ".join(f"{k}: {v}" for k, v in c.provenance.items())[:70]]
             for key, c in hw.capabilities.items()]
     print("\n" + format_table(["capability", "value", "provenance"], caps))
+    print(f"\nNVLink domain: {hw.nvlink_domain_gpus} GPUs (topology.nvlink_domain_gpus); "
+          f"collectives over more GPUs cross links.network")
     d = info["derived"]
     print("\nderived:")
     for dt, peak in d["tensor_peak_flop_per_s"].items():

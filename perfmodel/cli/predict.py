@@ -2,12 +2,14 @@
 the per-op table, JSON or CSV, optionally with charts."""
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
-from perfmodel.cli.workload import add_workload_options, graph_from
+from perfmodel.cli.workload import add_workload_options, read_input
 from perfmodel.engine import LEVELS
 from perfmodel.errors import InputError
+from perfmodel.plan.memory import memory_fit
 from perfmodel.predict import predict
 from perfmodel.report.tables import prediction_table
 
@@ -26,13 +28,24 @@ def register(sub) -> None:
 
 
 def run_predict(args) -> int:
-    graph = graph_from(args)
+    graph, model, workload = read_input(args)
     hw = args.hw or graph.hardware
     if hw is None:
         raise InputError(f"{args.file}: no hardware: pass --hw NAME or add `hardware:` to the "
                          f"graph")
     pred = predict(graph, hw, args.level)
-    text = {"json": pred.to_json, "csv": pred.to_csv,
+    fit = None
+    if model is not None:  # built from a model: does the deployment fit in memory?
+        fit = memory_fit(model, pred.hardware, workload)
+        if not fit.fits:
+            print(f"perfmodel: warning: {model.name} {workload.phase} on "
+                  f"{pred.hardware.name}: {fit.summary()}", file=sys.stderr)
+
+    def to_json() -> str:
+        if fit is None:
+            return pred.to_json()
+        return json.dumps({**pred.to_dict(), "memory": fit.to_dict()}, indent=2)
+    text = {"json": to_json, "csv": pred.to_csv,
             "table": lambda: prediction_table(pred, all_ops=args.all)}[args.format]()
     if args.output:
         Path(args.output).write_text(text if text.endswith("\n") else text + "\n")

@@ -1,19 +1,49 @@
 """Memory per GPU of a deployment: weights (sharded by TP and PP; experts by EP), KV cache,
-activations, workspace and optimizer state, against the usable HBM."""
+activations, workspace and optimizer state, against the usable HBM.
+
+`memory_fit(model, hw, workload)` sizes what one GPU holds for the step a `Workload` describes
+(the graph `build_graph` writes for it): `serving_memory` for prefill and decode, `training_memory`
+for training. Training state per parameter is mixed-precision Adam's (ZeRO paper, Rajbhandari et
+al. SC20 §3.1): BF16 weights (2 bytes) and gradients (2) and FP32 master weights, momentum and
+variance (12); ZeRO stage 1 shards the 12 over the data-parallel ranks, stage 2 the gradients as
+well, stage 3 the weights too (§5). Stage 1 is the default: it is Megatron-LM's distributed
+optimizer, which the training graph models (gradients reduce-scattered, parameters all-gathered).
+Activations kept for the backward follow Korthikanti et al. (arXiv:2205.05198, §4): with sequence
+parallelism 34·s·b·h/t bytes per layer, without the 5·a·s/h attention-score term because the
+graph's FlashAttention never stores the scores (its backward recomputes them, which is what
+selective recomputation does); full recomputation keeps only each layer's 2·s·b·h/t input, plus
+one layer's activations while that layer is recomputed.
+"""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from perfmodel.hardware import Hardware
-from perfmodel.units import GiB, bytes_per_element
-from perfmodel.workloads.builder import ACT_BYTES, kv_cache_bytes_per_token
+from perfmodel.errors import InputError
+from perfmodel.hardware import Hardware, hardware
+from perfmodel.units import GB, GiB, bytes_per_element
+from perfmodel.workloads.builder import ACT_BYTES, Workload, kv_cache_bytes_per_token
 from perfmodel.workloads.models import ModelSpec, load_model
 
 # vLLM's default gpu_memory_utilization: the share of HBM the engine plans with.
 HBM_USABLE_FRACTION = 0.90
 # CUDA graphs, NCCL buffers, cuBLAS workspace and allocator slack (vLLM reserves ~1-3 GiB).
 WORKSPACE_BYTES = 2 * GiB
+# Mixed-precision Adam, bytes per parameter (ZeRO §3.1): BF16 weights and gradients, and the
+# FP32 master weights, momentum and variance
+WEIGHT_BYTES_PER_PARAM = 2
+GRAD_BYTES_PER_PARAM = 2
+OPTIMIZER_BYTES_PER_PARAM = 12
+ZERO_STAGES = (0, 1, 2, 3)
+DEFAULT_ZERO = 1            # Megatron's distributed optimizer (the training graph's DP traffic)
+DEFAULT_RECOMPUTE = "selective"
+# ZeRO-3 gathers a layer's weights before using it and prefetches the next (PyTorch FSDP's
+# default backward prefetch, DeepSpeed's parameter prefetch): two layers' full BF16 weights live
+ZERO3_LIVE_LAYERS = 2
+# Activation bytes per token × hidden per layer kept for the backward (Korthikanti et al. Eq. 2
+# without the score term; full recomputation: the layer's BF16 input)
+ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 34
+FULL_RECOMPUTE_BYTES_PER_TOKEN_HIDDEN = 2
 
 
 @dataclass(frozen=True)
@@ -36,6 +66,22 @@ class MemoryFit:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "total_bytes": self.total_bytes, "fits": self.fits}
+
+    def summary(self) -> str:
+        """`needs X GB per GPU (weights A, KV B, activations C, workspace D), has Y GB usable`
+        (GB = 1e9 bytes). A training fit (optimizer state > 0) names its weights with their
+        gradients and its optimizer state instead of a KV cache."""
+        train = self.optimizer_bytes > 0
+        parts = [("weights+grads" if train else "weights", self.weights_bytes),
+                 ("optimizer", self.optimizer_bytes) if train else ("KV", self.kv_cache_bytes),
+                 ("activations", self.activation_bytes), ("workspace", self.workspace_bytes)]
+        return (f"needs {_gb(self.total_bytes)} GB per GPU ("
+                + ", ".join(f"{k} {_gb(v)}" for k, v in parts)
+                + f"), has {_gb(self.capacity_bytes)} GB usable")
+
+
+def _gb(x: float) -> str:
+    return f"{x / GB:,.1f}"
 
 
 def weight_bytes_per_gpu(model: ModelSpec, dtype: str, tp: int, ep: int, pp: int) -> float:
@@ -60,11 +106,72 @@ def weight_bytes_per_gpu(model: ModelSpec, dtype: str, tp: int, ep: int, pp: int
 
 def serving_memory(model: ModelSpec, hw: Hardware, batch: int, context: int, tp: int = 1,
                    ep: int = 1, pp: int = 1, dtype: str = "bf16",
-                   prefill_tokens: int = 0) -> MemoryFit:
-    kv = batch * context * kv_cache_bytes_per_token(model, tp) / pp
+                   prefill_tokens: int = 0, kv_dtype: str | None = None,
+                   occupancy: float = 1.0) -> MemoryFit:
+    """Serving memory of one GPU: `batch` sequences' KV caches of up to `context` tokens each in
+    `kv_dtype` (None: bf16), the transient activations of max(batch, prefill_tokens) tokens
+    (two buffers of hidden + ffn_hidden/tp), the weights in the `dtype` policy and the
+    workspace. `occupancy` is the mean share of `context` the caches hold: 1 (the default) is
+    the worst case, every sequence at full length, which a static allocation reserves; a paged
+    cache (vLLM's PagedAttention) holds each sequence's current length, under continuous
+    batching (prompt + output/2) / (prompt + output) on average."""
+    if not 0 < occupancy <= 1:
+        raise InputError(f"occupancy: expected a share of the context in (0, 1], "
+                         f"got {occupancy!r}")
+    kv = batch * context * kv_cache_bytes_per_token(model, tp, kv_dtype) / pp * occupancy
     act = max(batch, prefill_tokens) * (model.hidden + model.ffn_hidden / tp) * ACT_BYTES * 2
     return MemoryFit(weight_bytes_per_gpu(model, dtype, tp, ep, pp), kv, act, WORKSPACE_BYTES,
                      0.0, hw.hbm_capacity_bytes * HBM_USABLE_FRACTION)
+
+
+def training_memory(model: ModelSpec, hw: Hardware, workload: Workload,
+                    zero: int = DEFAULT_ZERO) -> MemoryFit:
+    """Training memory of one GPU (module docstring): BF16 weights and gradients in
+    `weights_bytes`, FP32 optimizer state in `optimizer_bytes`, each sharded over the
+    data-parallel ranks from its ZeRO stage on; the activations of the microbatches in flight
+    (min(pp, microbatches) under 1F1B) for the stage's layers, by `workload.recompute`."""
+    w = workload
+    if zero not in ZERO_STAGES:
+        raise InputError(f"zero: expected a ZeRO stage, one of {', '.join(map(str, ZERO_STAGES))},"
+                         f" got {zero!r}")
+    dp = w.dp
+    params = weight_bytes_per_gpu(model, "bf16", w.tp, w.ep, w.pp) / ACT_BYTES
+    weights = params * WEIGHT_BYTES_PER_PARAM / (dp if zero >= 3 else 1)
+    if zero >= 3 and dp > 1:  # the gathered layers in use and prefetched
+        weights += params / max(1.0, model.layers / w.pp) * ZERO3_LIVE_LAYERS \
+            * WEIGHT_BYTES_PER_PARAM
+    grads = params * GRAD_BYTES_PER_PARAM / (dp if zero >= 2 else 1)
+    optimizer = params * OPTIMIZER_BYTES_PER_PARAM / (dp if zero >= 1 else 1)
+    mb_seqs = w.batch // w.n_microbatches
+    in_flight = min(w.pp, w.n_microbatches)
+    layer = w.seq * mb_seqs * model.hidden
+    if (w.recompute or DEFAULT_RECOMPUTE) == "full":
+        act = (FULL_RECOMPUTE_BYTES_PER_TOKEN_HIDDEN * layer * (model.layers / w.pp) * in_flight
+               + ACTIVATION_BYTES_PER_TOKEN_HIDDEN * layer) / w.tp
+    else:
+        act = ACTIVATION_BYTES_PER_TOKEN_HIDDEN * w.seq * mb_seqs * model.hidden \
+            * (model.layers / w.pp) * in_flight / w.tp
+    return MemoryFit(weights + grads, 0.0, act, WORKSPACE_BYTES, optimizer,
+                     hw.hbm_capacity_bytes * HBM_USABLE_FRACTION)
+
+
+def memory_fit(model: ModelSpec | str, hw: Hardware | str, workload: Workload,
+               zero: int = DEFAULT_ZERO, occupancy: float = 1.0) -> MemoryFit:
+    """What one GPU holds for the step `workload` describes, against its usable HBM. Prefill:
+    the KV cache its prompts write and one microbatch's tokens of activations; decode: `batch`
+    caches of `context` tokens (× `occupancy`, serving_memory); train: training_memory with
+    ZeRO stage `zero` and the workload's recompute."""
+    m, h = as_model(model), hardware(hw)
+    w = workload
+    w.check(m)
+    if w.phase == "train":
+        return training_memory(m, h, w, zero)
+    if w.phase == "prefill":
+        tokens = w.batch // w.n_microbatches * w.seq
+        return serving_memory(m, h, w.batch, w.seq, w.tp, w.ep, w.pp, w.dtype, tokens,
+                              w.kv_dtype, occupancy)
+    return serving_memory(m, h, w.batch, w.context or w.seq, w.tp, w.ep, w.pp, w.dtype, 0,
+                          w.kv_dtype, occupancy)
 
 
 def as_model(model: ModelSpec | str) -> ModelSpec:

@@ -9,6 +9,9 @@ Every `output` steps a slot is refilled by a prefill of `prompt` tokens, so per 
 also pays batch/output prefills on average:
     throughput (output tokens/s) = batch / (TPOT + batch · TTFT / output)
 with TTFT the prefill time of one prompt on an idle replica (queueing is not modelled).
+Memory: each sequence's KV cache is sized at prompt + output tokens in `kv_dtype` (the worst case
+a static reservation needs); `kv_occupancy` < 1 sizes it at that share, e.g. a paged cache's mean
+(prompt + output/2) / (prompt + output) under continuous batching (`plan.memory.serving_memory`).
 """
 from __future__ import annotations
 
@@ -87,23 +90,28 @@ def plan_serving(model: ModelSpec | str, hw: Hardware | str, tp: int = 1, ep: in
                  pp: int = 1, dtype: str = "bf16", prompt: int = 2048, output: int = 256,
                  tpot_slo_s: float | None = None, ttft_slo_s: float | None = None,
                  batches: Iterable[int] = DEFAULT_BATCHES, level: str = "pipes",
-                 progress: bool = False) -> ServingPlan:
-    """Evaluate decode batches for one deployment; `best` is the largest under the SLOs."""
+                 progress: bool = False, kv_dtype: str | None = None,
+                 kv_occupancy: float = 1.0) -> ServingPlan:
+    """Evaluate decode batches for one deployment; `best` is the largest under the SLOs.
+    `kv_dtype`: the KV cache's storage type (None: bf16), in the attention ops and in memory;
+    `kv_occupancy`: the share of the worst-case cache that memory is sized for (module
+    docstring)."""
     m, h = as_model(model), hardware(hw)
     gpus = max(tp, ep) * pp
     replicas_attn = max(1, ep // tp)  # data-parallel attention groups sharing the experts
     context = prompt + output // 2
     ttft = predict(build_graph(m, "prefill", batch=1, seq=prompt, tp=tp, ep=ep, pp=pp,
-                               dtype=dtype), h, level).total_time_s
+                               dtype=dtype, kv_dtype=kv_dtype), h, level).total_time_s
     plan = ServingPlan(m.name, h.name, tp, ep, pp, dtype, prompt, output, gpus, tpot_slo_s,
                        ttft_slo_s)
     batches = sorted(set(batches))
     bar = Progress(len(batches), f"{m.name} on {h.name}", force=progress)
     for b in batches:
         # each tensor-parallel group keeps the KV cache of its own `b` sequences
-        mem = serving_memory(m, h, b, prompt + output, tp, ep, pp, dtype, prompt)
+        mem = serving_memory(m, h, b, prompt + output, tp, ep, pp, dtype, prompt, kv_dtype,
+                             kv_occupancy)
         tpot = predict(build_graph(m, "decode", batch=b, context=context, tp=tp, ep=ep, pp=pp,
-                                   dtype=dtype), h, level).total_time_s
+                                   dtype=dtype, kv_dtype=kv_dtype), h, level).total_time_s
         seqs = b * replicas_attn
         rate = seqs / (tpot + seqs * ttft / output)
         ok = (tpot_slo_s is None or tpot <= tpot_slo_s) and (ttft_slo_s is None

@@ -1,5 +1,18 @@
 """Training steps: step time, tokens/s, MFU and time to train for a TP × PP × DP (× EP)
-deployment, with the memory of weights, gradients, optimizer state and activations."""
+deployment, with the memory of weights, gradients, optimizer state and activations
+(`perfmodel.plan.memory.training_memory`). A plan that does not fit in memory is refused unless
+asked for (`allow_oversubscribed`).
+
+Options beyond the graph's: `recompute` ("none" | "selective" | "full", Korthikanti et al.
+arXiv:2205.05198): "full" adds one forward of every layer to the training graph (the builder's
+`recompute="full"` replays each layer's forward ops before its backward) and keeps only each
+layer's input; "none" and "selective" are the same graph and memory, because the FlashAttention
+backward already recomputes the attention scores. `zero` (0-3, ZeRO, Rajbhandari et al. SC20):
+the memory sharding of plan.memory; stages 0-2 move the same data-parallel bytes as the graph's
+reduce-scatter + all-gather (ZeRO §7.2.1), stage 3 re-gathers the parameters in every
+microbatch's forward and backward and reduce-scatters every microbatch's gradients (§7.2.2):
+(2·microbatches − 1) extra all-gathers and (microbatches − 1) extra reduce-scatters of the graph's
+sizes, added to the step without overlap (as the graph's own data-parallel collectives are)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -7,19 +20,11 @@ from typing import Any
 
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
-from perfmodel.plan.memory import HBM_USABLE_FRACTION, WORKSPACE_BYTES, MemoryFit, as_model, \
-    weight_bytes_per_gpu
-from perfmodel.predict import predict
-from perfmodel.workloads.builder import ACT_BYTES, Workload, build_graph
+from perfmodel.plan.memory import DEFAULT_RECOMPUTE, DEFAULT_ZERO, MemoryFit, as_model, \
+    memory_fit
+from perfmodel.predict import predict, predict_op
+from perfmodel.workloads.builder import RECOMPUTE, Workload, build_graph
 from perfmodel.workloads.models import ModelSpec
-
-# Mixed-precision Adam: bf16 weights (2) + bf16 grads (2) + fp32 master weights, m, v (12)
-# bytes per parameter (Rajbhandari et al., ZeRO, SC20 §3.1); the 12 are sharded over DP.
-TRAIN_BYTES_PER_PARAM_REPLICATED = 4
-TRAIN_BYTES_PER_PARAM_SHARDED = 12
-# Activations kept per layer for backward: 34·s·b·h bytes with sequence parallelism and flash
-# attention (Korthikanti et al., arXiv:2205.05198, Eq. 2 without the 5as/h score term), / TP.
-ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 34
 
 
 @dataclass(frozen=True)
@@ -61,28 +66,46 @@ def model_flop_per_token(model: ModelSpec, seq: int) -> float:
 def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: int = 4096,
                   tp: int = 1, pp: int = 1, dp: int = 1, dtype: str = "bf16", ep: int = 1,
                   microbatches: int | None = None, virtual_stages: int = 1,
-                  level: str = "pipes") -> TrainingPlan:
+                  level: str = "pipes", recompute: str = DEFAULT_RECOMPUTE,
+                  zero: int = DEFAULT_ZERO, allow_oversubscribed: bool = False) -> TrainingPlan:
     """One training step; `batch` sequences per model replica (global batch = batch·dp).
     MFU is against the dense BF16 datasheet peak, whatever the GEMM dtype (the usual
-    convention)."""
+    convention). Raises InputError with the memory per GPU when the plan does not fit in the
+    usable HBM, unless `allow_oversubscribed` (then `memory.fits` is False). `recompute` and
+    `zero`: module docstring."""
     m, h = as_model(model), hardware(hw)
     if ep > 1 and (tp * dp) % ep:
         raise InputError(f"ep: {ep} must divide tp·dp = {tp * dp} (experts are spread over the "
                          f"data- and tensor-parallel ranks)")
+    if recompute not in RECOMPUTE:
+        raise InputError(f"recompute: expected one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+    w = Workload("train", batch, seq, None, tp, ep, pp, dp, dtype, microbatches, virtual_stages,
+                 recompute=recompute)
+    mem = memory_fit(m, h, w, zero)
+    if not (mem.fits or allow_oversubscribed):
+        raise InputError(f"{m.name} train on {h.name} (batch {batch}, seq {seq}, tp {tp}, pp {pp}"
+                         f", dp {dp}, ep {ep}, zero {zero}, recompute {recompute}): "
+                         f"{mem.summary()}; shard more (tp, pp, dp with zero >= 2), use "
+                         f"recompute='full' or more microbatches, or pass "
+                         f"allow_oversubscribed=True")
     g = build_graph(m, "train", batch=batch, seq=seq, tp=tp, ep=ep, pp=pp, dp=dp, dtype=dtype,
-                    microbatches=microbatches, virtual_stages=virtual_stages)
+                    microbatches=microbatches, virtual_stages=virtual_stages,
+                    recompute=recompute)
     step = predict(g, h, level).total_time_s
+    if zero == 3 and dp > 1:
+        step += _zero3_extra_comm_s(g, h, level, w.n_microbatches)
     tokens = batch * seq * dp
     gpus = tp * pp * dp
     mfu = model_flop_per_token(m, seq) * tokens / (step * gpus * h.tensor_peak_flop_per_s("bf16"))
-    params_gpu = weight_bytes_per_gpu(m, "bf16", tp, ep, pp) / ACT_BYTES
-    w = Workload("train", batch, seq, None, tp, ep, pp, dp, dtype, microbatches, virtual_stages)
-    mb_seqs = batch // w.n_microbatches
-    in_flight = min(pp, w.n_microbatches)
-    act = ACTIVATION_BYTES_PER_TOKEN_HIDDEN * seq * mb_seqs * m.hidden * (m.layers / pp) \
-        * in_flight / tp
-    mem = MemoryFit(params_gpu * TRAIN_BYTES_PER_PARAM_REPLICATED, 0.0, act, WORKSPACE_BYTES,
-                    params_gpu * TRAIN_BYTES_PER_PARAM_SHARDED / dp,
-                    h.hbm_capacity_bytes * HBM_USABLE_FRACTION)
     return TrainingPlan(m.name, h.name, tp, pp, dp, dtype, batch * dp, seq, step,
                         tokens / step, mfu, mem, ep)
+
+
+def _zero3_extra_comm_s(graph, hw: Hardware, level: str, microbatches: int) -> float:
+    """ZeRO-3's data-parallel traffic beyond the graph's one reduce-scatter and all-gather per
+    step: per microbatch a parameter all-gather before its forward and its backward and a
+    gradient reduce-scatter (module docstring)."""
+    ops = {n.name: n.op for n in graph.nodes}
+    gather = predict_op(ops["param_allgather"], hw, level).time_s
+    scatter = predict_op(ops["grad_reduce_scatter"], hw, level).time_s
+    return (2 * microbatches - 1) * gather + (microbatches - 1) * scatter

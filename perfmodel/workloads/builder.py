@@ -12,11 +12,14 @@ experts on `ep` GPUs with all-to-all dispatch and combine; pipeline parallelism 
 layers/pp layers and splits the batch into microbatches (1F1B: the step takes
 microbatches + (pp − 1)/virtual_stages microbatch times, the interleaved schedule's bubble); data
 parallelism reduce-scatters gradients and all-gathers parameters (distributed optimizer) over
-`dp` GPUs.
+`dp` GPUs. Each group's collectives are priced on the link it spans (`link: auto`): NVLink inside
+one NVLink domain, the network across domains, from where the group sits in rank order
+(`group_placements`: TP, then EP, then PP, then DP).
 Dtype policy (`units.GEMM_DTYPES`): GEMMs in bf16, fp16, fp8 (per-tensor scaled), mxfp8 or
 nvfp4; attention, norms and activations in bf16. In training, low-precision policies add the
 quantization kernels of the Transformer Engine recipe of that name (`units.LINEAR_RECIPES`,
-`workloads.recipes`).
+`workloads.recipes`). In serving the KV cache may be stored narrower (`kv_dtype`: fp8, nvfp4):
+the attention ops read K and V in it.
 
 `build_graph` gives the whole step; `layer_nodes` gives one layer's ops, for studies that
 rearrange a block (`studies.dropout`).
@@ -31,11 +34,18 @@ from typing import Any
 from perfmodel.errors import InputError
 from perfmodel.graph import DEFAULT_STREAM, Node, OpGraph, Pipeline
 from perfmodel.workloads.models import ModelSpec
-from perfmodel.ops import Op, op as make_op
+from perfmodel.ops import REGISTRY, Op, op as make_op
 from perfmodel.workloads.recipes import quantize_op
 from perfmodel.units import GEMM_DTYPES, LINEAR_RECIPES, bytes_per_element
 
 PHASES = ("prefill", "decode", "train")
+# KV-cache storage types: the attention op's kv_dtype choices (16-bit, FP8 E4M3, NVFP4)
+KV_DTYPES = REGISTRY["attention"].PARAMS["kv_dtype"].choices
+# Activation recomputation in training (Korthikanti et al., arXiv:2205.05198): "full" stores only
+# each layer's input and re-runs the layer's forward before its backward (the graph gets those
+# ops); "selective" recomputes the attention core, which the FlashAttention backward of the graph
+# already does, so "none" and "selective" add nothing to the graph (plan.memory sizes them).
+RECOMPUTE = ("none", "selective", "full")
 ACT = "bf16"          # activations, attention, norms
 ACT_BYTES = 2.0
 ADAM_FLOP_PER_PARAM = 12  # two moment updates, bias correction, update (fp32)
@@ -59,6 +69,8 @@ class Workload:
     moe_routing: str = "token_balanced"  # MoE decode: token_balanced (EPLB) | metro | optimal
     moe_replication: float = 1.0
     moe_skew: float = 0.0                # Zipf exponent of synthetic expert popularity
+    kv_dtype: str | None = None          # K/V cache storage (None: the activation dtype)
+    recompute: str | None = None         # train: "full" re-runs each layer's forward (RECOMPUTE)
 
     def check(self, model: ModelSpec) -> None:
         p: list[str] = []
@@ -72,6 +84,14 @@ class Workload:
                 p.append(f"{k}: expected a positive integer, got {v!r}")
         if self.context is not None and self.context < 1:
             p.append(f"context: expected a positive integer, got {self.context!r}")
+        if self.kv_dtype is not None and self.kv_dtype not in KV_DTYPES:
+            p.append(f"kv_dtype: expected one of {', '.join(KV_DTYPES)}, got {self.kv_dtype!r}")
+        elif self.kv_dtype is not None and self.phase == "train":
+            p.append("kv_dtype: training keeps K and V as activations (no KV cache); "
+                     "it applies to prefill and decode")
+        if self.recompute is not None and self.recompute not in RECOMPUTE:
+            p.append(f"recompute: expected one of {', '.join(RECOMPUTE)}, "
+                     f"got {self.recompute!r}")
         if not p:
             if model.heads % self.tp:
                 p.append(f"tp: {self.tp} must divide the {model.heads} attention heads")
@@ -206,6 +226,8 @@ class _LayerBuilder:
         decode = self.w.phase == "decode"
         seq_q = 1 if decode else self.w.seq
         seq_kv = (self.w.context or self.w.seq) if decode else self.w.seq
+        if self.w.kv_dtype is not None:  # serving: K and V read from the cache in kv_dtype
+            shape = dict(shape, kv_dtype=self.w.kv_dtype)
         self.g.add(f"{p}attn" if direction == "fwd" else f"{p}attn_bwd", "attention",
                    batch=self.b, seq_q=seq_q, seq_kv=seq_kv, dtype=ACT, causal=not decode,
                    direction=direction, **shape)
@@ -308,10 +330,13 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
                 dp: int = 1, dtype: str = "bf16", microbatches: int | None = None,
                 virtual_stages: int = 1, hardware: str | None = None,
                 moe_routing: str = "token_balanced", moe_replication: float = 1.0,
-                moe_skew: float = 0.0) -> OpGraph:
-    """The op graph one GPU runs for one step of `phase` (see module docstring)."""
+                moe_skew: float = 0.0, kv_dtype: str | None = None,
+                recompute: str | None = None) -> OpGraph:
+    """The op graph one GPU runs for one step of `phase` (see module docstring). `kv_dtype`:
+    the KV cache's storage type in serving (None: the activation dtype); `recompute="full"`
+    (training) re-runs each layer's forward before its backward (RECOMPUTE)."""
     w = Workload(phase, batch, seq, context, tp, ep, pp, dp, dtype, microbatches, virtual_stages,
-                 moe_routing, moe_replication, moe_skew)
+                 moe_routing, moe_replication, moe_skew, kv_dtype, recompute)
     w.check(model)
     mb = w.n_microbatches
     seqs = batch // mb
@@ -319,11 +344,12 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
     out = _GraphWriter()
     stage_layers = range(model.layers - math.ceil(model.layers / pp), model.layers)  # last stage
     h = model.hidden
+    ranks = group_placements(tp, ep, pp, dp)  # which link each group spans (link: auto)
 
     if pp == 1:
         out.add("embed", "elementwise", elements=tokens * h, dtype=ACT, flop_per_element=0)
     else:  # receive the previous stage's activations
-        out.add("recv_activations", "sendrecv", bytes=float(tokens * h * ACT_BYTES))
+        _stage_transfer(out, "recv_activations", tokens * h * ACT_BYTES, tp, ranks["pp"])
     builders: dict[tuple, _LayerBuilder] = {}  # one per layer kind (dense / MoE, GEMM dtype)
     high = _high_precision_layers(model, w)
 
@@ -347,24 +373,30 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
         out.add("final_norm_bwd", "norm", rows=tokens, cols=h, dtype=ACT, direction="bwd")
         for i in reversed(stage_layers):
             kind = layer_kind(i)
+            if recompute == "full":  # the layer's forward again, from its stored input
+                out.layer(f"l{i}.recompute.", kind,
+                          lambda p, lb=builders[kind], i=i: lb.forward(p, i))
             out.layer(f"l{i}.", ("bwd", *kind), lambda p, lb=builders[kind], i=i: lb.backward(p, i))
         if pp > 1:
-            out.add("send_grads", "sendrecv", bytes=float(tokens * h * ACT_BYTES))
+            _stage_transfer(out, "send_grads", tokens * h * ACT_BYTES, tp, ranks["pp"])
     per_microbatch = len(out.nodes)
     if phase == "train":
         stage_params = _stage_params(model, stage_layers) / tp
         if dp > 1:
             grad_bytes = float(stage_params * ACT_BYTES)
-            out.add("grad_reduce_scatter", "reduce_scatter", bytes=grad_bytes, gpus=dp)
+            out.add("grad_reduce_scatter", "reduce_scatter", bytes=grad_bytes, gpus=dp,
+                    placement=ranks["dp"])
         out.add("optimizer", "elementwise", elements=int(math.ceil(stage_params / dp)),
                 dtype="fp32", inputs=4, outputs=3, flop_per_element=ADAM_FLOP_PER_PARAM,
                 xu_per_element=1)
         if dp > 1:
             out.add("param_allgather", "allgather", bytes=float(stage_params * ACT_BYTES),
-                    gpus=dp)
+                    gpus=dp, placement=ranks["dp"])
     meta = {"model": model.name, **{k: v for k, v in asdict(w).items() if v is not None},
             "tokens_per_microbatch": tokens, "microbatches": mb}
-    pipeline = Pipeline(per_microbatch, pp, mb, virtual_stages) if pp > 1 else None
+    # the step repeats the microbatch's ops: 1F1B over pp stages, or plain gradient accumulation
+    # over microbatches without pipeline parallelism (a one-stage pipeline, no bubble)
+    pipeline = Pipeline(per_microbatch, pp, mb, virtual_stages) if pp > 1 or mb > 1 else None
     name = f"{model.name}-{phase}-b{batch}" + (f"-s{seq}" if phase != "decode" else
                                                 f"-ctx{context or seq}")
     if tp * ep * pp * dp > 1:
@@ -402,16 +434,48 @@ def _high_precision_layers(model: ModelSpec, w: Workload) -> set[int]:
     return set(range(first)) | set(range(model.layers - (n - first), model.layers))
 
 
+def _stage_transfer(out: _GraphWriter, name: str, nbytes: float, tp: int,
+                    placement: str | None) -> None:
+    """A pipeline hop of one microbatch's activations (or their gradients). The TP ranks hold
+    identical copies, so with TP each sends only its 1/tp slice to its peer of the next stage
+    and the receivers all-gather the slices over NVLink: Megatron-LM's scatter/gather
+    optimization (Narayanan et al., SC'21, §4.1), which cuts the bytes on the inter-node link
+    by tp."""
+    out.add(name, "sendrecv", bytes=float(nbytes / tp), placement=placement)
+    if tp > 1:
+        out.add(f"{name}.allgather", "allgather", bytes=float(nbytes), gpus=tp)
+
+
+def group_placements(tp: int, ep: int, pp: int, dp: int) -> dict[str, str | None]:
+    """Where the pipeline's and a data-parallel group's GPUs sit in rank order (the ops'
+    `placement`; None: consecutive), from which `link: auto` prices each group on NVLink inside
+    one NVLink domain and on the network across domains (perfmodel.ops.comm). Ranks are laid
+    out TP innermost, then the ep/tp data-parallel attention replicas an expert-parallel group
+    spans, then the pipeline stages, then the other data-parallel replicas: Llama 3's order
+    [TP, CP, PP, DP] (arXiv:2407.21783 §3.3.2), with an EP group on consecutive GPUs as
+    DeepSeek-V3's 64-way EP spans 8 whole nodes (arXiv:2412.19437 §3.2). So TP and EP groups are
+    consecutive (a TP group larger than the domain is priced across domains, not refused),
+    pipeline neighbours are max(tp, ep) GPUs apart, and a data-parallel group is the replicas
+    inside one EP group plus the rest, max(tp, ep)·pp apart."""
+    block = max(tp, ep)                 # GPUs of one stage replica: TP × EP's attention replicas
+    inner = math.gcd(block // tp, dp)   # data-parallel replicas inside that block
+
+    def levels(*lv: tuple[int, int]) -> str | None:
+        return ",".join(f"{c}x{s}" for c, s in lv if c > 1) or None
+    return {"pp": levels((pp, block)), "dp": levels((inner, tp), (dp // inner, block * pp))}
+
+
 def _stage_params(model: ModelSpec, layers) -> float:
     """Parameters held by one pipeline stage (before tensor/expert sharding)."""
     p = sum(model.attention_params() + model.ffn_params(i) for i in layers)
     return float(p + model.vocab * model.hidden)  # LM head (last stage)
 
 
-def kv_cache_bytes_per_token(model: ModelSpec, tp: int = 1) -> float:
-    """KV cache bytes per token per GPU (bf16): MLA keeps the 576-wide latent, GQA K and V."""
+def kv_cache_bytes_per_token(model: ModelSpec, tp: int = 1, kv_dtype: str | None = None) -> float:
+    """KV cache bytes per token per GPU in `kv_dtype` (None: the activation dtype, bf16; NVFP4
+    with its block scales): MLA keeps the 576-wide latent, GQA K and V."""
     if model.is_mla:
         per_layer = model.kv_lora_rank + model.qk_rope_head_dim  # not sharded by TP
     else:
         per_layer = 2 * max(1, model.kv_heads // tp) * model.head_dim
-    return per_layer * model.layers * bytes_per_element(ACT)
+    return per_layer * model.layers * bytes_per_element(kv_dtype or ACT)

@@ -233,3 +233,59 @@ def test_causal_costs_about_half_at_long_sequences(h100):
                                               dtype="bf16", causal=causal), h100).time_s
     assert t(True, 16384) / t(False, 16384) == pytest.approx(0.5, abs=0.05)
     assert t(True, 512) / t(False, 512) > 0.55  # diagonal tiles dominate at short sequences
+
+
+DECODE = dict(batch=64, seq_q=1, seq_kv=8192, kv_heads=8)
+
+
+@pytest.mark.parametrize("hw", ["H100-SXM", "B200", "A100-SXM"])
+def test_kv_dtype_none_or_the_compute_dtype_is_the_attention_before_it(hw):
+    for kw in (DECODE, dict(causal=True), dict(direction="fwd+bwd")):
+        plain = est(hw, **kw)
+        for same in (None, "bf16"):
+            e = est(hw, kv_dtype=same, **kw)
+            assert (e.time_s, e.hbm_bytes, e.resource_time_s) == \
+                (plain.time_s, plain.hbm_bytes, plain.resource_time_s)
+    assert "kv_dtype" not in pm.ops.Attention(**FWD).to_dict()
+
+
+@pytest.mark.parametrize("hw", ["H100-SXM", "B200"])
+def test_fp8_kv_cache_halves_the_kv_bytes_of_decode(hw):
+    bf16, fp8 = est(hw, **DECODE), est(hw, kv_dtype="fp8", **DECODE)
+    kv = 64 * 8 * 8192 * (128 + 128) * 2.0   # K and V in BF16
+    q_o_lse = bf16.hbm_bytes - kv
+    assert q_o_lse < 0.01 * kv
+    assert fp8.hbm_bytes == pytest.approx(q_o_lse + kv / 2, rel=1e-12)
+    assert fp8.flop == bf16.flop
+    # still memory-bound on H100: nearly twice as fast
+    if hw == "H100-SXM":
+        assert fp8.bound == "hbm" and 1.6 < bf16.time_s / fp8.time_s < 2.0
+    nvfp4 = est(hw, kv_dtype="nvfp4", **DECODE)
+    assert nvfp4.hbm_bytes == pytest.approx(q_o_lse + kv / 4 * 1.125, rel=1e-12)
+
+
+def test_fp8_kv_with_bf16_queries_converts_each_loaded_element_on_the_cuda_cores(h100):
+    """FlashInfer's fast_dequant_f8f16x4: 2 ALU ops and half an HMUL2 per element."""
+    a = pm.ops.Attention(**{**FWD, **DECODE})
+    b = pm.ops.Attention(**{**FWD, **DECODE, "kv_dtype": "fp8"})
+    da, db = a.demand(h100), b.demand(h100)
+    loaded = 64 * 8 * 8192 * 256  # each KV head's tile loaded once (the whole query group packed)
+    assert db.work["alu"] - da.work["alu"] == pytest.approx(2.0 * loaded)
+    assert db.work["fma"] - da.work["fma"] == pytest.approx(0.5 * loaded)
+    assert db.work["smem"] - da.work["smem"] == pytest.approx(3.0 * loaded)  # read 1 B, write 2
+    assert db.launch.bytes_in_flight_per_cta == da.launch.bytes_in_flight_per_cta / 2
+    # FP8 K/V with FP8 MMAs converts nothing
+    fp8 = {**FWD, **DECODE, "dtype": "fp8"}
+    c = pm.ops.Attention(**fp8, kv_dtype="fp8_e4m3")
+    assert c.demand(h100).work == pm.ops.Attention(**fp8).demand(h100).work
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(kv_dtype="fp16"), "stored in dtype or narrower"),
+    (dict(dtype="fp8", kv_dtype="bf16"), "stored in dtype or narrower"),
+    (dict(kv_dtype="fp8", direction="bwd"), "backward needs K and V in dtype"),
+    (dict(kv_dtype="int8"), "expected a dtype"),
+])
+def test_bad_kv_dtypes_are_input_errors(kw, message):
+    with pytest.raises(pm.InputError, match=message):
+        pm.ops.Attention(**{**FWD, **kw})

@@ -110,3 +110,126 @@ def test_layer_nodes_are_the_builders_layer():
     assert nodes[0].after == () and all(n.after == (p.name,) for p, n in zip(nodes, nodes[1:]))
     with pytest.raises(InputError, match="tp: 3"):
         layer_nodes(m, Workload("train", 2, 1024, tp=3))
+
+
+def test_kv_dtype_none_is_the_graph_before_it_and_fp8_reaches_the_attention_ops():
+    m = pm.load_model("llama3-70b")
+    base = build_graph(m, "decode", batch=16, context=4096, tp=8)
+    none = build_graph(m, "decode", batch=16, context=4096, tp=8, kv_dtype=None)
+    assert [(n.name, n.op.to_dict()) for n in none.nodes] == \
+        [(n.name, n.op.to_dict()) for n in base.nodes]
+    assert none.meta == base.meta and "kv_dtype" not in base.meta
+    attn = [n.op for n in base.nodes if n.op.name == "attention"]
+    assert attn and all(a.kv_dtype is None and "kv_dtype" not in a.to_dict() for a in attn)
+    fp8 = build_graph(m, "decode", batch=16, context=4096, tp=8, kv_dtype="fp8")
+    assert fp8.meta["kv_dtype"] == "fp8"
+    assert {n.op.kv_dtype for n in fp8.nodes if n.op.name == "attention"} == {"fp8"}
+    # only the attention ops change
+    assert [n.op for n in fp8.nodes if n.op.name != "attention"] == \
+        [n.op for n in base.nodes if n.op.name != "attention"]
+    with pytest.raises(pm.InputError, match="kv_dtype: expected one of"):
+        build_graph(m, "decode", batch=16, kv_dtype="int8")
+    with pytest.raises(pm.InputError, match="kv_dtype: training keeps K and V"):
+        build_graph(m, "train", batch=1, kv_dtype="fp8")
+
+
+def test_full_recompute_runs_every_layers_forward_again():
+    m = pm.load_model("llama3-8b")
+    base = build_graph(m, "train", batch=1, seq=2048)
+    full = build_graph(m, "train", batch=1, seq=2048, recompute="full")
+    names = [n.name for n in base.nodes]
+    forward = base.nodes[:names.index("final_norm")]
+    again = [n for n in full.nodes if ".recompute." in n.name]
+    assert [n.op for n in again] == [n.op for n in reversed_layers(forward, m.layers)]
+    # the forward GEMMs once more: 8·N·tokens of linear-layer FLOP instead of 6
+    lin = _linear_params(m) * 2048
+    assert _gemm_flop(full) - _gemm_flop(base) == pytest.approx(2 * lin, rel=1e-9)
+    # each layer's recomputed forward comes right before its backward
+    names = [n.name for n in full.nodes]
+    assert names.index("l31.recompute.attn_norm") < names.index("l31.ffn_residual_bwd") < \
+        names.index("l30.recompute.attn_norm")
+    assert build_graph(m, "train", batch=1, seq=2048, recompute="selective").nodes == base.nodes
+
+
+def reversed_layers(nodes, layers: int):
+    """The per-layer nodes of a forward, layer by layer from the last."""
+    return [n for i in reversed(range(layers)) for n in nodes if n.name.startswith(f"l{i}.")]
+
+
+def test_microbatches_without_pipeline_repeat_the_microbatch():
+    g = build_graph(pm.load_model("llama3-8b"), "train", batch=4, seq=1024, dp=2,
+                    microbatches=4)
+    assert g.pipeline is not None and g.pipeline.stages == 1 and g.pipeline.microbatches == 4
+    assert g.nodes[g.pipeline.per_microbatch_ops].name == "grad_reduce_scatter"
+    assert build_graph(pm.load_model("llama3-8b"), "train", batch=4, seq=1024).pipeline is None
+
+
+# ------------------------------------------------------------ the link each group spans --
+
+
+def _links(graph, hw: str, op_name: str) -> set[str]:
+    """Links the ops of a kind put bytes on, at the algorithm the engine picks."""
+    out = set()
+    for n in graph.nodes:
+        if n.op.name == op_name:
+            out |= {r for r in pm.predict_op(n.op, hw).resource_time_s if r.startswith("link:")}
+    return out
+
+
+def test_group_placements_follow_tp_ep_pp_dp_order():
+    from perfmodel.workloads.builder import group_placements
+    assert group_placements(8, 1, 16, 64) == {"pp": "16x8", "dp": "64x128"}   # Llama 3 405B
+    assert group_placements(1, 64, 16, 128) == {"pp": "16x64", "dp": "64x1,2x1024"}  # DS-V3
+    assert group_placements(2, 1, 1, 4) == {"pp": None, "dp": "4x2"}
+
+
+def test_the_builder_puts_ep_64_on_the_network_and_ep_8_on_nvlink():
+    ds = pm.load_model("deepseek-v3")
+    wide = build_graph(ds, "decode", batch=32, context=4096, ep=64, dtype="fp8")
+    assert _links(wide, "H100-SXM", "alltoall") == {"link:nvlink", "link:network"}
+    assert _links(wide, "GB200", "alltoall") == {"link:nvlink"}  # 64 GPUs of one NVL72 rack
+    node = build_graph(ds, "decode", batch=32, context=4096, ep=8, dtype="fp8")
+    assert _links(node, "H100-SXM", "alltoall") == {"link:nvlink"}
+
+
+def test_pipeline_and_data_parallel_groups_cross_nodes_but_tp8_stays_in_one():
+    g = build_graph(pm.load_model("llama3-405b"), "train", batch=16, seq=8192, tp=8, pp=16, dp=64)
+    assert _links(g, "H100-SXM", "allreduce") == {"link:nvlink"}
+    assert _links(g, "H100-SXM", "sendrecv") == {"link:network"}
+    # one GPU of each data-parallel group per node: all of its bytes cross the network
+    assert _links(g, "H100-SXM", "reduce_scatter") == {"link:network"}
+    param_gather = next(n.op for n in g.nodes if n.name == "param_allgather")
+    assert {r for r in pm.predict_op(param_gather, "H100-SXM").resource_time_s
+            if r.startswith("link:")} == {"link:network"}
+    small = build_graph(pm.load_model("llama3-8b"), "train", batch=8, seq=4096, tp=2, pp=2, dp=2)
+    for kind in ("allreduce", "sendrecv", "reduce_scatter", "allgather"):
+        assert _links(small, "H100-SXM", kind) == {"link:nvlink"}, kind  # 8 GPUs, one node
+    rack = build_graph(pm.load_model("llama3-70b"), "train", batch=16, seq=4096, tp=8, pp=4,
+                       dp=2)
+    assert _links(rack, "GB200", "sendrecv") == {"link:nvlink"}  # 64 GPUs of one NVL72
+
+
+def test_tp_beyond_the_nvlink_domain_is_priced_across_domains_not_refused():
+    g = build_graph(pm.load_model("llama3-70b"), "decode", batch=64, context=8192, tp=16)
+    assert _links(g, "H100-SXM", "allreduce") == {"link:nvlink", "link:network"}
+    assert _links(g, "GB200", "allreduce") == {"link:nvlink"}
+    ar16 = next(n.op for n in g.nodes if n.op.name == "allreduce")
+    assert pm.predict_op(ar16, "H100-SXM").time_s > \
+        pm.predict_op(ar16.with_params(gpus=8), "H100-SXM").time_s
+
+
+def test_pipeline_hops_scatter_over_tp_ranks_and_gather_on_nvlink():
+    """Megatron's scatter/gather (Narayanan et al., SC'21 §4.1): each TP rank sends 1/tp of the
+    activations to its peer of the next stage, and the peers all-gather them over NVLink."""
+    m = pm.load_model("llama3-70b")
+    g = build_graph(m, "train", batch=4, seq=2048, tp=8, pp=4, microbatches=2)
+    nodes = {n.name: n for n in g.nodes}
+    send = nodes["send_grads"].op
+    gather = nodes["send_grads.allgather"]
+    assert gather.after == ("send_grads",)
+    assert send.bytes * 8 == gather.op.bytes == g.meta["tokens_per_microbatch"] * m.hidden * 2
+    assert gather.op.gpus == 8
+    assert {r for r in pm.predict_op(gather.op, "H100-SXM").resource_time_s
+            if r.startswith("link:")} == {"link:nvlink"}
+    no_tp = build_graph(m, "train", batch=4, seq=2048, tp=1, pp=4, microbatches=2)
+    assert not any(n.name.endswith(".allgather") for n in no_tp.nodes)

@@ -28,6 +28,11 @@ Shah et al. FlashAttention-3, arXiv:2407.08608 §3; FlashAttention-4, arXiv:2603
   * causal and sliding-window masks skip tiles; diagonal tiles compute fully but are partly
     wasted; decode (few query rows) splits the KV sequence across CTAs (flash-decoding).
 Dropout adds Philox work per score (fused) or a mask read from HBM (precomputed).
+A KV cache stored narrower than the MMA dtype (`kv_dtype`: FP8 or NVFP4 K/V with BF16/FP16 or FP8
+compute, FlashInfer's and vLLM's FP8 KV caches) moves K and V in their storage bytes (HBM, L2,
+the K/V stages in shared memory) and converts each K/V element a CTA loads on the CUDA cores into
+a staging tile of the MMA dtype that the MMAs then read (FlashInfer's repack_fp8_tile_to_bf16;
+`kv_dequant_work`).
 Tile sizes, masks and the grid live in tiles.py; this module turns them into work.
 """
 from __future__ import annotations
@@ -100,6 +105,46 @@ CTA_ROUND_TRIPS = fitted.value("attention.cta_round_trips")
 # Applying a precomputed mask: byte mask → compare-free select per score; bit mask → extract the
 # bit (shift/and) then select.
 MASK_APPLY_ALU_PER_SCORE = {"bytes": 1.0, "bits": 2.0}
+# K/V storage types (kv_dtype) and the per-element work of converting one K/V element to the MMA
+# dtype on the CUDA cores. Serving kernels with an FP8 KV cache and 16-bit queries (FlashInfer,
+# include/flashinfer/attention/prefill.cuh v0.7.4: repack_fp8_tile_to_bf16 converts each K/V tile
+# once per CTA from its FP8 shared-memory stage into a 16-bit staging tile the MMAs read,
+# "numerically identical to the in-loop dequant"; vLLM's paged attention converts in registers,
+# fp8::scaled_convert) use FlashInfer's fast_dequant_f8f16x4 (vec_dtypes.cuh) for E4M3 → BF16:
+# per 4 elements one PRMT and seven LOP3/SHF on the ALU and two packed HMUL2 (the exponent-bias
+# multiply) on the FMA pipe.
+# FP16 queries on a GPU with a hardware FP8 convert (FLASHINFER_HARDWARE_FP8_CONVERSION_ENABLED,
+# sm_90+; the spec's isa.fp8_convert_pipe) take cvt.rn.f16x2.e4m3x2, two elements per instruction.
+# NVFP4 K/V (E2M1 + an E4M3 scale per 16): cvt.rn.bf16x2.e2m1x2 where the GPU has FP4 tensor cores
+# (sm_100), else the PRMT table lookup e2m1x8_to_bf16x8 (~17 ALU ops per 8 elements), then the
+# block scale's HMUL2 (load_fp4_k_frag_scaled). Into FP8 MMAs (FP8 queries, NVFP4 K/V) a further
+# cvt…e4m3x2 per two elements follows.
+KV_DTYPES = ("bf16", "fp16", "fp8", "fp8_e4m3", "nvfp4")
+FP8_KV_DEQUANT_ALU = 2.0
+FP8_KV_DEQUANT_FMA = 0.5
+NVFP4_KV_LOOKUP_ALU = 17.0 / 8
+NVFP4_KV_SCALE_FMA = 0.5
+CVT_X2_PER_ELEMENT = 0.5
+
+
+def kv_dequant_work(hw, kv_dtype: str, dtype: str) -> dict[str, float]:
+    """CUDA-core work per K/V element converted from `kv_dtype` storage to the `dtype` MMA
+    operand (KV_DTYPES); none when they are the same type."""
+    kv, mma = tensor_dtype(kv_dtype), tensor_dtype(dtype)
+    cvt = hw.fp8_convert_pipe
+    if kv == mma:
+        return {}
+    if kv == "fp8":
+        if mma == "fp16" and cvt:
+            return {cvt: CVT_X2_PER_ELEMENT}
+        return {"alu": FP8_KV_DEQUANT_ALU, "fma": FP8_KV_DEQUANT_FMA}
+    # nvfp4
+    work = ({cvt: CVT_X2_PER_ELEMENT} if (cvt and hw.supports("nvfp4"))
+            else {"alu": NVFP4_KV_LOOKUP_ALU})
+    work = add_work(work, {"fma": NVFP4_KV_SCALE_FMA})
+    if mma == "fp8":
+        work = add_work(work, {cvt or "xu": CVT_X2_PER_ELEMENT})
+    return work
 
 
 def fa4_emulated_fraction(bn: int, head_dim: int, e2e_freq: int) -> float:
@@ -177,6 +222,9 @@ class Attention(Op):
                                    doc="fused RNG (FlashAttention uses Philox4x32-7)"),
         "shared_kv": Param("bool", default=False,
                            doc="V is the first head_dim_v dims of K (MLA latent KV cache)"),
+        "kv_dtype": Param("dtype", default=None, nullable=True, choices=KV_DTYPES,
+                          doc="K/V storage type (none: dtype); narrower than dtype: K/V move in "
+                              "it and are converted to dtype on the CUDA cores (forward)"),
     }
     SIZE_PARAMS = ("batch", "heads", "seq_q", "head_dim")
 
@@ -184,6 +232,14 @@ class Attention(Op):
         kv = v["kv_heads"] or v["heads"]
         if v["heads"] % kv:
             return [("kv_heads", f"heads ({v['heads']}) must be a multiple of kv_heads ({kv})")]
+        s = v["kv_dtype"]
+        if s is not None and tensor_dtype(s) != tensor_dtype(v["dtype"]):
+            if bytes_per_element(s) >= bytes_per_element(v["dtype"]):
+                return [("kv_dtype", f"{s} K/V with {v['dtype']} MMAs: a K/V cache is stored in "
+                                     f"dtype or narrower")]
+            if v["direction"] != "fwd":
+                return [("kv_dtype", f"{s} K/V narrower than dtype {v['dtype']} is a serving "
+                                     f"(forward) cache; the backward needs K and V in dtype")]
         return []
 
     def demand(self, hw):
@@ -209,6 +265,7 @@ class Attention(Op):
     def _pass_demand(self, hw, kernel: str, direction: str) -> Demand:
         d, dv = self.head_dim, self.head_dim_v or self.head_dim
         b = bytes_per_element(self.dtype)
+        kb = self._kv_bytes_per_element()
         tensor = f"tensor:{tensor_dtype(self.dtype)}"
         # cuDNN's Blackwell SDPA kernels are tcgen05 warp-specialized designs of FA4's kind (AVO,
         # arXiv 2603.24517, has cuDNN 9.19 within a few % of FA4 and ahead of it): on Blackwell
@@ -221,17 +278,17 @@ class Attention(Op):
                    kv_heads=self.kv_heads or self.heads, seq_q=self.seq_q,
                    seq_kv=self.seq_kv or self.seq_q, d=d, dv=dv, element_bytes=b,
                    causal=self.causal, window=self.window, dropout=self.dropout > 0,
-                   v_transposed=v_transposed, shared_kv=self.shared_kv)
+                   v_transposed=v_transposed, shared_kv=self.shared_kv, kv_element_bytes=kb)
         work = self._tile_work(hw, t, kernel, design, direction, tensor, v_transposed)
         io = self._memory(t, kernel, direction)
         if self.dropout > 0:
             self._add_dropout(work, io, t.scores)
         work["hbm"], work["l2"] = io["hbm"], io["l2"]
-        smem = tile_smem_bytes(t.tile_m, t.bn, d, dv, b, v_transposed, self.shared_kv)
+        smem = tile_smem_bytes(t.tile_m, t.bn, d, dv, b, v_transposed, self.shared_kv, kb)
         launch = LaunchShape(ctas=t.ctas, threads_per_cta=t.threads,
                              registers_per_thread=t.registers,
                              smem_per_cta_bytes=min(hw.smem_per_cta_bytes, int(smem)),
-                             bytes_in_flight_per_cta=KV_STAGES * t.bn * (d + dv) * b)
+                             bytes_in_flight_per_cta=KV_STAGES * t.bn * (d + dv) * kb)
         details = {"kernel": kernel, "direction": direction, "tile_pairs": t.pairs,
                    "key_tile": t.bn, "decode": t.decode, "kv_splits": t.kv_splits}
         main = Demand(work=work, launch=launch, flop=self._mma_flop_per_score(direction) * t.scores,
@@ -310,6 +367,15 @@ class Attention(Op):
         fma_per_instr = 2.0 if (design == "fa4" and hw.packed_fp32) else 1.0
         work["issue"] = (work.get("fma", 0.0) / fma_per_instr + work.get("alu", 0.0)
                          + work.get("xu", 0.0)) / 32.0
+        if self.kv_dtype is not None and tensor_dtype(self.kv_dtype) != tensor_dtype(self.dtype):
+            # each K/V tile a CTA loads: its narrow stage read from shared memory, converted on
+            # the CUDA cores (kv_dequant_work: instructions per element), written as a dtype
+            # staging tile that the MMAs read
+            kv_elements = t.pairs * t.bn * (d if self.shared_kv else d + dv)
+            work["smem"] += kv_elements * (self._kv_bytes_per_element() + b)
+            convert = kv_dequant_work(hw, self.kv_dtype, self.dtype)
+            work = add_work(work, {r: n * kv_elements for r, n in convert.items()},
+                            {"issue": sum(convert.values()) * kv_elements / 32.0})
         return work
 
     def _mma_flop_per_score(self, direction: str) -> float:
@@ -347,9 +413,10 @@ class Attention(Op):
         hkv = self.kv_heads or self.heads
         group = self.heads // hkv
         b = bytes_per_element(self.dtype)
+        kb = self._kv_bytes_per_element()
         q_bytes = self.batch * self.heads * self.seq_q * d * b
         kv_row = d if self.shared_kv else d + dv
-        kv_bytes = self.batch * hkv * (self.seq_kv or self.seq_q) * kv_row * b
+        kv_bytes = self.batch * hkv * (self.seq_kv or self.seq_q) * kv_row * kb
         # FA3's FP8 forward writes O in BF16 (hopper/test_flash_attn.py compares it with a BF16
         # reference by subtraction, which PyTorch's float8 does not support); cuDNN's FP8 graph
         # writes FP8 (hopper/benchmark_flash_attention_fp8.py allocates O as the QKV dtype)
@@ -360,7 +427,7 @@ class Attention(Op):
               "dkv_expanded": 0.0, "dkv_accum": 0.0}
         if direction == "fwd":
             io["hbm"] = q_bytes + kv_bytes + o_bytes + lse
-            io["l2"] = q_bytes + t.pairs * t.bn * kv_row * b + o_bytes + lse
+            io["l2"] = q_bytes + t.pairs * t.bn * kv_row * kb + o_bytes + lse
             return io
         # main kernel: read Q, K, V, dO, LSE, D; write dK, dV; dQ FP32 atomics through L2
         dq_accum = q_bytes * 4 / b
@@ -377,6 +444,10 @@ class Attention(Op):
         io.update(hbm=hbm, l2=hbm + dq_atomics + dkv_accum * group * 2, dq_accum=dq_accum,
                   dkv_expanded=dkv_expanded, dkv_accum=dkv_accum)
         return io
+
+    def _kv_bytes_per_element(self) -> float:
+        """Bytes per K/V element as stored (kv_dtype, block scales included; none: dtype)."""
+        return bytes_per_element(self.kv_dtype or self.dtype)
 
     def _add_dropout(self, work: dict[str, float], io: dict[str, float], scores: float) -> None:
         """Fused dropout: Philox work per score beside the softmax. Precomputed: a mask read

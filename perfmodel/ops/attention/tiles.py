@@ -47,24 +47,34 @@ FA2_BWD_WARP_LAYOUT = {64: (4, 4, 4), 96: (2, 4, 4), 128: (2, 4, 2), 256: (4, 2,
 
 
 def kv_tile_width(hw, bm: int, bn: int, d: int, dv: int, element_bytes: float,
-                  v_transposed: bool, shared_kv: bool = False) -> int:
+                  v_transposed: bool, shared_kv: bool = False,
+                  kv_element_bytes: float | None = None) -> int:
     """The widest key tile ≤ bn whose KV_STAGES K and V buffers fit in shared memory beside the
     bm × d Q tile. FP8 wgmma kernels keep a transposed copy of each V tile as well; with MLA's
     latent cache V is part of the K buffer. At head dim 256 in 16-bit types a 128 × 128 tile
     cannot fit (320 KB); the rule gives 128 × 80 (and FlashMLA's 64-key blocks for 576/512)."""
     step = int(MMA_K_STEP_BYTES // element_bytes)
-    q_bytes = tile_smem_bytes(bm, 0, d, dv, element_bytes, v_transposed, shared_kv)
-    per_key = tile_smem_bytes(0, 1, d, dv, element_bytes, v_transposed, shared_kv)
+    q_bytes = tile_smem_bytes(bm, 0, d, dv, element_bytes, v_transposed, shared_kv,
+                              kv_element_bytes)
+    per_key = tile_smem_bytes(0, 1, d, dv, element_bytes, v_transposed, shared_kv,
+                              kv_element_bytes)
     fits = int((hw.smem_per_cta_bytes - q_bytes) // per_key)
     return max(step, min(bn, fits // step * step))
 
 
 def tile_smem_bytes(bm: int, bn: int, d: int, dv: int, element_bytes: float,
-                    v_transposed: bool, shared_kv: bool = False) -> float:
+                    v_transposed: bool, shared_kv: bool = False,
+                    kv_element_bytes: float | None = None) -> float:
     """Shared memory of the bm × d Q tile and KV_STAGES buffers of bn keys: K's row, V's row
-    (none when V lives inside MLA's latent K buffer) and, in FP8 wgmma kernels, V transposed."""
+    (none when V lives inside MLA's latent K buffer) and, in FP8 wgmma kernels, V transposed.
+    A KV cache narrower than the MMA dtype (kv_element_bytes) keeps its stages in the storage
+    type and one staging tile of K and V in the MMA dtype (FlashInfer's one-byte-KV repack)."""
     kv_row = d + (0 if shared_kv else dv) + (dv if v_transposed else 0)
-    return (bm * d + KV_STAGES * bn * kv_row) * element_bytes
+    if kv_element_bytes is None or kv_element_bytes == element_bytes:
+        return (bm * d + KV_STAGES * bn * kv_row) * element_bytes
+    stored = d + (0 if shared_kv else dv)
+    return ((bm * d + KV_STAGES * bn * (kv_row - stored) + bn * stored) * element_bytes
+            + KV_STAGES * bn * stored * kv_element_bytes)
 
 
 def fa2_splitkv_block_n(head_dim: int) -> int:
@@ -164,7 +174,7 @@ class Tiling:
 def tiling(hw, kernel: str, design: str, direction: str, *, batch: int, heads: int,
            kv_heads: int, seq_q: int, seq_kv: int, d: int, dv: int, element_bytes: float,
            causal: bool, window: int | None, dropout: bool, v_transposed: bool,
-           shared_kv: bool) -> Tiling:
+           shared_kv: bool, kv_element_bytes: float | None = None) -> Tiling:
     """The tiles and grid `kernel` (built as `design`) launches for one pass."""
     bm, bn, threads, regs = TILE[design]
     decode = direction == "fwd" and seq_q <= DECODE_MAX_SEQ_Q
@@ -174,7 +184,7 @@ def tiling(hw, kernel: str, design: str, direction: str, *, batch: int, heads: i
         if design == "fa4":
             bm *= FA4_FWD_Q_STAGES
         bn = kv_tile_width(hw, DECODE_TILE_M if decode else bm, bn, d, dv, element_bytes,
-                           v_transposed, shared_kv)
+                           v_transposed, shared_kv, kv_element_bytes)
     if decode and kernel == "fa2":
         bn, threads = fa2_splitkv_block_n(d), FA2_SPLITKV_THREADS
     kv_tiles = math.ceil(seq_kv / bn)

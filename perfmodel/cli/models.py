@@ -1,0 +1,58 @@
+"""`perfmodel models`: the built-in models (`list`) and one model's architecture with its
+parameter counts and KV-cache size per token (`show`)."""
+from __future__ import annotations
+
+import json
+
+from perfmodel.cli.format import fmt_si
+from perfmodel.report.tables import format_table
+from perfmodel.workloads.builder import kv_cache_bytes_per_token
+from perfmodel.workloads.models import list_models, load_model
+
+
+def register(sub) -> None:
+    models = sub.add_parser("models", help="built-in models: list, or show one")
+    msub = models.add_subparsers(dest="models_command", required=True,
+                                 parser_class=type(models))
+    msub.add_parser("list", help="built-in model names with their sizes").set_defaults(
+        fn=run_list)
+    show = msub.add_parser("show", help="a model's architecture, parameters and KV bytes/token")
+    show.add_argument("name", help="built-in model name or model file")
+    show.add_argument("--format", choices=("table", "json"), default="table")
+    show.set_defaults(fn=run_show)
+
+
+def _kind(m) -> str:
+    attention = "MLA" if m.is_mla else ("GQA" if m.kv_heads < m.heads else "MHA")
+    return f"MoE {m.experts}x top-{m.top_k}, {attention}" if m.is_moe else f"dense, {attention}"
+
+
+def run_list(args) -> int:
+    rows = []
+    for name in list_models():
+        m = load_model(name)
+        rows.append([m.name, _kind(m), f"{m.params() / 1e9:.1f} B",
+                     f"{m.params(active=True) / 1e9:.1f} B", m.layers, m.hidden,
+                     fmt_si(kv_cache_bytes_per_token(m), "B")])
+    print(format_table(["model", "kind", "params", "active", "layers", "hidden",
+                        "KV / token (TP1)"], rows))
+    return 0
+
+
+def run_show(args) -> int:
+    m = load_model(args.name)
+    info = {**m.to_dict(), "params": m.params(), "params_active": m.params(active=True),
+            "kv_cache_bytes_per_token": kv_cache_bytes_per_token(m)}
+    if args.format == "json":
+        print(json.dumps(info, indent=2))
+        return 0
+    print(f"{m.name}  ({_kind(m)})")
+    print(f"  source: {m.source}")
+    print(f"  parameters: {m.params() / 1e9:.2f} B total, {m.params(active=True) / 1e9:.2f} B "
+          f"active per token (stated: {m.params_total_stated / 1e9:.4g} B)")
+    print(f"  KV cache: {fmt_si(info['kv_cache_bytes_per_token'], 'B')} per token at TP1, "
+          f"BF16")
+    rows = [[k, v] for k, v in m.to_dict().items()
+            if k not in ("name", "source", "path") and v not in (0, "", None)]
+    print(format_table(["key", "value"], rows))
+    return 0

@@ -1,0 +1,212 @@
+"""Serving-engine scheduler settings and their defaults, named per engine with their sources.
+
+Read from the released packages (pip download --no-deps; file and line of the release named):
+  vLLM 0.10.1 (V1 engine, the default since 0.8):
+    max_num_seqs / max_num_batched_tokens: engine/arg_utils.py:1638-1657, for GPUs of at least
+      70 GiB other than A100: 1024 / 8192 for `vllm serve` (UsageContext.OPENAI_API_SERVER),
+      1024 / 16384 for the offline `LLM` class; other GPUs 256 / 2048 (serve), 256 / 8192 (LLM);
+    chunked prefill on, decode and prefill chunks in one step: v1/core/sched/scheduler.py
+      schedule() (running requests first, then waiting ones, one token budget);
+    preemption: the last running request (`self.running.pop()`), recomputed later
+      (num_computed_tokens = 0, prepended to the waiting queue): scheduler.py:255-271;
+    block_size 16 on CUDA: platforms/cuda.py:137-138 (64 for FlashMLA, 128 for CUTLASS MLA);
+    gpu_memory_utilization 0.9: config/cache.py:43;
+    CUDA graphs: cudagraph_mode PIECEWISE by default (config/__init__.py:3553-3558: attention
+      runs outside the graphs), capture sizes [1, 2, 4] + multiples of 8 up to
+      min(2 · max_num_seqs, 512) (config/scheduler.py:79, cuda_graph_sizes).
+  vLLM 0.6.3 (V0 engine):
+    max_num_seqs 256, block_size 16, gpu_memory_utilization 0.90: engine/arg_utils.py:107-115;
+    chunked prefill off below 32k max_model_len (arg_utils.py:937-960), then
+      max_num_batched_tokens = max(max_model_len, 2048) (config.py:985-987), and a step is
+      either a prefill batch or a decode batch (core/scheduler.py _schedule_default);
+    preemption by recompute of the last running group (scheduler.py:580, 1470-1481);
+    admission leaves a watermark of 1 % of the blocks free (core/block_manager_v2.py:65,
+      138-142);
+    full CUDA graphs of decode batches up to max_num_seqs, padded to [1, 2, 4, 8, 16, ...]
+      (worker/model_runner.py:66-75, 985).
+  SGLang 0.4.9:
+    chunked_prefill_size 8192 below 160 GiB of GPU memory, 16384 above (server_args.py:331-341);
+      prefill and decode batches are separate (enable_mixed_chunk off);
+    page_size 1 (server_args.py:82);
+    mem_fraction_static = (GPU memory - reserved) / GPU memory, reserved (9.5 + tp·pp/2) GiB
+      below 90 GiB, (12 + tp·pp/2) GiB below 160 GiB, 32 GiB above (server_args.py:283-319); it
+      covers weights and the KV pool, the reserve holds activations and CUDA-graph buffers;
+    max_running_requests = min(KV tokens // 2, request pool of 2048-4096) (managers/
+      tp_worker.py:122-130, model_executor/model_runner.py:1024-1032);
+    admission reserves the remaining output of every running request, at new_token_ratio 1.0
+      when the request ignores EOS as benchmarks do (managers/schedule_policy.py:393-396), else
+      0.7 decaying to 0.098 (global_config.py:24-31): `reserve_output_fraction` 1.0 here;
+    CUDA graphs of decode batches [1, 2, 4, 8] + 16..160 step 8, + 168..256 above 90 GiB, +
+      ..512 above 160 GB (model_executor/cuda_graph_runner.py:138-162).
+  TensorRT-LLM (its wheels are not on PyPI, so not read from source here; the documented
+  defaults of the LLM API, to be checked): max_batch_size 2048, max_num_tokens 8192,
+  KvCacheConfig.free_gpu_memory_fraction 0.9 of the memory left after the model, tokens_per_block
+  32, enable_chunked_prefill False, in-flight batching of context and generation requests in one
+  step, capacity_scheduler_policy GUARANTEED_NO_EVICT (a request is admitted only with KV blocks
+  for its whole prompt + max output, so nothing is preempted); CUDA graphs of generation-only
+  batches (assumed here up to 128).
+
+Per-step framework overhead (`step_overhead_s`: scheduling, input preparation, sampling,
+detokenization on the CPU, serial with the GPU unless the engine overlaps it): none of these
+sources states a number, so every preset has 0 - a candidate fitted constant, to be fitted on
+published serving rows by whoever fits constants (perfmodel/fitted.yaml), not here.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from perfmodel.errors import InputError
+from perfmodel.hardware import Hardware, hardware
+from perfmodel.units import GiB
+
+GRAPH_MODES = ("none", "full_decode", "piecewise", "full_and_piecewise")
+# vLLM V0 and V1 capture [1, 2, 4] and multiples of 8 (worker/model_runner.py:73-75;
+# config/scheduler.py:79-81)
+VLLM_SMALL_GRAPHS = (1, 2, 4)
+VLLM_GRAPH_STEP = 8
+# the smallest GPU memory that gets vLLM V1's larger defaults (arg_utils.py:1638)
+VLLM_LARGE_GPU_BYTES = 70 * GiB
+SGLANG_MAX_REQUEST_POOL = 4096
+TRTLLM_GRAPH_MAX_BATCH = 128  # assumed, see the module docstring
+
+
+def vllm_graph_sizes(largest: int) -> tuple[int, ...]:
+    return VLLM_SMALL_GRAPHS + tuple(range(VLLM_GRAPH_STEP, largest + 1, VLLM_GRAPH_STEP))
+
+
+@dataclass(frozen=True)
+class Engine:
+    """How one replica's scheduler batches requests (see the module docstring for sources).
+
+    max_batch                running sequences at most (max_num_seqs, max_running_requests,
+                             max_batch_size); None: SGLang's rule, min(KV tokens // 2, 4096)
+    max_tokens_per_step      token budget of one step (max_num_batched_tokens, chunked_prefill_
+                             size, max_num_tokens); None: vLLM V0's max(max_model_len, 2048),
+                             max_model_len taken as the longest request
+    chunked_prefill          a prompt may be split over steps to fill the budget
+    mixed_batching           prefill chunks ride in decode steps (else a step is all prefill or
+                             all decode, prefill first)
+    block_tokens             KV-cache page size in tokens
+    gpu_memory_utilization   share of HBM planned with (fraction_of_free: share of the HBM left
+                             after weights, activations and workspace, TensorRT-LLM's way)
+    activations_in_reserve   the memory fraction already leaves activations and workspace out
+                             (SGLang's mem_fraction_static)
+    reserve_output_fraction  admission keeps KV for this share of every running request's
+                             remaining output (0: allocate at occupancy and preempt on shortage)
+    cuda_graph_sizes         captured batch sizes (empty: eager); a step is padded up to one
+    cuda_graph_mode          full_decode: decode-only steps fully captured; piecewise: every
+                             step of a captured size runs all but attention in graphs;
+                             full_and_piecewise: both
+    step_overhead_s          CPU time per step, serial with the GPU (0: see the docstring)
+    kv_blocks_override       KV blocks of the replica instead of those memory leaves (vLLM's
+                             num_gpu_blocks_override; for what-ifs and tests)
+    admission_watermark      share of the blocks a new request must leave free (vLLM V0's
+                             block-manager watermark, against preempting right after admitting)
+    """
+
+    name: str
+    max_batch: int | None = 256
+    max_tokens_per_step: int | None = 8192
+    chunked_prefill: bool = True
+    mixed_batching: bool = True
+    block_tokens: int = 16
+    gpu_memory_utilization: float = 0.9
+    fraction_of_free: bool = False
+    activations_in_reserve: bool = False
+    reserve_output_fraction: float = 0.0
+    cuda_graph_sizes: tuple[int, ...] = ()
+    cuda_graph_mode: str = "full_decode"
+    step_overhead_s: float = 0.0
+    kv_blocks_override: int | None = None
+    admission_watermark: float = 0.0
+
+    def check(self) -> None:
+        p = []
+        for k in ("max_batch", "max_tokens_per_step", "kv_blocks_override"):
+            v = getattr(self, k)
+            if v is not None and (not isinstance(v, int) or v < 1):
+                p.append(f"{k}: expected a positive integer or None, got {v!r}")
+        if not isinstance(self.block_tokens, int) or self.block_tokens < 1:
+            p.append(f"block_tokens: expected a positive integer, got {self.block_tokens!r}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            p.append(f"gpu_memory_utilization: expected a fraction in (0, 1], got "
+                     f"{self.gpu_memory_utilization!r}")
+        if not 0 <= self.admission_watermark < 1:
+            p.append(f"admission_watermark: expected a fraction in [0, 1), got "
+                     f"{self.admission_watermark!r}")
+        if not 0 <= self.reserve_output_fraction <= 1:
+            p.append(f"reserve_output_fraction: expected a fraction in [0, 1], got "
+                     f"{self.reserve_output_fraction!r}")
+        if self.cuda_graph_mode not in GRAPH_MODES:
+            p.append(f"cuda_graph_mode: expected one of {', '.join(GRAPH_MODES)}, got "
+                     f"{self.cuda_graph_mode!r}")
+        if any(not isinstance(s, int) or s < 1 for s in self.cuda_graph_sizes):
+            p.append(f"cuda_graph_sizes: expected positive integers, got "
+                     f"{self.cuda_graph_sizes!r}")
+        if self.step_overhead_s < 0:
+            p.append(f"step_overhead_s: expected ≥ 0, got {self.step_overhead_s!r}")
+        if p:
+            raise InputError([f"engine {self.name}: {x}" for x in p])
+
+    def replace(self, **changes: Any) -> "Engine":
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise InputError(f"engine {self.name}: unknown setting(s) {', '.join(unknown)}")
+        e = dataclasses.replace(self, **changes)
+        e.check()
+        return e
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+ENGINES = ("vllm", "vllm-offline", "vllm-v0", "sglang", "trtllm")
+ALIASES = {"tensorrt-llm": "trtllm", "vllm-v1": "vllm"}
+
+
+def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> Engine:
+    """The defaults of `name` (one of ENGINES) on `hw`: several depend on the GPU's memory."""
+    mem = hardware(hw).hbm_capacity_bytes
+    name = ALIASES.get(name, name)
+    if name in ("vllm", "vllm-offline"):
+        large = mem >= VLLM_LARGE_GPU_BYTES  # (the A100 exception needs the name: not applied)
+        seqs = 1024 if large else 256
+        tokens = (16384 if large else 8192) if name == "vllm-offline" else (8192 if large
+                                                                             else 2048)
+        return Engine(name, max_batch=seqs, max_tokens_per_step=tokens, chunked_prefill=True,
+                      mixed_batching=True, block_tokens=16, gpu_memory_utilization=0.9,
+                      cuda_graph_sizes=vllm_graph_sizes(min(2 * seqs, 512)),
+                      cuda_graph_mode="piecewise")
+    if name == "vllm-v0":
+        return Engine(name, max_batch=256, max_tokens_per_step=None, chunked_prefill=False,
+                      mixed_batching=False, block_tokens=16, gpu_memory_utilization=0.9,
+                      admission_watermark=0.01,
+                      cuda_graph_sizes=vllm_graph_sizes(256), cuda_graph_mode="full_decode")
+    if name == "sglang":
+        mib = mem / 2**20
+        if mib < 90 * 1024:
+            reserved = (9.5 + tp * pp / 2) * GiB
+        elif mib < 160 * 1024:
+            reserved = (12 + tp * pp / 2) * GiB
+        else:
+            reserved = 32 * GiB
+        graphs = (1, 2, 4, 8) + tuple(range(16, 161, 8))
+        if mib > 90 * 1024:
+            graphs += tuple(range(168, 257, 8))
+        if mib > 160 * 1000:
+            graphs += tuple(range(272, 513, 16))
+        return Engine(name, max_batch=None, max_tokens_per_step=16384 if mib >= 160 * 1024
+                      else 8192, chunked_prefill=True, mixed_batching=False, block_tokens=1,
+                      gpu_memory_utilization=round((mem - reserved) / mem, 3),
+                      activations_in_reserve=True, reserve_output_fraction=1.0,
+                      cuda_graph_sizes=graphs, cuda_graph_mode="full_decode")
+    if name == "trtllm":
+        return Engine(name, max_batch=2048, max_tokens_per_step=8192, chunked_prefill=False,
+                      mixed_batching=True, block_tokens=32, gpu_memory_utilization=0.9,
+                      fraction_of_free=True, reserve_output_fraction=1.0,
+                      cuda_graph_sizes=(1, 2, 4) + tuple(range(8, TRTLLM_GRAPH_MAX_BATCH + 1,
+                                                               8)),
+                      cuda_graph_mode="full_decode")
+    raise InputError(f"engine: expected one of {', '.join(ENGINES)}, got {name!r}")

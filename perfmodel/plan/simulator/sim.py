@@ -1,0 +1,425 @@
+"""Continuous batching of one replica, step by step, as vLLM, SGLang and TensorRT-LLM run it.
+
+Each step (`Engine` settings, engines.py):
+  1. every running sequence past its prefill decodes one token (decode tokens first); when the
+     paged KV cache (blocks of `block_tokens`, held at actual occupancy: prompt + tokens so far)
+     has no block for a sequence's next token, the most recently admitted running request is
+     preempted and later recomputed (vLLM's default: its KV freed, its prompt plus the tokens it
+     had generated prefilled again, ahead of the waiting queue);
+  2. running prefills continue, in admission order, in chunks that fill the token budget
+     (`max_tokens_per_step`), shrunk to the free blocks;
+  3. if nothing was preempted, waiting requests are admitted first come, first served while
+     `max_batch` running sequences, the budget and the KV cache allow (with
+     `reserve_output_fraction` > 0 admission keeps blocks for that share of every running
+     request's remaining output, as SGLang and TensorRT-LLM's GUARANTEED_NO_EVICT do).
+  Without `chunked_prefill` a prompt is prefilled whole in one step; without `mixed_batching` a
+  step is either all prefill (when any can be scheduled, prefill first) or all decode (vLLM V0,
+  SGLang). A request's first token is sampled at the end of the step that completes its prefill.
+The step's time comes from `StepCost` (cost.py); CUDA graphs remove the kernel launch overhead of
+the steps they capture (full decode steps, or all but attention for piecewise graphs) after
+padding the step to the next captured size; `step_overhead_s` is added per step.
+
+Pipeline parallelism: pp micro-batches are in flight (vLLM's virtual engines): requests go to the
+one with the fewest unfinished; each has 1/pp of the KV blocks and of max_batch; its steps flow
+through the pp stages, each stage taking one stage time (StepCost.step_times), so a step's
+latency is the sum of the stages and the replica's throughput is set by the stage time.
+
+Metrics: TTFT = first token - arrival; E2E = last token - arrival; TPOT = (E2E - TTFT) /
+(output - 1) per request; ITL = every gap between a request's consecutive tokens. Throughput is
+over the window from the first arrival to the last completion. With ep > tp the builder's
+expert-parallel layout has ep/tp data-parallel attention groups; the simulation is one group and
+`replica_output_tokens_per_s` scales it by the groups.
+"""
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from perfmodel.errors import InputError
+from perfmodel.hardware import Hardware, hardware
+from perfmodel.plan.memory import as_model
+from perfmodel.plan.simulator.cost import StepCost
+from perfmodel.plan.simulator.kv import KvBudget, check_fits, kv_budget
+from perfmodel.plan.simulator.result import SimResult
+from perfmodel.plan.simulator.engines import Engine, engine_preset
+from perfmodel.plan.simulator.workload import Workload
+from perfmodel.workloads.models import ModelSpec
+
+WAITING, PREFILL, DECODE, DONE = range(4)
+V0_MIN_BATCHED_TOKENS = 2048     # vLLM V0: max(max_model_len, 2048) without chunked prefill
+SGLANG_HALF_KV = 2               # SGLang: max_running_requests = KV tokens // 2 ...
+SGLANG_MAX_REQUESTS = 4096       # ... at most the request pool
+
+
+class Request:
+    """One request's progress. `computed`: tokens whose KV is in the cache; a decoding request
+    advances with its engine's decode-step counter (j0, c0, g0 at the step it started)."""
+
+    __slots__ = ("id", "arrival", "prompt", "output", "generated", "computed", "blocks",
+                 "state", "j0", "c0", "g0", "epoch", "first_s", "finish_s", "pieces",
+                 "preempted", "total_blocks", "lane")
+
+    def __init__(self, rid: int, arrival: float, prompt: int, output: int, block_tokens: int):
+        self.id, self.arrival, self.prompt, self.output = rid, arrival, prompt, output
+        self.generated = self.computed = self.blocks = 0
+        self.state = WAITING
+        self.j0 = self.c0 = self.g0 = self.epoch = self.preempted = 0
+        self.first_s = self.finish_s = math.nan
+        self.pieces: list[Any] = []   # token times: floats, or (j0, j1) decode-step ranges
+        self.total_blocks = -(-(prompt + output) // block_tokens)
+        self.lane = 0
+
+
+class Lane:
+    """One scheduler (a pipeline virtual engine when pp > 1) and its KV blocks."""
+
+    def __init__(self, capacity_blocks: int, max_batch: int, block_tokens: int,
+                 watermark: float = 0.0):
+        self.capacity, self.max_batch, self.bt = capacity_blocks, max_batch, block_tokens
+        self.watermark = int(watermark * capacity_blocks)
+        self.waiting: deque[Request] = deque()
+        self.running: dict[int, Request] = {}   # admission order
+        self.prefilling: list[Request] = []
+        self.used = self.peak = 0
+        self.reserved_total = 0                 # sum of total_blocks over running
+        self.j = 0                              # decode steps done
+        self.n = 0                              # decoding requests
+        self.a = 0                              # sum of (c0 - j0) over decoders
+        self.residue = [0] * block_tokens       # decoders needing a block when j % bt == r
+        self.finish_at: dict[int, list[tuple[Request, int]]] = {}
+        self.decode_end_s: list[float] = []
+        self.ready_s = 0.0
+        self.wake_s = 0.0                       # arrival that ended its last idle spell
+        self.unfinished = 0
+
+    # -- moves ----------------------------------------------------------------------------------
+    def start_decode(self, r: Request) -> None:
+        r.state, r.j0, r.c0, r.g0 = DECODE, self.j, r.computed, r.generated
+        self.n += 1
+        self.a += r.c0 - r.j0
+        self.residue[(r.j0 - r.c0) % self.bt] += 1
+        last = r.j0 + r.output - r.g0 - 1
+        self.finish_at.setdefault(last, []).append((r, r.epoch))
+
+    def stop_decode(self, r: Request) -> int:
+        """Leave decoding at the current step count; returns the tokens in its KV."""
+        steps = self.j - r.j0
+        self.n -= 1
+        self.a -= r.c0 - r.j0
+        self.residue[(r.j0 - r.c0) % self.bt] -= 1
+        r.pieces.append((r.j0, self.j))
+        r.computed, r.generated = r.c0 + steps, r.g0 + steps
+        return r.computed
+
+    def release(self, r: Request) -> None:
+        """Free a running request's blocks and its reservation."""
+        if r.state == DECODE:
+            blocks = -(-self.stop_decode(r) // self.bt)
+        else:
+            blocks = r.blocks
+            if r.state == PREFILL:
+                self.prefilling.remove(r)
+        self.used -= blocks
+        self.reserved_total -= r.total_blocks
+        del self.running[r.id]
+        r.blocks = 0
+
+    def preempt_last(self) -> Request:
+        r = self.running[next(reversed(self.running))]
+        was_decode = r.state == DECODE
+        res = (r.j0 - r.c0) % self.bt
+        self.release(r)
+        r.computed, r.state, r.epoch = 0, WAITING, r.epoch + 1
+        r.preempted += 1
+        self.waiting.appendleft(r)
+        return r if was_decode and res == self.j % self.bt else None
+
+    def admissible(self, blocks_now: int, total_blocks: int, reserve: float) -> bool:
+        held = self.used + reserve * (self.reserved_total - self.used)
+        need = blocks_now + reserve * (total_blocks - blocks_now) + self.watermark
+        return held + need <= self.capacity
+
+
+def simulate(model: ModelSpec | str, hw: Hardware | str, workload: Workload | None = None,
+             engine: Engine | str = "vllm", tp: int = 1, ep: int = 1, pp: int = 1,
+             dtype: str = "bf16", kv_dtype: str = "bf16", level: str = "pipes",
+             cost: StepCost | None = None, **engine_settings: Any) -> SimResult:
+    """Replay `workload` on one replica of `model` on `hw` under `engine` (a preset name from
+    engines.ENGINES or an Engine; keyword settings override its fields). `cost` reuses a
+    StepCost built for the same deployment (its nodes are memoized across simulations)."""
+    m, h = as_model(model), hardware(hw)
+    workload = workload or Workload()
+    eng = engine_preset(engine, h, tp, pp) if isinstance(engine, str) else engine
+    eng = eng.replace(**engine_settings) if engine_settings else eng
+    eng.check()
+    isl, osl, arrivals = workload.draw()
+    longest = int((isl + osl).max())
+    budget_tokens = eng.max_tokens_per_step or max(longest, V0_MIN_BATCHED_TOKENS)
+    what = f"{m.name} on {h.name} tp={tp} ep={ep} pp={pp} dtype={dtype}"
+    in_reserve = eng.activations_in_reserve
+    kv = kv_budget(m, h, tp, ep, pp, dtype, kv_dtype, eng.block_tokens,
+                   eng.gpu_memory_utilization, eng.fraction_of_free, budget_tokens,
+                   **({"workspace_bytes": 0.0, "activations": False} if in_reserve else {}))
+    check_fits(kv, what)
+    blocks = eng.kv_blocks_override or kv.blocks
+    max_batch = eng.max_batch or min(blocks * eng.block_tokens // SGLANG_HALF_KV,
+                                     SGLANG_MAX_REQUESTS)
+    lanes_n = pp
+    lane_blocks = blocks // lanes_n
+    lane_batch = max(1, max_batch // lanes_n)
+    problems = []
+    if eng.mixed_batching and budget_tokens < lane_batch:
+        problems.append(f"max_tokens_per_step {budget_tokens} < max_batch {lane_batch}: the "
+                        f"decode tokens of a full batch must fit one step")
+    need = -(-longest // eng.block_tokens)
+    if need > lane_blocks - int(eng.admission_watermark * lane_blocks):
+        problems.append(f"the longest request ({longest} tokens) needs {need} KV blocks, the "
+                        f"cache has {lane_blocks} per scheduler "
+                        f"({blocks * eng.block_tokens} tokens in all)")
+    if not eng.chunked_prefill and int(isl.max()) > budget_tokens:
+        problems.append(f"a prompt of {int(isl.max())} tokens exceeds max_tokens_per_step "
+                        f"{budget_tokens} without chunked prefill")
+    if problems:
+        raise InputError([f"{what}: {p}" for p in problems])
+    if cost is None:
+        cost = StepCost(m, h, tp, ep, pp, dtype, kv_dtype, level)
+    elif (cost.model.name, cost.hw.name, cost.tp, cost.ep, cost.pp, cost.dtype, cost.kv_dtype,
+          cost.level) != (m.name, h.name, tp, ep, pp, dtype, kv_dtype, level):
+        raise InputError(f"{what}: the StepCost given is for {cost.model.name} on "
+                         f"{cost.hw.name} tp={cost.tp} ep={cost.ep} pp={cost.pp} "
+                         f"dtype={cost.dtype} kv_dtype={cost.kv_dtype} level={cost.level}")
+    return Simulation(cost, eng, kv, isl, osl, arrivals, workload, lanes_n, lane_blocks,
+                      lane_batch, budget_tokens).run(m, h, tp, ep, pp, dtype, kv_dtype)
+
+
+class Simulation:
+    """The event loop of `simulate` (one run)."""
+
+    def __init__(self, cost: StepCost, eng: Engine, kv: KvBudget, isl, osl, arrivals,
+                 workload: Workload, lanes: int, lane_blocks: int, lane_batch: int,
+                 budget_tokens: int):
+        self.cost, self.eng, self.kv, self.workload = cost, eng, kv, workload
+        bt = eng.block_tokens
+        self.lanes = [Lane(lane_blocks, lane_batch, bt, eng.admission_watermark)
+                      for _ in range(lanes)]
+        self.budget = budget_tokens
+        self.requests = [Request(i, 0.0, int(isl[i]), int(osl[i]), bt) for i in range(len(isl))]
+        self.pending: list[tuple[float, int]] = []
+        self.concurrency_queue: deque[int] = deque()
+        if arrivals is None:  # concurrency mode
+            first = min(workload.concurrency, len(isl))
+            self.pending = [(0.0, i) for i in range(first)]
+            self.concurrency_queue = deque(range(first, len(isl)))
+        else:
+            self.pending = [(float(a), i) for i, a in enumerate(arrivals)]
+        heapq.heapify(self.pending)
+        self.graph_sizes = sorted(eng.cuda_graph_sizes)
+        self.stage_free = [0.0] * lanes
+        self.steps = self.decode_steps = self.prefill_steps = self.mixed_steps = 0
+        self.busy = 0.0
+        self.peak = self.peak_running = 0
+        self.done = 0
+
+    def deliver(self, until: float) -> bool:
+        """Hand the arrivals up to `until` to the lanes with the fewest unfinished requests."""
+        delivered = False
+        while self.pending and self.pending[0][0] <= until:
+            t, i = heapq.heappop(self.pending)
+            r = self.requests[i]
+            r.arrival = t
+            k = min(range(len(self.lanes)), key=lambda x: self.lanes[x].unfinished)
+            ln = self.lanes[k]
+            if not (ln.running or ln.waiting):
+                ln.wake_s = t
+            r.lane = k
+            ln.unfinished += 1
+            ln.waiting.append(r)
+            delivered = True
+        return delivered
+
+    def start_s(self, ln: Lane) -> float:
+        return max(ln.ready_s + self.eng.step_overhead_s, self.stage_free[0], ln.wake_s)
+
+    def run(self, m, h, tp, ep, pp, dtype, kv_dtype) -> SimResult:
+        total = len(self.requests)
+        while self.done < total:
+            while True:
+                ready = [(self.start_s(ln), k) for k, ln in enumerate(self.lanes)
+                         if ln.running or ln.waiting]
+                if not ready:
+                    if not self.pending:
+                        raise RuntimeError("simulation stalled with requests unfinished")
+                    self.deliver(self.pending[0][0])
+                    continue
+                start, k = min(ready)
+                if not self.deliver(start):
+                    break
+            if not self.step(self.lanes[k], start) and not self.lanes[k].running:
+                raise RuntimeError("simulation stalled: a waiting request can never be admitted")
+        return self.result(m, h, tp, ep, pp, dtype, kv_dtype)
+
+    # -- one step of one lane -------------------------------------------------------------------
+    def step(self, ln: Lane, start: float) -> bool:
+        """Schedule and run one step of `ln`; False if nothing could run."""
+        eng, bt = self.eng, ln.bt
+        chunks: list[tuple[Request, int]] = []
+        budget = self.budget
+        preempted = False
+        decode = 0
+        prefill_first = not eng.mixed_batching
+        if prefill_first:
+            chunks = self.schedule_prefill(ln, budget, allow_admission=True)
+        if not chunks:
+            need = ln.residue[ln.j % bt] if ln.n else 0
+            while ln.n and ln.capacity - ln.used < need:
+                victim = ln.preempt_last()
+                preempted = True
+                if victim is not None:
+                    need -= 1
+            decode = ln.n
+            ln.used += need if decode else 0
+            if eng.mixed_batching:
+                chunks = self.schedule_prefill(ln, budget - decode, not preempted)
+        if not decode and not chunks:
+            if ln.running:  # prefills hold the cache and none can go on: recompute one later
+                ln.preempt_last()
+            return False
+        ln.peak = max(ln.peak, ln.used)
+        self.peak = max(self.peak, sum(x.used for x in self.lanes))
+        self.peak_running = max(self.peak_running, sum(len(x.running) for x in self.lanes))
+        ctx_sum = ln.a + ln.n * (ln.j + 1) if decode else 0.0
+        latency, stage = self.price(decode, ctx_sum, chunks)
+        t = start
+        for s in range(len(self.stage_free) - 1):
+            t = max(t, self.stage_free[s]) + stage
+            self.stage_free[s] = t
+        t = max(t, self.stage_free[-1]) + (latency - (len(self.stage_free) - 1) * stage)
+        self.stage_free[-1] = t
+        end = ln.ready_s = t
+        self.busy += stage if len(self.stage_free) > 1 else latency
+        self.steps += 1
+        if decode:
+            self.decode_steps += 1
+            self.mixed_steps += bool(chunks)
+            ln.decode_end_s.append(end)
+            ln.j += 1
+            for r, epoch in ln.finish_at.pop(ln.j - 1, ()):
+                if r.epoch == epoch and r.state == DECODE:
+                    self.finish(ln, r, end)
+        else:
+            self.prefill_steps += 1
+        for r, c in chunks:
+            r.computed += c
+            if r.computed == r.prompt + r.generated:
+                r.generated += 1
+                r.pieces.append(end)
+                if r.generated == 1:
+                    r.first_s = end
+                if r.generated >= r.output:
+                    self.finish(ln, r, end)
+                else:
+                    ln.prefilling.remove(r)
+                    ln.start_decode(r)
+        return True
+
+    def schedule_prefill(self, ln: Lane, budget: int, allow_admission: bool
+                         ) -> list[tuple[Request, int]]:
+        eng, bt = self.eng, ln.bt
+        chunks: list[tuple[Request, int]] = []
+        for r in ln.prefilling:
+            if budget <= 0:
+                break
+            left = r.prompt + r.generated - r.computed
+            c = min(left, budget)
+            room = (ln.capacity - ln.used) * bt + r.blocks * bt - r.computed
+            c = min(c, room)
+            if c <= 0:
+                continue
+            blocks = -(-(r.computed + c) // bt)
+            ln.used += blocks - r.blocks
+            r.blocks = blocks
+            chunks.append((r, c))
+            budget -= c
+        if not allow_admission:
+            return chunks
+        reserve = eng.reserve_output_fraction
+        while ln.waiting and budget > 0 and len(ln.running) < ln.max_batch:
+            r = ln.waiting[0]
+            tokens = r.prompt + r.generated
+            c = min(tokens, budget)
+            if not eng.chunked_prefill and c < tokens:
+                if chunks:
+                    break
+                c = tokens  # a recompute longer than the budget runs alone
+            blocks = -(-c // bt)
+            if not ln.admissible(blocks, r.total_blocks, reserve):
+                break
+            ln.waiting.popleft()
+            r.state, r.blocks, r.computed = PREFILL, blocks, 0
+            ln.running[r.id] = r
+            ln.prefilling.append(r)
+            ln.used += blocks
+            ln.reserved_total += r.total_blocks
+            chunks.append((r, c))
+            budget -= c
+        return chunks
+
+    def price(self, decode: int, ctx_sum: float, chunks) -> tuple[float, float]:
+        eng = self.eng
+        tokens = decode + sum(c for _, c in chunks)
+        graphs, pad = "none", 0
+        sizes = self.graph_sizes
+        if sizes:
+            full = eng.cuda_graph_mode in ("full_decode", "full_and_piecewise")
+            piece = eng.cuda_graph_mode in ("piecewise", "full_and_piecewise")
+            if full and not chunks and decode <= sizes[-1]:
+                graphs, pad = "all", sizes[bisect.bisect_left(sizes, decode)]
+            elif piece and tokens <= sizes[-1]:
+                graphs, pad = "body", sizes[bisect.bisect_left(sizes, tokens)]
+        return self.cost.step_times(decode, ctx_sum, [(c, r.computed) for r, c in chunks],
+                                    graphs, pad)
+
+    def finish(self, ln: Lane, r: Request, end: float) -> None:
+        ln.release(r)
+        r.state, r.finish_s = DONE, end
+        ln.unfinished -= 1
+        self.done += 1
+        if self.concurrency_queue:
+            heapq.heappush(self.pending, (end, self.concurrency_queue.popleft()))
+
+    # -- results --------------------------------------------------------------------------------
+    def result(self, m, h, tp, ep, pp, dtype, kv_dtype) -> SimResult:
+        reqs = self.requests
+        n = len(reqs)
+        arrival = np.array([r.arrival for r in reqs])
+        first = np.array([r.first_s for r in reqs])
+        finish = np.array([r.finish_s for r in reqs])
+        osl = np.array([r.output for r in reqs], dtype=np.int64)
+        decode_end = [np.asarray(ln.decode_end_s) for ln in self.lanes]
+        gaps = []
+        generated = np.zeros(n, dtype=np.int64)
+        for i, r in enumerate(reqs):
+            ends = decode_end[r.lane]
+            times = np.concatenate([np.array([p]) if isinstance(p, float) else ends[p[0]:p[1]]
+                                    for p in r.pieces])
+            generated[i] = len(times)
+            if len(times) > 1:
+                gaps.append(np.diff(times))
+        tpot = np.full(n, np.nan)
+        many = osl > 1
+        tpot[many] = (finish[many] - first[many]) / (osl[many] - 1)
+        duration = float(finish.max() - arrival.min())
+        return SimResult(
+            m.name, h.name, tp, ep, pp, dtype, kv_dtype, self.eng, self.workload.to_dict(),
+            max(tp, ep) * pp, max(1, ep // tp), self.kv, sum(ln.capacity for ln in self.lanes),
+            arrival, np.array([r.prompt for r in reqs], dtype=np.int64), osl, first - arrival,
+            tpot, finish - arrival, np.concatenate(gaps) if gaps else np.zeros(0), generated,
+            duration, self.steps, self.decode_steps, self.prefill_steps, self.mixed_steps,
+            sum(r.preempted for r in reqs), self.peak, self.busy,
+            self.peak_running, {"max_batch": sum(ln.max_batch for ln in self.lanes),
+                                "max_tokens_per_step": self.budget})

@@ -1,0 +1,140 @@
+"""The request stream a serving simulation replays: lengths and arrivals, seeded.
+
+Lengths (prompt = input sequence length `isl`, output `osl`, in tokens), each one of:
+  an int                 fixed;
+  ("uniform", lo, hi)    integers uniform in [lo, hi];
+  ("normal", mean, std)  rounded, clipped to ≥ 1;
+or `pairs`, a list of (isl, osl) replayed in order (cycled if `requests` asks for more).
+Arrivals (`mode`):
+  offline       every request at t = 0: the maximum-throughput test (MLPerf Inference Offline);
+  rate          a Poisson process of `rate` requests/s (exponential gaps, first at t = 0 + gap);
+  concurrency   `concurrency` requests in flight: the first ones at t = 0, then a new one the
+                moment one completes (vLLM's benchmark_serving --max-concurrency with an
+                unbounded request rate).
+All draws come from one numpy Generator seeded with `seed`, in a fixed order (isl, osl,
+arrivals), so a workload is reproducible.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from perfmodel.errors import InputError
+
+MODES = ("offline", "rate", "concurrency")
+LENGTH_KINDS = ("fixed", "uniform", "normal")
+DEFAULT_REQUESTS = 1000
+
+
+@dataclass(frozen=True)
+class Lengths:
+    kind: str
+    a: float
+    b: float = 0.0
+
+    @classmethod
+    def parse(cls, value: Any, what: str) -> "Lengths":
+        if isinstance(value, Lengths):
+            return value
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            if value < 1:
+                raise InputError(f"{what}: expected a length ≥ 1, got {value}")
+            return cls("fixed", int(value))
+        if (isinstance(value, (tuple, list)) and len(value) == 3
+                and value[0] in ("uniform", "normal")):
+            kind, a, b = value
+            if kind == "uniform" and not 1 <= a <= b:
+                raise InputError(f"{what}: uniform bounds need 1 ≤ lo ≤ hi, got {a}, {b}")
+            if kind == "normal" and (a <= 0 or b < 0):
+                raise InputError(f"{what}: normal needs mean > 0 and std ≥ 0, got {a}, {b}")
+            return cls(kind, float(a), float(b))
+        raise InputError(f"{what}: expected an int, ('uniform', lo, hi) or ('normal', mean, "
+                         f"std), got {value!r}")
+
+    def draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        if self.kind == "fixed":
+            return np.full(n, int(self.a), dtype=np.int64)
+        if self.kind == "uniform":
+            return rng.integers(int(self.a), int(self.b) + 1, size=n, dtype=np.int64)
+        return np.maximum(1, np.rint(rng.normal(self.a, self.b, size=n))).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A seeded request stream (see the module docstring)."""
+
+    mode: str = "offline"
+    requests: int | None = None
+    isl: Any = 1024
+    osl: Any = 128
+    pairs: Sequence[tuple[int, int]] | None = None
+    rate: float | None = None
+    concurrency: int | None = None
+    seed: int = 0
+
+    def __post_init__(self):
+        p = []
+        if self.mode not in MODES:
+            p.append(f"mode: expected one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.mode == "rate" and not (self.rate and self.rate > 0):
+            p.append(f"rate: mode 'rate' needs a positive rate in requests/s, got {self.rate!r}")
+        if self.mode == "concurrency" and not (isinstance(self.concurrency, int)
+                                               and self.concurrency >= 1):
+            p.append(f"concurrency: mode 'concurrency' needs a positive integer, got "
+                     f"{self.concurrency!r}")
+        if self.requests is not None and (not isinstance(self.requests, int)
+                                          or self.requests < 1):
+            p.append(f"requests: expected a positive integer, got {self.requests!r}")
+        if self.pairs is not None:
+            if not len(self.pairs) or any(len(x) != 2 or min(x) < 1 for x in self.pairs):
+                p.append("pairs: expected a non-empty list of (isl, osl) with lengths ≥ 1")
+        if p:
+            raise InputError([f"workload: {x}" for x in p])
+        if self.pairs is None:
+            Lengths.parse(self.isl, "workload: isl")
+            Lengths.parse(self.osl, "workload: osl")
+
+    @property
+    def n(self) -> int:
+        if self.requests is not None:
+            return self.requests
+        return len(self.pairs) if self.pairs is not None else DEFAULT_REQUESTS
+
+    def draw(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """(isl, osl, arrival_s) per request; arrival_s is None in concurrency mode (the
+        simulator releases requests as others complete)."""
+        rng = np.random.default_rng(self.seed)
+        n = self.n
+        if self.pairs is not None:
+            arr = np.asarray(self.pairs, dtype=np.int64)
+            idx = np.arange(n) % len(arr)
+            isl, osl = arr[idx, 0], arr[idx, 1]
+        else:
+            isl = Lengths.parse(self.isl, "isl").draw(n, rng)
+            osl = Lengths.parse(self.osl, "osl").draw(n, rng)
+        if self.mode == "offline":
+            arrivals = np.zeros(n)
+        elif self.mode == "rate":
+            arrivals = np.cumsum(rng.exponential(1.0 / self.rate, size=n))
+        else:
+            arrivals = None
+        return isl, osl, arrivals
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"mode": self.mode, "requests": self.n, "seed": self.seed}
+        if self.pairs is not None:
+            d["pairs"] = len(self.pairs)
+        else:
+            d["isl"], d["osl"] = _length_dict(self.isl), _length_dict(self.osl)
+        if self.mode == "rate":
+            d["rate"] = self.rate
+        if self.mode == "concurrency":
+            d["concurrency"] = self.concurrency
+        return d
+
+
+def _length_dict(value: Any) -> Any:
+    v = Lengths.parse(value, "length")
+    return int(v.a) if v.kind == "fixed" else [v.kind, v.a, v.b]
