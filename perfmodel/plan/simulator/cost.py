@@ -22,9 +22,10 @@ models, in four parts:
             time is linear in batch × context there (H200, Llama-3-70B TP8: 0.119-0.122 ns per
             token·layer from 64 × 8k up to 1024 × 64k), so the mean is exact where it matters;
             small steps sit on the launch/latency floor, which the mean also gets right. A
-            quantized KV cache (kv_dtype fp8, nvfp4) reads kv_bytes/2 as many bytes: until the
-            attention op takes a KV dtype, the context is scaled by that ratio (the kernel is
-            memory-bound on KV bytes) and so is the KV capacity.
+            quantized KV cache (kv_dtype fp8, nvfp4): where the builder takes `kv_dtype` its
+            attention ops read K/V in it (bytes and conversion work); with a builder that does
+            not, the context is scaled by kv_bytes / 2 instead (the kernel is memory-bound on
+            KV bytes), and kv.py scales the KV capacity alike (BUILDER_KV_DTYPE says which).
   chunk     causal attention of each chunk over prior + chunk keys (seq_q = chunk,
   attention seq_kv = prior + chunk, bottom-right aligned), summed over chunks with one launch per
             layer (one varlen kernel runs all chunks).
