@@ -65,6 +65,10 @@ SPECS = {
         (0.3, 1.0), 3,
         "B300's own sustained tensor share (Blackwell Ultra is strongly power-limited); its "
         "hwspec takes it with `fitted: tensor_sustained_fraction.b300`"),
+    "serving.step_overhead_s.sglang": (
+        (0.0, 0.05), 5,
+        "SGLang's CPU time per engine step (scheduling, batch preparation, sampling, "
+        "detokenization), serial with the GPU: no source states it (plan/simulator/engines.py)"),
     "attention.softmax_overlap.fa2": (
         (0.0, 1.0), 3,
         "FA2's overlap efficiency of its softmax with its MMAs (demand.Overlap's power mean: "
@@ -109,6 +113,11 @@ SUSTAINED_RULE = (
     "H100 SXM (794.5 TFLOPS at 2048x2048x13312, L2 flushed), the row that measures the sustained "
     "rate with the least shape overhead; bisection for the fraction at which the pipes-level "
     "prediction equals it ({fit:.4f}), kept to 2 decimals. Every other GEMM row is judged")
+STEP_OVERHEAD_RULE = (
+    "the DataCrunch SGLang rows of median inter-token latency at the lightest load, 1 request/s "
+    "(serving_measurements.csv; Llama 3.3 70B TP4 and Llama 3.1 405B TP8 on H200, where queueing "
+    "is negligible and a token's latency is one engine step): regula falsi for the overhead at "
+    "which the mean log error of the simulated medians is zero. Every other serving row is judged")
 B300_RULE = (
     "the three BF16 prequantized per-layer rows of Transformer Engine's B300 GEMM profile "
     "(te_b300_gemm_profile.csv; fprop, dgrad, wgrad): bisection for the fraction at which the "
@@ -248,6 +257,38 @@ def fit_sustained_fraction(row_id: str = MAMF_ROW, tol: float = 1e-5) -> float:
     return _solve_falling(time_at, case.measured_time_s, lo, hi, tol)
 
 
+def step_overhead_fit_rows(cases) -> list:
+    """The serving rows SGLang's step overhead is fitted on (STEP_OVERHEAD_RULE)."""
+    from perfmodel.validation import serving_predict
+    return [c for c in cases if c.source == "DCR" and c.engine == "sglang"
+            and c.metric == "itl_median_s" and c.mode == "rate" and c.rate is not None
+            and c.rate <= 1.0 and serving_predict.why_not(c) is None]
+
+
+def fit_sglang_step_overhead(tol: float = 1e-6) -> tuple[float, list[str]]:
+    """SGLang's per-step overhead on its light-load ITL rows: the simulated inter-token latency
+    rises by about the overhead per step, so regula falsi converges in a few simulations."""
+    from perfmodel.validation import serving_predict
+    from perfmodel.validation.serving import load_serving_cases
+    rows = step_overhead_fit_rows(load_serving_cases()[0])
+
+    def mean_log_error(overhead: float) -> float:
+        return sum(math.log(serving_predict.simulate_case(c, step_overhead_s=overhead)
+                            / c.value) for c in rows) / len(rows)
+    lo, hi = SPECS["serving.step_overhead_s.sglang"][0]
+    f_lo, f_hi = mean_log_error(lo), mean_log_error(hi)
+    if f_lo >= 0:  # the simulation is already slower at no overhead
+        return lo, [c.id for c in rows]
+    x = lo
+    for _ in range(40):
+        x = hi - f_hi * (hi - lo) / (f_hi - f_lo)
+        f_x = mean_log_error(x)
+        if abs(f_x) < 1e-9 or hi - lo < tol:
+            break
+        lo, f_lo, hi, f_hi = (x, f_x, hi, f_hi) if f_x < 0 else (lo, f_lo, x, f_x)
+    return x, [c.id for c in rows]
+
+
 def _entry(key: str, value: float, rows: list[str], rule: str,
            rms: float | None = None) -> dict:
     rng, digits, meaning = SPECS[key]
@@ -266,12 +307,15 @@ def fit_all() -> dict[str, dict]:
     att = fit_attention(cases, sustained)
     fa4 = fit_fa4_overlap(constants=att, sustained=sustained)
     raw_b300 = te_profile.fit_b300_sustained_fraction()
+    overhead, overhead_rows = fit_sglang_step_overhead()
     entries = {"tensor_sustained_fraction": _entry(
         "tensor_sustained_fraction", sustained, [MAMF_ROW],
         SUSTAINED_RULE.format(fit=raw_sustained)),
         "tensor_sustained_fraction.b300": _entry(
         "tensor_sustained_fraction.b300", raw_b300, list(te_profile.FIT_ROWS),
-        B300_RULE.format(fit=raw_b300))}
+        B300_RULE.format(fit=raw_b300)),
+        "serving.step_overhead_s.sglang": _entry(
+        "serving.step_overhead_s.sglang", overhead, overhead_rows, STEP_OVERHEAD_RULE)}
     for name, key in ATTENTION_KEYS.items():
         entries[key] = _entry(key, att[name], att["rows"], ATTENTION_RULE, att["rms_log_error"])
     entries["attention.softmax_overlap.fa4"] = _entry(

@@ -8,11 +8,14 @@ What a row becomes: its engine's preset (vllm, sglang, trtllm), its per-replica 
 and KV-cache dtypes (an unstated KV dtype is the engine default, the activation dtype), its
 lengths (dataset means taken as fixed lengths, flagged by the `lengths` column) and its load
 (offline, saturated and sweep maxima as offline; a fixed concurrency; a Poisson rate shared by the
-replicas). Nothing is fitted here: the engines' step overhead stays 0 (engines.py).
+replicas). One constant is fitted on these rows: SGLang's step overhead
+(perfmodel/fitted.yaml `serving.step_overhead_s.sglang`, on its two named light-load rows, which
+the tables report apart); the other engines' stays 0.
 """
 from __future__ import annotations
 
 import functools
+from perfmodel import fitted
 from perfmodel.errors import InputError
 from perfmodel.plan.simulator import Workload, simulate
 from perfmodel.report.tables import format_table
@@ -69,21 +72,23 @@ def _workload(case: ServingCase) -> Workload:
 
 @functools.lru_cache(maxsize=None)
 def _metrics(model: str, hw_name: str, engine: str, tp: int, ep: int, pp: int, dtype: str,
-             kv_dtype: str, workload: Workload) -> dict[str, float]:
+             kv_dtype: str, workload: Workload, overrides: tuple) -> dict[str, float]:
     r = simulate(model, hw_name, workload, engine=engine, tp=tp, ep=ep, pp=pp, dtype=dtype,
-                 kv_dtype=kv_dtype)
+                 kv_dtype=kv_dtype, **dict(overrides))
     return r.metrics()
 
 
-def simulate_case(case: ServingCase) -> float | None:
+def simulate_case(case: ServingCase, **engine_overrides) -> float | None:
     """The row's metric from a simulation of one replica under its load (None where the
-    simulator cannot express the row, see `why_not`, or the deployment does not fit)."""
+    simulator cannot express the row, see `why_not`, or the deployment does not fit);
+    `engine_overrides` replace preset settings (the fit varies `step_overhead_s`)."""
     if why_not(case) is not None:
         return None
     kv = case.kv_dtype if case.kv_dtype in SIM_DTYPES else "bf16"  # engines' default: auto
     try:
         m = _metrics(case.model, case.hardware.name, ENGINE_PRESETS[case.engine], case.tp,
-                     case.ep, case.pp, case.weights_dtype, kv, _workload(case))
+                     case.ep, case.pp, case.weights_dtype, kv, _workload(case),
+                     tuple(sorted(engine_overrides.items())))
     except InputError:
         return None
     value = m.get(case.metric)
@@ -102,7 +107,10 @@ def run(cases: list[ServingCase]):
         if c.metric in SYSTEM_METRICS and c.replicas:
             return p * c.replicas
         return p
-    return compare(cases, predict)
+    ids = {c.id for c in cases}
+    fitted_rows = [r for k, c in fitted.CONSTANTS.items() if k.startswith("serving.")
+                   for r in c.fitted_on if r in ids]
+    return compare(cases, predict, fitted=fitted_rows)
 
 
 def main() -> None:
@@ -115,7 +123,8 @@ def main() -> None:
             r = "the deployment does not fit or the metric is not simulated"
         if r is not None:
             reasons[r] = reasons.get(r, 0) + 1
-    print("Published serving rows replayed on the simulator (judged; nothing fitted)\n")
+    print("Published serving rows replayed on the simulator (rows that informed a fitted constant "
+          "apart)\n")
     print(comparison_report(comparisons, groupings=("source", "hardware", "model", "lengths",
                                                     "metric")))
     print("\nrows the simulator cannot replay:")

@@ -48,8 +48,9 @@ Read from the released packages (pip download --no-deps; file and line of the re
 
 Per-step framework overhead (`step_overhead_s`: scheduling, input preparation, sampling,
 detokenization on the CPU, serial with the GPU unless the engine overlaps it): none of these
-sources states a number, so every preset has 0 - a candidate fitted constant, to be fitted on
-published serving rows by whoever fits constants (perfmodel/fitted.yaml), not here.
+sources states a number. SGLang's is fitted on two light-load published rows
+(perfmodel/fitted.yaml `serving.step_overhead_s.sglang`); vLLM's and TensorRT-LLM's stay 0
+until rows that isolate them are fitted.
 """
 from __future__ import annotations
 
@@ -57,6 +58,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from perfmodel import fitted
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.units import GiB
@@ -70,6 +72,7 @@ VLLM_GRAPH_STEP = 8
 VLLM_LARGE_GPU_BYTES = 70 * GiB
 SGLANG_MAX_REQUEST_POOL = 4096
 TRTLLM_GRAPH_MAX_BATCH = 128  # assumed, see the module docstring
+SGLANG_STEP_OVERHEAD_S = fitted.value("serving.step_overhead_s.sglang")  # see the docstring
 
 
 def vllm_graph_sizes(largest: int) -> tuple[int, ...]:
@@ -201,7 +204,8 @@ def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> En
                       else 8192, chunked_prefill=True, mixed_batching=False, block_tokens=1,
                       gpu_memory_utilization=round((mem - reserved) / mem, 3),
                       activations_in_reserve=True, reserve_output_fraction=1.0,
-                      cuda_graph_sizes=graphs, cuda_graph_mode="full_decode")
+                      cuda_graph_sizes=graphs, cuda_graph_mode="full_decode",
+                      step_overhead_s=SGLANG_STEP_OVERHEAD_S)
     if name == "trtllm":
         return Engine(name, max_batch=2048, max_tokens_per_step=8192, chunked_prefill=False,
                       mixed_batching=True, block_tokens=32, gpu_memory_utilization=0.9,
