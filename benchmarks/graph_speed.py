@@ -4,7 +4,8 @@
 
 Times building and predicting a full Llama-3-405B training-step graph (all 126 layers, TP8 x DP64,
 and the per-GPU stage of TP8 x PP16 x DP64), a 70B decode graph, and a capacity-planning search
-over ~1,000 serving configurations (3 GPUs x 4 TP x 3 dtypes x ~28 batch sizes). "cold" is the
+over ~1,000 serving configurations (3 GPUs x 4 TP x 3 dtypes x ~28 batch sizes), and the simulated
+deployment search of `perfmodel plan serve` (Llama-3-70B on 8 and 64 H200s). "cold" is the
 first prediction in a fresh process (every op shape predicted once); "warm" repeats it.
 """
 from __future__ import annotations
@@ -52,6 +53,14 @@ def main() -> None:
                                          batches=batches))
     print(f"\nserving sweep: {len(out)} configurations (plus one prefill per deployment) in "
           f"{t:.2f} s = {t / max(len(out), 1) * 1e3:.2f} ms each")
+
+    from perfmodel.plan.search import search_serving
+    from perfmodel.plan.simulator import Workload
+    for gpus in (8, 64):  # `perfmodel plan serve llama3-70b --hw H200 --gpus N --isl 1000 ...`
+        t, out = timed(lambda: search_serving("llama3-70b", "H200", gpus,
+                                              Workload("offline", isl=1000, osl=1000)))
+        print(f"deployment search: llama3-70b on {gpus}x H200, offline 1000/1000: "
+              f"{len(out)} layouts in {t:.2f} s")
 
 
 if __name__ == "__main__":

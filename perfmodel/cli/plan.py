@@ -1,0 +1,296 @@
+"""`perfmodel plan serve|train MODEL --hw NAME --gpus N`: search the deployments of a model on N
+GPUs (`perfmodel.plan.search`) and print them ranked, best first, the layouts that do not fit
+after with their reason."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+import sys
+from typing import Any
+
+from perfmodel.errors import InputError
+from perfmodel.plan.simulator.engines import ALIASES, ENGINES
+from perfmodel.plan.simulator.kv import KV_DTYPES
+from perfmodel.report.tables import format_table
+from perfmodel.units import GEMM_DTYPES
+
+FORMATS = ("table", "json", "csv")
+GIB = 2.0 ** 30
+DURATION = re.compile(r"^\s*((?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*(us|µs|ms|s)?\s*$", re.I)
+UNIT_S = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, None: 1.0}
+
+
+def parse_duration(text: str | None, flag: str) -> float | None:
+    """`50ms`, `2s`, `200us` (or a bare number of seconds) in seconds; InputError naming
+    `flag` otherwise."""
+    if text is None:
+        return None
+    m = DURATION.match(str(text))
+    value = float(m.group(1)) * UNIT_S[m.group(2) and m.group(2).lower()] if m else math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise InputError(f"{flag}: expected a positive duration such as 50ms, 2s or 200us, "
+                         f"got {text!r}")
+    return value
+
+
+def register(sub) -> None:
+    p = sub.add_parser("plan", help="search the deployments of a model on N GPUs (serving: "
+                                    "simulated; training: predicted), best first")
+    kinds = p.add_subparsers(dest="plan_command", required=True)
+
+    s = kinds.add_parser("serve", help="serving: every TP x PP (x EP) replica layout on the "
+                                       "GPUs, simulated under continuous batching")
+    _common(s)
+    s.add_argument("--isl", type=int, default=1024, help="input (prompt) tokens per request")
+    s.add_argument("--osl", type=int, default=128, help="output tokens per request")
+    mode = s.add_mutually_exclusive_group()
+    mode.add_argument("--offline", action="store_true",
+                      help="every request queued at t = 0: maximum throughput (the default)")
+    mode.add_argument("--rate", type=float, help="Poisson arrivals, requests/s (deployment)")
+    mode.add_argument("--concurrency", type=int,
+                      help="requests in flight in the whole deployment")
+    s.add_argument("--requests", type=int, help="requests of the deployment to simulate "
+                   "(split over the replicas; default: see docs/cli.md \"plan\")")
+    s.add_argument("--seed", type=int, default=0, help="seed of the request stream")
+    s.add_argument("--tpot-slo", help="p99 TPOT target, e.g. 50ms")
+    s.add_argument("--ttft-slo", help="p99 TTFT target, e.g. 2s")
+    s.add_argument("--tp", type=int, help="fixed tensor parallelism (else searched)")
+    s.add_argument("--pp", type=int, help="fixed pipeline stages (else searched)")
+    s.add_argument("--ep", type=int, help="fixed expert parallelism (else searched; MoE)")
+    s.add_argument("--engine", type=str.lower, choices=ENGINES + tuple(ALIASES), default="vllm",
+                   help="serving engine preset (default vllm)")
+    s.add_argument("--kv-dtype", type=str.lower, choices=KV_DTYPES,
+                   help="KV-cache storage type (default bf16)")
+    s.add_argument("--sweep", action="store_true", help="also simulate each layout at 1, 4, 16, "
+                   "64 and 256 requests in flight per replica (its Pareto points)")
+    s.add_argument("--plot", help="draw tokens/s/GPU against TPOT and the Pareto front (PNG)")
+    s.set_defaults(fn=run_serve)
+
+    t = kinds.add_parser("train", help="training: every TP x PP x DP (x EP) layout of the GPUs, "
+                                       "one step predicted each")
+    _common(t)
+    t.add_argument("--batch", type=int, required=True,
+                   help="global batch in sequences (split over the dp replicas)")
+    t.add_argument("--seq", type=int, default=4096, help="sequence length")
+    t.add_argument("--tp", type=int, help="fixed tensor parallelism (else searched)")
+    t.add_argument("--pp", type=int, help="fixed pipeline stages (else searched)")
+    t.add_argument("--dp", type=int, help="fixed data-parallel replicas (else searched)")
+    t.add_argument("--ep", type=int, help="fixed expert parallelism (else searched; MoE)")
+    t.add_argument("--microbatches", type=int, help="per step (default: up to 4·pp)")
+    t.add_argument("--recompute", choices=("none", "selective", "full"), default="selective")
+    t.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=1, help="ZeRO stage")
+    t.set_defaults(fn=run_train)
+
+
+def _common(p) -> None:
+    p.add_argument("model", help="built-in model name or model file")
+    p.add_argument("--hw", required=True, help="hardware name, alias or spec path")
+    p.add_argument("--gpus", type=int, required=True, help="GPUs of the whole deployment")
+    p.add_argument("--dtype", type=str.lower, choices=GEMM_DTYPES, default="bf16",
+                   help="GEMM dtype policy (default bf16)")
+    p.add_argument("--format", choices=FORMATS, default="table")
+    p.add_argument("--jobs", type=int, help="worker processes (default: the CPUs, on Linux)")
+
+
+def _resolve(args):
+    """The model and hardware, bad names reported against their flag."""
+    from perfmodel.hardware import hardware
+    from perfmodel.workloads.models import load_model
+    problems, m, h = [], None, None
+    try:
+        m = load_model(args.model)
+    except InputError as e:
+        problems += [f"MODEL: {p}" for p in e.problems]
+    try:
+        h = hardware(args.hw)
+    except InputError as e:
+        problems += [f"--hw: {p}" for p in e.problems]
+    for flag in ("gpus", "jobs", "isl", "osl", "requests", "concurrency", "batch", "seq",
+                 "microbatches", "tp", "pp", "ep", "dp"):
+        v = getattr(args, flag, None)
+        if v is not None and v < 1:
+            problems.append(f"--{flag}: expected a positive integer, got {v}")
+    rate = getattr(args, "rate", None)
+    if rate is not None and not (rate > 0 and math.isfinite(rate)):
+        problems.append(f"--rate: expected a positive number of requests/s, got {rate}")
+    if problems:
+        raise InputError(problems)
+    return m, h
+
+
+def run_serve(args) -> int:
+    from perfmodel.plan.search import best, pareto, search_serving
+    from perfmodel.plan.simulator import Workload
+    problems = []
+    slo = {}
+    for flag, key in (("--tpot-slo", "tpot_slo"), ("--ttft-slo", "ttft_slo")):
+        try:
+            slo[key] = parse_duration(getattr(args, key), flag)
+        except InputError as e:
+            problems += e.problems
+    try:
+        m, h = _resolve(args)
+    except InputError as e:
+        problems = e.problems + problems
+    if problems:
+        raise InputError(problems)
+    mode = "rate" if args.rate is not None else (
+        "concurrency" if args.concurrency is not None else "offline")
+    wl = Workload(mode, args.requests, args.isl, args.osl, rate=args.rate,
+                  concurrency=args.concurrency, seed=args.seed)
+    rows = search_serving(m, h, args.gpus, wl, engine=args.engine, dtype=args.dtype,
+                          kv_dtype=args.kv_dtype, tp=args.tp, pp=args.pp, ep=args.ep,
+                          tpot_slo_s=slo["tpot_slo"], ttft_slo_s=slo["ttft_slo"],
+                          progress=sys.stderr.isatty(), sweep=args.sweep, jobs=args.jobs)
+    top, front = best(rows), pareto(rows)
+    search = {"model": m.name, "hardware": h.name, "gpus": args.gpus, "engine": args.engine,
+              "dtype": args.dtype, "kv_dtype": args.kv_dtype or "bf16",
+              "workload": wl.to_dict(), "tpot_slo_s": slo["tpot_slo"],
+              "ttft_slo_s": slo["ttft_slo"], "sweep": args.sweep}
+    if args.format == "json":
+        print(json.dumps({"search": search, "rows": rows, "best": top, "pareto": front},
+                         indent=2))
+    elif args.format == "csv":
+        print(_csv(rows), end="")
+    else:
+        print(serve_table(rows, top, front, search))
+    if args.plot:
+        plot_front(rows, front, args.plot, f"{m.name} on {args.gpus}x {h.name}")
+        print(f"wrote {args.plot}", file=sys.stderr)
+    return 0
+
+
+def _csv(rows: list[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    if rows:
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    return buf.getvalue()
+
+
+def _f(x: float | None, scale: float = 1.0, digits: int = 0) -> str:
+    return "-" if x is None else f"{x * scale:.{digits}f}"
+
+
+def _describe(w: dict[str, Any]) -> str:
+    what = {"offline": "offline (every request queued at t = 0)",
+            "rate": f"Poisson arrivals at {w.get('rate')} requests/s",
+            "concurrency": f"{w.get('concurrency')} requests in flight"}[w["mode"]]
+    return f"{what}, isl {w['isl']}, osl {w['osl']}"
+
+
+def serve_table(rows, top, front, search) -> str:
+    slo = search["tpot_slo_s"] is not None or search["ttft_slo_s"] is not None
+    lines = [f"{search['model']} on {search['gpus']}x {search['hardware']}, "
+             f"{search['engine']}, {search['dtype']} weights, {search['kv_dtype']} KV cache; "
+             f"{_describe(search['workload'])}"]
+    if slo:
+        lines.append("SLOs (p99): " + ", ".join(
+            f"{k} {v * 1e3:g} ms" for k, v in (("TTFT", search["ttft_slo_s"]),
+                                               ("TPOT", search["tpot_slo_s"])) if v))
+    if top:
+        point = "" if top["point"] == "workload" else f" at {top['concurrency']} in flight"
+        lines.append(
+            f"best: {top['layout']} x {top['replicas']} replica{'s' * (top['replicas'] > 1)}"
+            f"{point}: {top['output_tokens_per_s']:.0f} output tokens/s, "
+            f"{top['output_tokens_per_s_per_gpu']:.0f} per GPU, "
+            f"{_f(top['output_tokens_per_s_per_user'], 1, 1)} per user; TTFT p99 "
+            f"{_f(top['ttft_p99_s'], 1e3)} ms, TPOT p99 {_f(top['tpot_p99_s'], 1e3, 1)} ms")
+    else:
+        lines.append("best: none" + (" meets the SLOs" if slo and any(r["fits"] for r in rows)
+                                     else " fits"))
+    main_rows = [r for r in rows if r["point"] == "workload"]
+    fit = [r for r in main_rows if r["fits"]]
+    heads = ["layout", "replicas", "weights GiB", "KV GiB", "act GiB", "tok/s", "tok/s/GPU",
+             "tok/s/user", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms",
+             "E2E p50 s", "E2E p99 s", "preempt", "requests"] + (["SLO"] if slo else [])
+    table = []
+    for r in fit:
+        table.append([r["layout"], r["replicas"], _f(r["weights_bytes"], 1 / GIB, 1),
+                      _f(r["kv_cache_bytes"], 1 / GIB, 1), _f(r["activation_bytes"], 1 / GIB, 1),
+                      _f(r["output_tokens_per_s"]), _f(r["output_tokens_per_s_per_gpu"]),
+                      _f(r["output_tokens_per_s_per_user"], 1, 1), _f(r["ttft_p50_s"], 1e3),
+                      _f(r["ttft_p99_s"], 1e3), _f(r["tpot_p50_s"], 1e3, 1),
+                      _f(r["tpot_p99_s"], 1e3, 1), _f(r["e2e_p50_s"], 1, 1),
+                      _f(r["e2e_p99_s"], 1, 1), r["preemptions"], r["requests"]]
+                     + (["yes" if r["meets_slo"] else "no"] if slo else []))
+    lines += ["", "memory per GPU; throughput of the deployment; requests simulated per replica"]
+    lines.append(format_table(heads, table) if table else "(no layout fits)")
+    rest = [r for r in main_rows if not r["fits"]]
+    if rest:
+        lines += ["", "not fitting or not valid:"]
+        lines.append(format_table(["layout", "replicas", "reason"],
+                                  [[r["layout"], r["replicas"], r["reason"]] for r in rest]))
+    if search["sweep"]:
+        lines += ["", "Pareto front (tokens/s/GPU against tokens/s/user, every point that fits):"]
+        lines.append(format_table(
+            ["layout", "replicas", "in flight", "tok/s/GPU", "tok/s/user", "TTFT p99 ms",
+             "TPOT p99 ms"] + (["SLO"] if slo else []),
+            [[r["layout"], r["replicas"], r["concurrency"] or "offline",
+              _f(r["output_tokens_per_s_per_gpu"]), _f(r["output_tokens_per_s_per_user"], 1, 1),
+              _f(r["ttft_p99_s"], 1e3), _f(r["tpot_p99_s"], 1e3, 1)]
+             + (["yes" if r["meets_slo"] else "no"] if slo else []) for r in front]))
+    return "\n".join(lines)
+
+
+def plot_front(rows, front, path: str, title: str) -> None:
+    """tokens/s/GPU against mean TPOT for every point that fits, the front drawn through
+    (perfmodel.plan.plots.plot_pareto), each front point labelled with its layout."""
+    from perfmodel.plan.plots import plot_pareto
+    from perfmodel.report.plots import save
+    pts = [{"hardware": title, "tpot_s": r["tpot_mean_s"], "fits": True,
+            "tokens_per_s_per_gpu": r["output_tokens_per_s_per_gpu"]}
+           for r in rows if r["fits"] and r["tpot_mean_s"]]
+    fig = plot_pareto(pts)
+    ax = fig.axes[0]
+    for r in front:
+        if r["tpot_mean_s"]:
+            label = r["layout"] + (f" c={r['concurrency']}" if r["concurrency"] else "")
+            ax.annotate(label, (r["tpot_mean_s"] * 1e3, r["output_tokens_per_s_per_gpu"]),
+                        textcoords="offset points", xytext=(4, 4), fontsize=7)
+    ax.set_title(title, fontsize=9)
+    save(fig, path)
+
+
+def run_train(args) -> int:
+    from perfmodel.plan.search import best, search_training
+    m, h = _resolve(args)
+    rows = search_training(m, h, args.gpus, args.batch, args.seq, args.dtype, args.tp,
+                           args.pp, args.dp, args.ep, args.recompute, args.zero,
+                           args.microbatches, progress=sys.stderr.isatty(), jobs=args.jobs)
+    top = best(rows, "tokens_per_s")
+    search = {"model": m.name, "hardware": h.name, "gpus": args.gpus, "batch": args.batch,
+              "seq": args.seq, "dtype": args.dtype, "recompute": args.recompute,
+              "zero": args.zero}
+    if args.format == "json":
+        print(json.dumps({"search": search, "rows": rows, "best": top}, indent=2))
+        return 0
+    if args.format == "csv":
+        print(_csv(rows), end="")
+        return 0
+    lines = [f"{m.name} training on {args.gpus}x {h.name}: global batch {args.batch} x "
+             f"{args.seq} tokens, {args.dtype}, recompute {args.recompute}, ZeRO {args.zero}"]
+    lines.append(f"best: {top['layout']}: step {top['step_time_s']:.3f} s, "
+                 f"{top['tokens_per_s']:.0f} tokens/s, MFU {top['mfu'] * 100:.1f}%"
+                 if top else "best: none fits")
+    fit = [r for r in rows if r["fits"]]
+    lines += ["", "memory per GPU in GB (weights with gradients, optimizer state, activations)"]
+    lines.append(format_table(
+        ["layout", "batch/replica", "step s", "tokens/s", "tok/s/GPU", "MFU %", "weights GB",
+         "optimizer GB", "act GB", "total GB"],
+        [[r["layout"], r["batch_per_replica"], f"{r['step_time_s']:.3f}",
+          f"{r['tokens_per_s']:.0f}", f"{r['tokens_per_s_per_gpu']:.0f}",
+          f"{r['mfu'] * 100:.1f}", _f(r["weights_bytes"], 1e-9, 1),
+          _f(r["optimizer_bytes"], 1e-9, 1), _f(r["activation_bytes"], 1e-9, 1),
+          _f(r["total_bytes"], 1e-9, 1)] for r in fit]) if fit else "(no layout fits)")
+    rest = [r for r in rows if not r["fits"]]
+    if rest:
+        lines += ["", "not fitting or not valid:"]
+        lines.append(format_table(["layout", "reason"], [[r["layout"], r["reason"]]
+                                                         for r in rest]))
+    print("\n".join(lines))
+    return 0

@@ -1,0 +1,653 @@
+"""Deployment search: every way to lay a model out on exactly `gpus` GPUs, each one simulated
+(serving) or predicted (training), ranked, with the layouts that do not fit kept and their
+reason given.
+
+Serving (`search_serving`). A layout is tensor parallelism `tp`, pipeline stages `pp` and, for
+MoE models, expert parallelism `ep`; one replica takes max(tp, ep) · pp GPUs (the simulator's
+count: with ep > tp the experts span ep GPUs and attention runs in ep / tp data-parallel
+groups) and `gpus` / (max(tp, ep) · pp) replicas serve side by side. Enumerated: tp and pp over
+the divisors of `gpus`; for MoE models ep = 1 (experts sharded like the dense layers) or ep a
+multiple of tp dividing `gpus`; dense models ep = 1; only layouts whose replicas use exactly
+`gpus` GPUs. A fixed `tp`, `pp` or `ep` pins that axis. Each layout is checked in order:
+  not valid       the builder refuses it (tp must divide the heads, pp ≤ layers, ep must divide
+                  the experts, ...);
+  does not fit    the weights (+ activations + workspace) leave no KV block, or the longest
+                  request does not fit one scheduler's KV cache (the reason gives the numbers);
+  else it is simulated once (`perfmodel.plan.simulator.simulate`, one `StepCost` per layout
+  reused by its sweep points) and its row gets the replica's numbers times the replicas.
+The workload describes the whole deployment's traffic: a rate of R requests/s gives each replica
+R / replicas (a Poisson stream split at random is Poisson); a concurrency of C gives each
+replica c = ceil(C / replicas) in flight, and the deployment's throughput is the replica's times
+C / c (the replicas that have work); offline gives every replica a full queue.
+
+Simulated requests per replica (`requests` of the workload: its share, N / replicas; else):
+  offline      B = min(the engine's max batch, KV tokens // mean(isl + osl)) requests a replica
+               holds at once; 4 × B when the KV cache sets B (preemption and recompute need a
+               few refills to settle: throughput within 0.3-2 % of 8 × B on Llama-3 8B/70B
+               and Qwen3-30B-A3B, where 2 × B is up to 13 % off), else 1 × B with fixed
+               lengths (within 1 % of 4 × B: the batch runs in lockstep, there is no refill
+               dynamics to wait for), 2 × B with varying lengths;
+  concurrency  2 × c;
+  rate         4 × the expected requests in flight (the replica's rate × one request's
+               unloaded latency, at least 1, at most B);
+clamped to [MIN_REQUESTS, MAX_REQUESTS]. Offline latencies (TTFT above all) grow with the
+requests queued at t = 0, so they are the simulated queue's: latency SLOs are meaningful with a
+rate or a concurrency (or the sweep's points).
+
+Row metrics: output tokens/s of the deployment, per GPU, per user (1 / mean TPOT; the
+simulator's `SimResult.metrics` averages 1 / TPOT over requests instead), TTFT, TPOT
+and E2E p50/p99, preemptions, and the memory of one GPU (weights, KV cache space, activations,
+workspace, usable HBM: the simulator's `KvBudget`). `meets_slo` compares p99 TTFT and p99 TPOT
+with the SLOs given. `best(rows)` is the highest tokens/s/GPU that meets the SLOs; `pareto(rows)`
+the rows that fit and are not dominated in (tokens/s/GPU, tokens/s/user). With `sweep=True` each
+layout is also simulated at SWEEP_CONCURRENCY requests in flight per replica, the points that
+trace its throughput-interactivity curve.
+
+Training (`search_training`): tp · pp · dp = `gpus` (MoE: ep = 1 or a divisor of tp · dp that
+divides the experts), the global batch split over dp replicas (it must divide), each layout
+checked by the builder and `perfmodel.plan.memory.memory_fit`, then predicted by
+`perfmodel.plan.training.plan_training`; ranked by step time.
+
+Speed: a layout costs its StepCost's node evaluations (each body node builds and predicts a
+prefill graph, ~4-5 ms for Llama-3-70B) and ~15-35 µs per simulated step (a pipeline of pp
+stages steps pp schedulers). Layouts run in worker processes (`jobs`; default one per CPU on
+Linux, where forking is cheap; `jobs=1` runs them here), the heaviest first.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from perfmodel.errors import InputError
+from perfmodel.hardware import Hardware, hardware
+from perfmodel.plan.memory import as_model
+from perfmodel.report.progress import Progress
+from perfmodel.workloads.models import ModelSpec
+
+SWEEP_CONCURRENCY = (1, 4, 16, 64, 256)
+MIN_REQUESTS = 4
+MAX_REQUESTS = 4096
+OFFLINE_WAVES = 2           # batch-limited offline, varying lengths: a batch and a refill
+KV_LIMITED_WAVES = 4        # KV-limited offline: preemption and recompute settle by then
+CONCURRENCY_WAVES = 2
+RATE_WAVES = 4
+V0_MIN_BATCHED_TOKENS = 2048  # the simulator's token budget when an engine sets none
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One replica's parallelism and how many replicas fill the GPUs."""
+
+    tp: int
+    pp: int
+    ep: int
+    replicas: int
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return max(self.tp, self.ep) * self.pp
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_replica * self.replicas
+
+    @property
+    def label(self) -> str:
+        parts = [f"TP{self.tp}"]
+        if self.ep > 1:
+            parts.append(f"EP{self.ep}")
+        if self.pp > 1:
+            parts.append(f"PP{self.pp}")
+        return " ".join(parts)
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def serving_layouts(model: ModelSpec, gpus: int, tp: int | None = None, pp: int | None = None,
+                    ep: int | None = None) -> list[Layout]:
+    """The replica layouts that use exactly `gpus` GPUs (module docstring), fixed axes
+    honoured; InputError naming the flag when none does."""
+    _check_positive(gpus=gpus, tp=tp, pp=pp, ep=ep)
+    divs = divisors(gpus)
+    tps = [tp] if tp else divs
+    pps = [pp] if pp else divs
+    if ep:
+        eps = [ep]
+    elif model.is_moe:
+        eps = divs
+    else:
+        eps = [1]
+    out = []
+    for t in tps:
+        for e in eps:
+            if not ep and e > 1 and e % t:
+                continue  # experts sharded like the dense layers (1) or over a multiple of tp
+            for p in pps:
+                per = max(t, e) * p
+                if gpus % per == 0:
+                    out.append(Layout(t, p, e, gpus // per))
+    if not out:
+        fixed = " ".join(f"--{k} {v}" for k, v in (("tp", tp), ("ep", ep), ("pp", pp)) if v)
+        raise InputError(f"--gpus: {gpus} GPUs cannot be split into replicas of {fixed} "
+                         f"(a replica takes max(tp, ep) · pp GPUs)")
+    return sorted(out, key=lambda lay: (lay.gpus_per_replica, lay.tp, lay.ep, lay.pp))
+
+
+def _check_positive(**values: int | None) -> None:
+    bad = [f"--{k}: expected a positive integer, got {v!r}" for k, v in values.items()
+           if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1)]
+    if bad:
+        raise InputError(bad)
+
+
+# -- serving -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Serving:
+    """What every layout of one serving search shares (sent to the worker processes)."""
+
+    model: ModelSpec
+    hw: Hardware
+    workload: Any          # perfmodel.plan.simulator.Workload of the whole deployment
+    engine: str
+    dtype: str
+    kv_dtype: str
+    tpot_slo_s: float | None
+    ttft_slo_s: float | None
+    sweep: tuple[int, ...]
+    engine_overrides: tuple[tuple[str, Any], ...]
+
+
+def search_serving(model: ModelSpec | str, hw: Hardware | str, gpus: int, workload=None,
+                   engine: str = "vllm", dtype: str = "bf16", kv_dtype: str | None = None,
+                   tp: int | None = None, pp: int | None = None, ep: int | None = None,
+                   tpot_slo_s: float | None = None, ttft_slo_s: float | None = None,
+                   progress: bool = False, sweep: bool | Sequence[int] = False,
+                   jobs: int | None = None, **engine_overrides: Any) -> list[dict[str, Any]]:
+    """Simulate every replica layout of `model` on exactly `gpus` GPUs of `hw` serving
+    `workload` (a `perfmodel.plan.simulator.Workload` of the whole deployment; default offline,
+    isl 1024, osl 128) and return one row per layout, best first (`rank`), layouts that are not
+    valid or do not fit after with their `reason`. `sweep`: also simulate each layout at
+    SWEEP_CONCURRENCY (or the given) requests in flight per replica (rows with `point`
+    "c=N"). `progress`: a bar on stderr. `jobs`: worker processes (module docstring).
+    `engine_overrides`: Engine fields (max_batch=..., ...). See the module docstring."""
+    from perfmodel.plan.simulator import Workload
+    from perfmodel.plan.simulator.engines import ALIASES, ENGINES
+    from perfmodel.plan.simulator.kv import KV_DTYPES
+    m, h = as_model(model), hardware(hw)
+    workload = workload if workload is not None else Workload()
+    if ALIASES.get(engine, engine) not in ENGINES:
+        raise InputError(f"--engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
+    kv_dtype = kv_dtype or "bf16"
+    if kv_dtype not in KV_DTYPES:
+        raise InputError(f"--kv-dtype: expected one of {', '.join(KV_DTYPES)}, got "
+                         f"{kv_dtype!r}")
+    _check_slo(tpot_slo_s, "--tpot-slo")
+    _check_slo(ttft_slo_s, "--ttft-slo")
+    points = tuple(SWEEP_CONCURRENCY if sweep is True else (sweep or ()))
+    if any(not isinstance(c, int) or c < 1 for c in points):
+        raise InputError(f"sweep: expected positive concurrencies, got {points!r}")
+    if engine_overrides:  # a bad setting is the caller's, not a layout's
+        from perfmodel.plan.simulator.engines import engine_preset
+        engine_preset(engine, h).replace(**engine_overrides)
+    layouts = serving_layouts(m, gpus, tp, pp, ep)
+    job = _Serving(m, h, workload, engine, dtype, kv_dtype, tpot_slo_s, ttft_slo_s, points,
+                   tuple(sorted(engine_overrides.items())))
+    label = f"{m.name} on {gpus}x {h.name}"
+    per_layout = _run_all(_serve_layout, job, layouts, label, progress, jobs,
+                          group=lambda lay: ((lay.tp, lay.ep), -lay.pp),
+                          weight=lambda lay: _weight(job, lay))
+    return rank_serving([r for rows in per_layout for r in rows])
+
+
+def _check_slo(v: float | None, flag: str) -> None:
+    if v is not None and not (isinstance(v, (int, float)) and v > 0 and math.isfinite(v)):
+        raise InputError(f"{flag}: expected a positive duration in seconds, got {v!r}")
+
+
+def _layout_fields(lay: Layout) -> dict[str, Any]:
+    return {"layout": lay.label, "tp": lay.tp, "pp": lay.pp, "ep": lay.ep,
+            "replicas": lay.replicas, "gpus_per_replica": lay.gpus_per_replica,
+            "gpus": lay.gpus}
+
+
+SERVING_NUMBERS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu",
+                   "output_tokens_per_s_per_user", "replica_output_tokens_per_s",
+                   "ttft_p50_s", "ttft_p99_s", "tpot_mean_s", "tpot_p50_s", "tpot_p99_s",
+                   "e2e_p50_s", "e2e_p99_s", "preemptions", "requests", "concurrency")
+MEMORY_FIELDS = ("weights_bytes", "kv_cache_bytes", "activation_bytes", "workspace_bytes",
+                 "usable_bytes", "kv_capacity_tokens")
+
+
+def _empty_row(job: _Serving, lay: Layout, point: str) -> dict[str, Any]:
+    row = {**_layout_fields(lay), "point": point, "mode": job.workload.mode,
+           "engine": job.engine, "dtype": job.dtype, "kv_dtype": job.kv_dtype,
+           "fits": False, "valid": True, "reason": None, "meets_slo": False}
+    row.update({k: None for k in MEMORY_FIELDS})
+    row.update({k: None for k in SERVING_NUMBERS})
+    return row
+
+
+@dataclass
+class _Prepared:
+    """A layout's checks before simulating: its refusal, or what the simulation needs."""
+
+    reason: str | None = None
+    valid: bool = True
+    memory: dict[str, Any] | None = None
+    batch: int = 1               # requests one replica holds at once (engine or KV limit)
+    kv_limited: bool = False
+    isl_mean: float = 0.0
+    osl_mean: float = 0.0
+    fixed_lengths: bool = True
+
+    def requests(self, w) -> int:
+        """Simulated requests of the workload's own point, before clamping (module
+        docstring); rate mode needs the StepCost and is estimated later."""
+        if w.mode == "offline":
+            return self.batch * (KV_LIMITED_WAVES if self.kv_limited else
+                                 1 if self.fixed_lengths else OFFLINE_WAVES)
+        if w.mode == "concurrency":
+            return CONCURRENCY_WAVES * w.concurrency
+        return RATE_WAVES * self.batch
+
+
+def _prepare(job: _Serving, lay: Layout) -> _Prepared:
+    from perfmodel.plan.simulator import Workload
+    from perfmodel.plan.simulator.engines import engine_preset
+    from perfmodel.plan.simulator.kv import kv_budget
+    from perfmodel.workloads.builder import Workload as GraphWorkload
+    m, h, w = job.model, job.hw, job.workload
+    try:
+        GraphWorkload("decode", batch=1, seq=16, tp=lay.tp, ep=lay.ep, pp=lay.pp,
+                      dtype=job.dtype, kv_dtype=job.kv_dtype).check(m)
+        eng = engine_preset(job.engine, h, lay.tp, lay.pp)
+        if job.engine_overrides:
+            eng = eng.replace(**dict(job.engine_overrides))
+    except InputError as e:
+        return _Prepared("not valid: " + "; ".join(_strip(p, "workload: ")
+                                                    for p in e.problems), valid=False)
+    isl, osl, _ = Workload("offline", min(w.n, MAX_REQUESTS), w.isl, w.osl, w.pairs,
+                           seed=w.seed).draw()  # the lengths the replicas will see
+    longest = int((isl + osl).max())
+    budget_tokens = eng.max_tokens_per_step or max(longest, V0_MIN_BATCHED_TOKENS)
+    kv = kv_budget(m, h, lay.tp, lay.ep, lay.pp, job.dtype, job.kv_dtype, eng.block_tokens,
+                   eng.gpu_memory_utilization, eng.fraction_of_free, budget_tokens,
+                   **({"workspace_bytes": 0.0, "activations": False}
+                      if eng.activations_in_reserve else {}))
+    p = _Prepared(memory={"weights_bytes": kv.weights_bytes, "kv_cache_bytes": kv.kv_bytes,
+                          "activation_bytes": kv.activation_bytes,
+                          "workspace_bytes": kv.workspace_bytes,
+                          "usable_bytes": kv.usable_bytes, "kv_capacity_tokens": kv.tokens},
+                  isl_mean=float(isl.mean()), osl_mean=float(osl.mean()),
+                  fixed_lengths=w.pairs is None and all(isinstance(x, int)
+                                                        for x in (w.isl, w.osl)))
+    gib = 2.0 ** 30
+    if not kv.fits:
+        p.reason = (f"does not fit: weights {kv.weights_bytes / gib:.1f} GiB + activations "
+                    f"{kv.activation_bytes / gib:.1f} GiB + workspace "
+                    f"{kv.workspace_bytes / gib:.1f} GiB per GPU leave no KV block in "
+                    f"{kv.usable_bytes / gib:.1f} GiB usable")
+        return p
+    lane_tokens = kv.blocks // lay.pp * eng.block_tokens
+    if longest > lane_tokens:
+        p.reason = (f"does not fit: a request of {longest} tokens needs more than the "
+                    f"{lane_tokens} tokens of KV cache of one scheduler")
+        return p
+    engine_batch = eng.max_batch or min(kv.tokens // 2, 4096)  # SGLang's rule (simulator)
+    kv_batch = max(1, int(kv.tokens // (p.isl_mean + p.osl_mean)))
+    p.batch, p.kv_limited = max(1, min(engine_batch, kv_batch)), kv_batch < engine_batch
+    return p
+
+
+def _weight(job: _Serving, lay: Layout) -> float:
+    """Rough cost of a layout's simulation in decode steps: every pipeline lane steps through
+    each of its requests' outputs once per batch it holds, plus the nodes' evaluations."""
+    p = _prepare(job, lay)
+    if p.reason:
+        return 0.0
+    n = [min(MAX_REQUESTS, p.requests(job.workload))] + [2 * c for c in job.sweep]
+    return sum(lay.pp * p.osl_mean * max(1.0, k / p.batch) for k in n) + NODE_STEPS
+
+
+NODE_STEPS = 8000   # a layout's node evaluations cost about this many simulated steps
+
+
+def _serve_layout(job: _Serving, lay: Layout) -> list[dict[str, Any]]:
+    """The rows of one layout: the workload's, then its sweep points."""
+    from perfmodel.plan.simulator import simulate
+    m, h, w = job.model, job.hw, job.workload
+    base = _empty_row(job, lay, "workload")
+    sweep_rows = [{**_empty_row(job, lay, f"c={c}"), "mode": "concurrency"} for c in job.sweep]
+    rows = [base] + sweep_rows
+    p = _prepare(job, lay)
+    if p.memory:
+        for r in rows:
+            r.update(p.memory)
+    cost = None
+    if p.reason is None:
+        try:
+            cost = step_cost(m, h, lay.tp, lay.ep, lay.pp, job.dtype, job.kv_dtype)
+        except InputError as e:
+            p.reason, p.valid = "not valid: " + "; ".join(e.problems), False
+    if p.reason is not None:
+        for r in rows:
+            r["reason"], r["valid"] = p.reason, p.valid
+        return rows
+    overrides = dict(job.engine_overrides)
+
+    def run(row: dict[str, Any], wl, scale: float, concurrency: int | None) -> None:
+        try:
+            r = simulate(m, h, wl, job.engine, lay.tp, lay.ep, lay.pp, job.dtype, job.kv_dtype,
+                         cost=cost, **overrides)
+        except InputError as e:
+            row["reason"] = "does not fit: " + "; ".join(e.problems)
+            return
+        _fill(row, r, scale, lay, concurrency, job)
+
+    reps = lay.replicas
+    if w.mode == "offline":
+        wl, scale, conc = _per_replica(w, p.requests(w), reps), float(reps), None
+    elif w.mode == "concurrency":
+        c = -(-w.concurrency // reps)
+        wl = _per_replica(w, CONCURRENCY_WAVES * c, reps, concurrency=c)
+        scale, conc = w.concurrency / c, w.concurrency
+    else:  # expected requests in flight: the rate times one request's unloaded latency
+        lone = cost.prefill_time_s(round(p.isl_mean)) + p.osl_mean * cost.decode_time_s(
+            1, p.isl_mean + p.osl_mean / 2)
+        in_flight = min(p.batch, max(1.0, w.rate / reps * lone))
+        wl = _per_replica(w, math.ceil(RATE_WAVES * in_flight), reps, rate=w.rate / reps)
+        scale, conc = float(reps), None
+    run(base, wl, scale, conc)
+    for row, c in zip(sweep_rows, job.sweep):
+        wl = _per_replica(w, CONCURRENCY_WAVES * c, 1, "concurrency", concurrency=c,
+                          given=False)
+        run(row, wl, float(reps), c * reps)
+    return rows
+
+
+def step_cost(model: ModelSpec, hw: Hardware, tp: int, ep: int, pp: int, dtype: str,
+              kv_dtype: str):
+    """The StepCost of one layout (its nodes are memoized across that layout's simulations)."""
+    from perfmodel.plan.simulator import StepCost
+    return StepCost(model, hw, tp, ep, pp, dtype, kv_dtype)
+
+
+def _strip(text: str, prefix: str) -> str:
+    return text[len(prefix):] if text.startswith(prefix) else text
+
+
+def _per_replica(w, auto_requests: int, replicas: int, mode: str | None = None,
+                 rate: float | None = None, concurrency: int | None = None,
+                 given: bool = True):
+    """`w` as one replica sees it: its share of the requests (`w.requests` / replicas when
+    given and `given`, else `auto_requests` clamped to [MIN_REQUESTS, MAX_REQUESTS]), its
+    mode, rate or concurrency."""
+    from perfmodel.plan.simulator import Workload
+    if given and w.requests is not None:
+        n = -(-w.requests // replicas)
+    else:
+        n = int(min(MAX_REQUESTS, max(MIN_REQUESTS, auto_requests)))
+    return Workload(mode or w.mode, n, w.isl, w.osl, w.pairs,
+                    rate if rate is not None else w.rate,
+                    concurrency if concurrency is not None else w.concurrency, w.seed)
+
+
+def _fill(row: dict[str, Any], r, scale: float, lay: Layout, concurrency: int | None,
+          job: _Serving) -> None:
+    s = r.summary()
+    total = r.replica_output_tokens_per_s * scale
+    tpot = s["tpot_s"]["mean"]
+    row.update({
+        "fits": True, "reason": None,
+        "output_tokens_per_s": total,
+        "output_tokens_per_s_per_gpu": total / lay.gpus,
+        "output_tokens_per_s_per_user": 1.0 / tpot if tpot > 0 else None,
+        "replica_output_tokens_per_s": r.replica_output_tokens_per_s,
+        "ttft_p50_s": s["ttft_s"]["p50"], "ttft_p99_s": s["ttft_s"]["p99"],
+        "tpot_mean_s": tpot, "tpot_p50_s": s["tpot_s"]["p50"], "tpot_p99_s": s["tpot_s"]["p99"],
+        "e2e_p50_s": s["e2e_s"]["p50"], "e2e_p99_s": s["e2e_s"]["p99"],
+        "preemptions": r.preemptions, "requests": len(r.isl), "concurrency": concurrency})
+    row["meets_slo"] = _meets(row, job.tpot_slo_s, job.ttft_slo_s)
+    for k, v in list(row.items()):
+        if isinstance(v, float) and not math.isfinite(v):
+            row[k] = None
+
+
+def _meets(row: dict[str, Any], tpot_slo_s: float | None, ttft_slo_s: float | None) -> bool:
+    if not row["fits"]:
+        return False
+    for slo, key in ((tpot_slo_s, "tpot_p99_s"), (ttft_slo_s, "ttft_p99_s")):
+        if slo is not None and (row[key] is None or row[key] > slo):
+            return False
+    return True
+
+
+def rank_serving(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows that fit first, SLO-meeting ones before the rest, by tokens/s/GPU; then the ones
+    that do not fit, then the not valid, each in enumeration order. Sets `rank` (1 = best)."""
+    def key(ir):
+        i, r = ir
+        if r["fits"]:
+            return (0, not r["meets_slo"], -r["output_tokens_per_s_per_gpu"], i)
+        return (1 if r["valid"] else 2, 0, 0.0, i)
+    out = [r for _, r in sorted(enumerate(rows), key=key)]
+    for k, r in enumerate(out, 1):
+        r["rank"] = k
+    return out
+
+
+def best(rows: list[dict[str, Any]], key: str = "output_tokens_per_s_per_gpu"
+         ) -> dict[str, Any] | None:
+    """The row with the highest `key` among those that fit and meet the SLOs (None if none);
+    ties go to the more interactive row (serving) or the first."""
+    ok = [r for r in rows if r["fits"] and r.get("meets_slo", True)]
+    if not ok:
+        return None
+    return max(ok, key=lambda r: (r[key], r.get("output_tokens_per_s_per_user") or 0.0))
+
+
+def pareto(rows: list[dict[str, Any]], x: str = "output_tokens_per_s_per_user",
+           y: str = "output_tokens_per_s_per_gpu") -> list[dict[str, Any]]:
+    """The rows that fit and are not dominated in (higher `x`, higher `y`): no other row is at
+    least as good in both and better in one. Sorted by `x` descending."""
+    cand = [r for r in rows if r["fits"] and r.get(x) is not None and r.get(y) is not None]
+    front, best_y = [], -math.inf
+    for r in sorted(cand, key=lambda r: (-r[x], -r[y])):
+        if r[y] > best_y:
+            front.append(r)
+            best_y = r[y]
+    return front
+
+
+# -- training ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Training:
+    model: ModelSpec
+    hw: Hardware
+    batch: int
+    seq: int
+    dtype: str
+    recompute: str
+    zero: int
+    microbatches: int | None
+
+
+def training_layouts(model: ModelSpec, gpus: int, tp: int | None = None, pp: int | None = None,
+                     dp: int | None = None, ep: int | None = None
+                     ) -> list[tuple[int, int, int, int]]:
+    """(tp, pp, dp, ep) with tp · pp · dp = `gpus`; MoE models also ep = 1 or a divisor of
+    tp · dp (plan_training's rule) dividing the experts; fixed axes honoured."""
+    _check_positive(gpus=gpus, tp=tp, pp=pp, dp=dp, ep=ep)
+    out = []
+    for t in ([tp] if tp else divisors(gpus)):
+        for p in ([pp] if pp else divisors(gpus)):
+            if gpus % (t * p):
+                continue
+            d = gpus // (t * p)
+            if dp and d != dp:
+                continue
+            if ep:
+                eps = [ep]
+            elif model.is_moe:
+                eps = [e for e in divisors(t * d) if model.experts % e == 0]
+            else:
+                eps = [1]
+            out += [(t, p, d, e) for e in eps]
+    if not out:
+        fixed = " ".join(f"--{k} {v}" for k, v in (("tp", tp), ("pp", pp), ("dp", dp),
+                                                  ("ep", ep)) if v)
+        raise InputError(f"--gpus: {gpus} GPUs are not tp · pp · dp with {fixed}")
+    return sorted(out, key=lambda x: (x[0] * x[1], x[0], x[1], x[3]))
+
+
+def search_training(model: ModelSpec | str, hw: Hardware | str, gpus: int, batch: int,
+                    seq: int = 4096, dtype: str = "bf16", tp: int | None = None,
+                    pp: int | None = None, dp: int | None = None, ep: int | None = None,
+                    recompute: str | None = None, zero: int | None = None,
+                    microbatches: int | None = None, progress: bool = False,
+                    jobs: int | None = None) -> list[dict[str, Any]]:
+    """Predict one training step of every tp × pp × dp (× ep) layout of exactly `gpus` GPUs
+    with a global batch of `batch` sequences (batch / dp per replica) and return the rows,
+    fastest first, the ones that are not valid or do not fit after with their reason."""
+    from perfmodel.plan.memory import DEFAULT_RECOMPUTE, DEFAULT_ZERO
+    m, h = as_model(model), hardware(hw)
+    _check_positive(batch=batch, seq=seq, microbatches=microbatches)
+    job = _Training(m, h, batch, seq, dtype, recompute or DEFAULT_RECOMPUTE,
+                    DEFAULT_ZERO if zero is None else zero, microbatches)
+    layouts = training_layouts(m, gpus, tp, pp, dp, ep)
+    rows = _run_all(_train_layout, job, layouts, f"{m.name} train on {gpus}x {h.name}",
+                    progress, jobs, weight=lambda lay: lay[0] * lay[1])
+
+    def key(ir):
+        i, r = ir
+        return (0, r["step_time_s"], i) if r["fits"] else (1 if r["valid"] else 2, 0.0, i)
+    out = [r for _, r in sorted(enumerate(rows), key=key)]
+    for k, r in enumerate(out, 1):
+        r["rank"] = k
+    return out
+
+
+def _train_layout(job: _Training, lay: tuple[int, int, int, int]) -> dict[str, Any]:
+    from perfmodel.plan.memory import memory_fit
+    from perfmodel.plan.training import plan_training
+    from perfmodel.workloads.builder import Workload as GraphWorkload
+    tp, pp, dp, ep = lay
+    label = " ".join([f"TP{tp}"] + ([f"EP{ep}"] if ep > 1 else []) + [f"PP{pp}", f"DP{dp}"])
+    row = {"layout": label, "tp": tp, "pp": pp, "dp": dp, "ep": ep, "gpus": tp * pp * dp,
+           "global_batch": job.batch, "batch_per_replica": None, "seq": job.seq,
+           "dtype": job.dtype, "recompute": job.recompute, "zero": job.zero, "fits": False,
+           "valid": True, "reason": None, "step_time_s": None, "tokens_per_s": None,
+           "tokens_per_s_per_gpu": None, "mfu": None, "weights_bytes": None,
+           "optimizer_bytes": None, "activation_bytes": None, "total_bytes": None,
+           "capacity_bytes": None, "meets_slo": True}
+    if job.batch % dp:
+        row.update(valid=False, reason=f"not valid: the global batch {job.batch} does not "
+                                       f"split over dp {dp}")
+        return row
+    b = job.batch // dp
+    row["batch_per_replica"] = b
+    try:
+        w = GraphWorkload("train", batch=b, seq=job.seq, tp=tp, ep=ep, pp=pp, dp=dp,
+                          dtype=job.dtype, microbatches=job.microbatches,
+                          recompute=job.recompute)
+        if ep > 1 and (tp * dp) % ep:
+            raise InputError(f"ep: {ep} must divide tp·dp = {tp * dp}")
+        fit = memory_fit(job.model, job.hw, w, job.zero)
+    except InputError as e:
+        row.update(valid=False, reason="not valid: " + "; ".join(_strip(p, "workload: ")
+                                                                 for p in e.problems))
+        return row
+    row.update(weights_bytes=fit.weights_bytes, optimizer_bytes=fit.optimizer_bytes,
+               activation_bytes=fit.activation_bytes, total_bytes=fit.total_bytes,
+               capacity_bytes=fit.capacity_bytes)
+    if not fit.fits:
+        row["reason"] = "does not fit: " + fit.summary()
+        return row
+    try:
+        plan = plan_training(job.model, job.hw, b, job.seq, tp, pp, dp, job.dtype, ep,
+                             job.microbatches, recompute=job.recompute, zero=job.zero)
+    except InputError as e:
+        row.update(valid=False, reason="not valid: " + "; ".join(e.problems))
+        return row
+    row.update(fits=True, step_time_s=plan.step_time_s, tokens_per_s=plan.tokens_per_s,
+               tokens_per_s_per_gpu=plan.tokens_per_s / row["gpus"], mfu=plan.mfu)
+    return row
+
+
+# -- running the layouts -------------------------------------------------------------------------
+
+_JOB: Any = None   # the search a forked worker runs (inherited, not pickled)
+_FN: Callable | None = None
+
+
+def _worker(task):
+    i, group = task
+    return i, [_FN(_JOB, lay) for lay in group]
+
+
+def default_jobs(n_tasks: int) -> int:
+    """Worker processes: one per CPU this process may use, on Linux (fork), else 1 (also in
+    a daemonic process, which may not have children)."""
+    import multiprocessing
+    if (not sys.platform.startswith("linux") or n_tasks < 2
+            or multiprocessing.current_process().daemon):
+        return 1
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, n_tasks))
+
+
+def _run_all(fn: Callable, job: Any, layouts: list, label: str, progress: bool,
+             jobs: int | None, group: Callable | None = None,
+             weight: Callable = lambda lay: 1.0) -> list:
+    """fn(job, layout) for every layout, returned in layout order, in `jobs` forked workers
+    (default_jobs), the heaviest (`weight`) first. `group(layout)` = (key, order): with fewer
+    workers than half the layouts, the layouts of one key run in turn in one process, in
+    `order`."""
+    global _JOB, _FN
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise InputError(f"--jobs: expected a positive integer, got {jobs!r}")
+    n = default_jobs(len(layouts)) if jobs is None else min(jobs, len(layouts))
+    import multiprocessing
+    if multiprocessing.current_process().daemon:
+        n = 1
+    weights = [weight(lay) for lay in layouts] if n > 1 else [1.0] * len(layouts)
+    if group is not None and 2 * n < len(layouts):
+        keyed: dict[Any, list[int]] = {}
+        for i in sorted(range(len(layouts)), key=lambda i: group(layouts[i])[1]):
+            keyed.setdefault(group(layouts[i])[0], []).append(i)
+        tasks = list(keyed.values())
+    else:
+        tasks = [[i] for i in range(len(layouts))]
+    tasks.sort(key=lambda g: -sum(weights[i] for i in g))
+    n = min(n, len(tasks))
+    bar = Progress(len(layouts), label, force=True) if progress else None
+    results: list = [None] * len(layouts)
+    try:
+        if n <= 1:
+            for g in tasks:
+                for i in g:
+                    results[i] = fn(job, layouts[i])
+                    if bar:
+                        bar.update()
+            return results
+        _JOB, _FN = job, fn
+        with multiprocessing.get_context("fork").Pool(n) as pool:
+            work = [(k, [layouts[i] for i in g]) for k, g in enumerate(tasks)]
+            for k, res in pool.imap_unordered(_worker, work):
+                for i, r in zip(tasks[k], res):
+                    results[i] = r
+                if bar:
+                    bar.update(len(res))
+        return results
+    finally:
+        _JOB = _FN = None

@@ -1,0 +1,115 @@
+"""`perfmodel plan serve|train`: the ranked table with the best named first, JSON and CSV
+shapes, the Pareto plot, and bad input exiting 2 with one line naming the flag."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from perfmodel.cli.main import main
+from perfmodel.cli.plan import parse_duration
+from perfmodel.errors import InputError
+
+SERVE = ["plan", "serve", "llama3-8b", "--hw", "h100", "--gpus", "2", "--isl", "512", "--osl",
+         "128"]
+
+
+def test_serve_table(capsys):
+    assert main(SERVE + ["--offline"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("llama3-8b on 2x H100-SXM, vllm") and "offline" in out[0]
+    assert out[1].startswith("best: TP")
+    best_layout = out[1].split(":")[1].split(" x ")[0].strip()
+    table = out[out.index(next(x for x in out if x.startswith("layout"))) + 2:]
+    assert table[0].startswith(best_layout)  # best first
+    assert sum(x.startswith("TP") for x in table) == 3
+
+
+def test_serve_json_shape(capsys):
+    assert main(SERVE + ["--concurrency", "8", "--requests", "16", "--tpot-slo", "40ms",
+                         "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert set(d) == {"search", "rows", "best", "pareto"}
+    assert d["search"]["workload"]["mode"] == "concurrency"
+    assert d["search"]["tpot_slo_s"] == pytest.approx(0.04)
+    assert len(d["rows"]) == 3 and all(r["gpus"] == 2 for r in d["rows"])
+    assert d["best"] is None or (d["best"]["meets_slo"] and d["best"]["tpot_p99_s"] <= 0.04)
+    assert all(p["fits"] for p in d["pareto"])
+    for key in ("layout", "replicas", "weights_bytes", "kv_cache_bytes", "activation_bytes",
+                "fits", "reason", "output_tokens_per_s", "output_tokens_per_s_per_gpu",
+                "output_tokens_per_s_per_user", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s",
+                "tpot_p99_s", "e2e_p50_s", "e2e_p99_s", "preemptions", "meets_slo"):
+        assert key in d["rows"][0]
+
+
+def test_serve_csv_and_fixed_layout(capsys):
+    assert main(SERVE + ["--tp", "2", "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("layout,tp,pp,ep,replicas") and len(lines) == 2
+    assert lines[1].startswith("TP2,2,1,1,1,")
+
+
+def test_not_fitting_layouts_are_listed_with_their_reason(capsys):
+    assert main(["plan", "serve", "llama3-70b", "--hw", "H100", "--gpus", "1", "--isl", "100",
+                 "--osl", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "best: none fits" in out and "not fitting or not valid:" in out
+    assert "does not fit: weights 131.4 GiB" in out
+
+
+def test_sweep_and_plot(tmp_path, capsys):
+    png = tmp_path / "pareto.png"
+    assert main(SERVE + ["--tp", "2", "--sweep", "--plot", str(png)]) == 0
+    out, err = capsys.readouterr()
+    assert "Pareto front" in out and png.stat().st_size > 0 and f"wrote {png}" in err
+
+
+def test_train(capsys):
+    assert main(["plan", "train", "llama3-8b", "--hw", "h100", "--gpus", "4", "--batch", "8",
+                 "--seq", "2048", "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert set(d) == {"search", "rows", "best"}
+    assert len(d["rows"]) == 6 and all(r["tp"] * r["pp"] * r["dp"] == 4 for r in d["rows"])
+    assert d["best"]["fits"] and d["best"]["step_time_s"] == min(
+        r["step_time_s"] for r in d["rows"] if r["fits"])
+    assert main(["plan", "train", "llama3-8b", "--hw", "h100", "--gpus", "2", "--batch", "8",
+                 "--seq", "2048"]) == 0  # none fits in 2 GPUs: each layout with its reason
+    out = capsys.readouterr().out
+    assert "best: none fits" in out and out.count("does not fit: needs") == 3
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["plan", "serve", "llama9", "--hw", "h100", "--gpus", "2"], "MODEL: unknown model"),
+    (["plan", "serve", "llama3-8b", "--hw", "h999", "--gpus", "2"], "--hw: unknown hardware"),
+    (["plan", "serve", "llama3-8b", "--hw", "h100", "--gpus", "6", "--tp", "4"], "--gpus: 6"),
+    (["plan", "serve", "llama3-8b", "--hw", "h100", "--gpus", "0"], "--gpus: expected"),
+    (["plan", "serve", "llama3-8b", "--hw", "h100", "--gpus", "2", "--tpot-slo", "5 parsecs"],
+     "--tpot-slo: expected a positive duration"),
+    (["plan", "serve", "llama3-8b", "--hw", "h100", "--gpus", "2", "--ttft-slo=-2s"],
+     "--ttft-slo: expected a positive duration"),
+    (["plan", "serve", "llama3-8b", "--hw", "h100", "--gpus", "2", "--rate", "0"], "--rate:"),
+    (["plan", "serve", "llama3-8b", "--hw", "h100", "--gpus", "2", "--engine", "x"],
+     "argument --engine"),
+    (["plan", "serve", "llama3-8b", "--hw", "h100", "--gpus", "2", "--offline", "--rate", "1"],
+     "argument --rate"),
+    (["plan", "train", "llama3-8b", "--hw", "h100", "--gpus", "3", "--batch", "4", "--tp",
+      "2"], "--gpus: 3"),
+])
+def test_bad_input_exits_2_naming_the_flag(capsys, argv, flag):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and flag in lines[0] and lines[0].startswith("perfmodel: error:")
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("text, seconds", [("50ms", 0.05), ("2s", 2.0), ("200us", 2e-4),
+                                           ("1.5 s", 1.5), ("0.25", 0.25), ("300µs", 3e-4)])
+def test_parse_duration(text, seconds):
+    assert parse_duration(text, "--x") == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "ms", "5 parsecs", "0s", "-1ms", "inf", "1e999s"])
+def test_parse_duration_rejects(text):
+    with pytest.raises(InputError, match="--x: expected a positive duration"):
+        parse_duration(text, "--x")
