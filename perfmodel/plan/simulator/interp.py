@@ -38,7 +38,12 @@ class Axis:
         if x <= self.base:
             x0 = int(x)
             return (x0, x0, 0.0) if x0 == x else (x0, x0 + 1, x - x0)
-        k = int(math.log2(x / self.base) * self.per_octave)
+        return self.between_nodes(x, self.base)
+
+    def between_nodes(self, x: float, origin: float) -> tuple[int, int, float]:
+        """The two nodes around x above `origin`, where node(k) grows by a factor 2 every
+        `per_octave` steps, and x's weight between them."""
+        k = int(math.log2(x / origin) * self.per_octave)
         x0, x1 = self.node(k), self.node(k + 1)
         while x0 > x:
             k -= 1
@@ -77,17 +82,7 @@ class TileAxis(Axis):
             if x == hi or x == lo:
                 return int(x), int(x), 0.0
             return lo, hi, (x - lo) / (hi - lo)
-        k = int(math.log2(x / self.tiled_to) * self.per_octave)
-        x0, x1 = self.node(k), self.node(k + 1)
-        while x0 > x:
-            k -= 1
-            x0, x1 = self.node(k), x0
-        while x1 < x:
-            k += 1
-            x0, x1 = x1, self.node(k + 1)
-        if x0 == x or x1 == x:
-            return (x0, x0, 0.0) if x0 == x else (x1, x1, 0.0)
-        return x0, x1, (x - x0) / (x1 - x0)
+        return self.between_nodes(x, self.tiled_to)
 
 
 class Table1:
