@@ -22,10 +22,8 @@ models, in four parts:
             time is linear in batch × context there (H200, Llama-3-70B TP8: 0.119-0.122 ns per
             token·layer from 64 × 8k up to 1024 × 64k), so the mean is exact where it matters;
             small steps sit on the launch/latency floor, which the mean also gets right. A
-            quantized KV cache (kv_dtype fp8, nvfp4): where the builder takes `kv_dtype` its
-            attention ops read K/V in it (bytes and conversion work); with a builder that does
-            not, the context is scaled by kv_bytes / 2 instead (the kernel is memory-bound on
-            KV bytes), and kv.py scales the KV capacity alike (BUILDER_KV_DTYPE says which).
+            quantized KV cache (kv_dtype fp8, nvfp4): the builder's attention ops read K/V in
+            it (bytes and conversion work), and kv.py sizes the KV capacity alike.
   chunk     causal attention of each chunk over prior + chunk keys (seq_q = chunk,
   attention seq_kv = prior + chunk, bottom-right aligned), summed over chunks with one launch per
             layer (one varlen kernel runs all chunks).
@@ -62,8 +60,9 @@ from perfmodel.hardware import Hardware, hardware
 from perfmodel.ops import op as make_op
 from perfmodel.plan.memory import as_model
 from perfmodel.plan.simulator.interp import Axis, Table1, Table2, TileAxis, nodes_up_to
-from perfmodel.plan.simulator.kv import BUILDER_KV_DTYPE, kv_scale
+from perfmodel.plan.simulator.kv import check_kv_dtype
 from perfmodel.predict import predict_op
+from perfmodel.units import bytes_per_element
 from perfmodel.workloads.builder import ACT_BYTES, build_graph
 from perfmodel.workloads.models import ModelSpec
 
@@ -95,15 +94,11 @@ class StepCost:
                  exact: bool = False, moe_routing: str = "token_balanced"):
         self.model, self.hw = as_model(model), hardware(hw)
         self.tp, self.ep, self.pp, self.dtype, self.level = tp, ep, pp, dtype, level
-        self.kv_dtype, scale = kv_dtype, kv_scale(kv_dtype)
-        self.exact = exact
+        check_kv_dtype(kv_dtype)
+        self.kv_dtype, self.exact = kv_dtype, exact
         self._graph_kw = dict(tp=tp, ep=ep, pp=1, dtype=dtype, moe_routing=moe_routing)
-        # decode attention is memory-bound on KV bytes: without the builder's kv_dtype, a
-        # narrower cache is priced as a context that many bf16 bytes long
-        self.context_scale = scale
-        if BUILDER_KV_DTYPE and scale != 1.0:
+        if bytes_per_element(kv_dtype) != ACT_BYTES:  # a cache narrower than the activations
             self._graph_kw["kv_dtype"] = kv_dtype
-            self.context_scale = 1.0
         pre = build_graph(self.model, "prefill", batch=1, seq=CLASSIFY_TOKENS, **self._graph_kw)
         dec = build_graph(self.model, "decode", batch=CLASSIFY_TOKENS, context=CLASSIFY_TOKENS,
                           **self._graph_kw)
@@ -137,6 +132,18 @@ class StepCost:
         e = predict_op(o, self.hw, self.level)
         return e.time_s, e.resource_time_s.get("launch", 0.0)
 
+    def _sum_nodes(self, nodes) -> tuple[float, float]:
+        """Summed (time, launch) of graph nodes, each distinct op predicted once (the builder
+        shares one op object among the layers)."""
+        seen: dict[int, tuple[float, float]] = {}
+        t = lt = 0.0
+        for n in nodes:
+            e = seen.get(id(n.op))
+            if e is None:
+                e = seen[id(n.op)] = self._est(n.op)
+            t, lt = t + e[0], lt + e[1]
+        return t, lt
+
     def _eval_body(self, tokens: int) -> tuple[float, float, float, float, float]:
         """(time, launch) of the shared ops and of the prefill-only ops at `tokens`, and one
         pipeline activation send."""
@@ -162,30 +169,14 @@ class StepCost:
 
     def _eval_experts(self, tokens: int) -> tuple[float, float]:
         g = build_graph(self.model, "prefill", batch=1, seq=tokens, **self._graph_kw)
-        seen: dict[int, tuple[float, float]] = {}
-        t = lt = 0.0
-        for n in g.nodes:
-            if n.op.name == MOE_OP:
-                e = seen.get(id(n.op))
-                if e is None:
-                    e = seen[id(n.op)] = self._est(n.op)
-                t, lt = t + e[0], lt + e[1]
-        return t, lt
+        return self._sum_nodes(n for n in g.nodes if n.op.name == MOE_OP)
 
     def _eval_decode_only(self, batch: int) -> tuple[float, float]:
         if not self.decode_only:
             return 0.0, 0.0
         g = build_graph(self.model, "decode", batch=batch, context=CLASSIFY_TOKENS,
                         **self._graph_kw)
-        seen: dict[int, tuple[float, float]] = {}
-        t = lt = 0.0
-        for n in g.nodes:
-            if role(n.name) in self.decode_only:
-                e = seen.get(id(n.op))
-                if e is None:
-                    e = seen[id(n.op)] = self._est(n.op)
-                t, lt = t + e[0], lt + e[1]
-        return t, lt
+        return self._sum_nodes(n for n in g.nodes if role(n.name) in self.decode_only)
 
     def _eval_head(self, rows: int) -> tuple[float, float]:
         t = lt = 0.0
@@ -231,7 +222,7 @@ class StepCost:
         t, launch_body = t + ht, launch_body + hl
         layers = self.attention_layers
         if decode:
-            mean = max(1.0, decode_context_sum / decode * self.context_scale)
+            mean = max(1.0, decode_context_sum / decode)
             at, al = self.decode_attention(decode, mean)
             t, launch_attn = t + layers * at, layers * al
         if chunks:
@@ -276,7 +267,7 @@ class StepCost:
                "decode_attention_s": 0.0, "chunk_attention_s": 0.0,
                "pipeline_sends_s": (self.pp - 1) * p2p}
         if decode:
-            mean = max(1.0, decode_context_sum / decode * self.context_scale)
+            mean = max(1.0, decode_context_sum / decode)
             out["decode_attention_s"] = self.attention_layers * self.decode_attention(
                 decode, mean)[0]
         if chunks:

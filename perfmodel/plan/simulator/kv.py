@@ -6,13 +6,11 @@ the model (free_gpu_memory_fraction); weights per GPU from `perfmodel.plan.memor
 (weight_bytes_per_gpu through serving_memory), activations of the largest step and the workspace
 likewise. The rest holds paged blocks of `block_tokens` tokens, each token
 `kv_cache_bytes_per_token(model, tp)` bytes for the layers of one pipeline stage
-(ceil(layers / pp) of them), in `kv_dtype`: when the builder takes a KV dtype it sizes it,
-else the bf16 size is scaled by the dtype's bytes (fp8 1/2, nvfp4 (0.5 + 1/16)/2 with its E4M3
-scale per 16 elements).
+(ceil(layers / pp) of them), in `kv_dtype` (the builder's kv_cache_bytes_per_token sizes it:
+fp8 half of bf16, nvfp4 with its E4M3 scale per 16 elements).
 """
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -20,29 +18,22 @@ from typing import Any
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.plan.memory import WORKSPACE_BYTES, as_model, serving_memory
-from perfmodel.units import GiB, bytes_per_element
-from perfmodel.workloads.builder import ACT_BYTES, build_graph, kv_cache_bytes_per_token
+from perfmodel.units import GiB
+from perfmodel.workloads.builder import kv_cache_bytes_per_token
 from perfmodel.workloads.models import ModelSpec
 
 KV_DTYPES = ("bf16", "fp16", "fp8", "fp8_e4m3", "nvfp4")
-# Whether the builder and the attention op take the KV cache's dtype (K/V bytes and their
-# conversion in the attention ops; KV bytes per token): then they price it, else this module
-# scales the decode context and the KV bytes by the dtype's size (module docstring).
-BUILDER_KV_DTYPE = "kv_dtype" in inspect.signature(build_graph).parameters
 
 
-def kv_scale(kv_dtype: str) -> float:
-    """KV bytes relative to a bf16 cache (nvfp4 counts its E4M3 scale per 16 elements)."""
+def check_kv_dtype(kv_dtype: str) -> None:
     if kv_dtype not in KV_DTYPES:
         raise InputError(f"kv_dtype: expected one of {', '.join(KV_DTYPES)}, got {kv_dtype!r}")
-    return bytes_per_element(kv_dtype) / ACT_BYTES
 
 
 def kv_bytes_per_token(model: ModelSpec, tp: int, kv_dtype: str) -> float:
     """KV bytes per token per GPU, all layers, in `kv_dtype`."""
-    if BUILDER_KV_DTYPE:
-        return kv_cache_bytes_per_token(model, tp, kv_dtype)
-    return kv_cache_bytes_per_token(model, tp) * kv_scale(kv_dtype)
+    check_kv_dtype(kv_dtype)
+    return kv_cache_bytes_per_token(model, tp, kv_dtype)
 
 
 @dataclass(frozen=True)
