@@ -64,6 +64,7 @@ from typing import Any, Callable, Sequence
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.plan.memory import as_model
+from perfmodel.plan.serving import pareto_front
 from perfmodel.report.progress import Progress
 from perfmodel.workloads.models import ModelSpec
 
@@ -456,13 +457,7 @@ def pareto(rows: list[dict[str, Any]], x: str = "output_tokens_per_s_per_user",
            y: str = "output_tokens_per_s_per_gpu") -> list[dict[str, Any]]:
     """The rows that fit and are not dominated in (higher `x`, higher `y`): no other row is at
     least as good in both and better in one. Sorted by `x` descending."""
-    cand = [r for r in rows if r["fits"] and r.get(x) is not None and r.get(y) is not None]
-    front, best_y = [], -math.inf
-    for r in sorted(cand, key=lambda r: (-r[x], -r[y])):
-        if r[y] > best_y:
-            front.append(r)
-            best_y = r[y]
-    return front
+    return pareto_front(rows, x, y, maximize_x=True)
 
 
 # -- training ------------------------------------------------------------------------------------

@@ -145,10 +145,14 @@ def sweep_serving(model: ModelSpec | str, hws: Sequence[str], tps: Sequence[int]
 
 
 def pareto_front(rows: list[dict[str, Any]], x: str = "tpot_s",
-                 y: str = "tokens_per_s_per_gpu") -> list[dict[str, Any]]:
-    """Rows not dominated in (lower x, higher y) among those that fit in memory."""
+                 y: str = "tokens_per_s_per_gpu", maximize_x: bool = False
+                 ) -> list[dict[str, Any]]:
+    """Rows not dominated in (lower x, or higher with `maximize_x`; higher y) among those that
+    fit in memory and have both values, in the order of x from best to worst."""
+    sign = -1.0 if maximize_x else 1.0
+    cand = [r for r in rows if r["fits"] and r.get(x) is not None and r.get(y) is not None]
     front, best_y = [], -math.inf
-    for r in sorted((r for r in rows if r["fits"]), key=lambda r: (r[x], -r[y])):
+    for r in sorted(cand, key=lambda r: (sign * r[x], -r[y])):
         if r[y] > best_y:
             front.append(r)
             best_y = r[y]
