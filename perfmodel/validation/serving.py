@@ -159,6 +159,10 @@ class ServingCase:
     metric: str                      # see METRICS
     value: float                     # SI: seconds or tokens/s
     value_resolution: float | None   # ± of a suffixed headline, SI
+    isl_range: tuple[int, int] | None = None  # a "random uniform lo..hi" draw (bench_serving)
+    osl_range: tuple[int, int] | None = None
+    max_batch_per_rank: int | None = None     # engine limits the source states ("max_batch_size
+    max_num_tokens: int | None = None         # 896/rank, max_num_tokens 2048")
     rate: float | None = None        # requests/s (Poisson)
     concurrency: int | None = None
     target_qps: float | None = None  # MLPerf Server/Interactive
@@ -332,6 +336,33 @@ def length_of(text: str) -> tuple[float | None, str, str]:
             return float(n), "fixed", f"lengths: {n} nominal for a real dataset ('{t}')"
         return float(n), "fixed", ""
     return None, "dataset-mean" if "variable" in low else "fixed", ""
+
+
+_UNIFORM = re.compile(r"random uniform (\d+)\s*\.\.\s*(\d+)")
+
+
+def length_range_of(text: str) -> tuple[int, int] | None:
+    """(lo, hi) of a "random uniform lo..hi" length text (sglang.bench_serving's random dataset
+    with range_ratio 0 draws each length uniformly in [1, N]), else None."""
+    m = _UNIFORM.search(text.lower())
+    if not m:
+        return None
+    lo, hi = int(m.group(1)), int(m.group(2))
+    return (lo, hi) if 1 <= lo <= hi else None
+
+
+def engine_limits_of(text: str) -> dict:
+    """The scheduler limits a load description states: max_batch_size per rank and
+    max_num_tokens (TensorRT-LLM's trtllm-bench recipes)."""
+    low = text.lower()
+    out: dict = {}
+    m = re.search(r"max_batch_size (\d+)", low)
+    if m:
+        out["max_batch_per_rank"] = int(m.group(1))
+    m = re.search(r"max_num_tokens (\d+)", low)
+    if m:
+        out["max_num_tokens"] = int(m.group(1))
+    return out
 
 
 def phase_of(metric_text: str, osl_text: str) -> str:
@@ -654,6 +685,8 @@ def _case(row: dict, mlperf_osl: dict) -> ServingCase | Skipped:
         hardware=hardware(spec_name), model=model, weights_dtype=weights, kv_dtype=kv,
         kv_dtype_stated=kv_stated, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, gpus=gpus,
         replicas=replicas, replicas_from=replicas_from, isl=isl, osl=osl, lengths=lengths,
+        isl_range=length_range_of(row["isl"]), osl_range=length_range_of(row["osl"]),
+        **engine_limits_of(row["concurrency_or_rate"]),
         phase=phase, mode=load.pop("mode"), metric=metric, value=value,
         value_resolution=resolution, ttft_limit_s=ttft_limit, tpot_limit_s=tpot_limit,
         disaggregated=disaggregated, division=division, precision_note=precision_note,

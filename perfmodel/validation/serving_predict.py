@@ -4,11 +4,13 @@ read from it, and the rows the simulator cannot express returned with the reason
 
     python -m perfmodel.validation.serving_predict     # error tables by source, GPU, model, lengths
 
-What a row becomes: its engine's preset (vllm, sglang, trtllm), its per-replica TP/PP/EP, weights
-and KV-cache dtypes (an unstated KV dtype is the engine default, the activation dtype), its
-lengths (dataset means taken as fixed lengths, flagged by the `lengths` column) and its load
-(offline, saturated and sweep maxima as offline; a fixed concurrency; a Poisson rate shared by the
-replicas). One constant is fitted on these rows: SGLang's step overhead
+What a row becomes: its engine's preset (vllm, sglang, trtllm) with the scheduler limits the row
+states (max_batch_size per rank, max_num_tokens), its per-replica TP/PP/EP (an attention-DP row
+as one scheduler per attention group: `layout`), weights and KV-cache dtypes (an unstated KV
+dtype is the engine default, the activation dtype), its lengths (a "random uniform lo..hi" draw
+as such; other dataset means taken as fixed lengths, flagged by the `lengths` column) and its
+load (offline, saturated and sweep maxima as offline; a fixed concurrency; a Poisson rate), split
+over the replicas and attention groups. One constant is fitted on these rows: SGLang's step overhead
 (perfmodel/fitted.yaml `serving.step_overhead_s.sglang`, on its two named light-load rows, which
 the tables report apart); the other engines' stays 0.
 """
@@ -29,6 +31,9 @@ OFFLINE_MODES = ("offline", "saturated", "sweep-max")
 # that the 100-odd distinct simulations of the table run in about a minute on two cores.
 MAX_REQUESTS = 600
 MIN_REQUESTS = 200
+# a high-concurrency row simulates up to 4 waves of its concurrency (TensorRT-LLM's 896
+# sequences per attention group: 3584 requests)
+MAX_CONCURRENT_REQUESTS = 4096
 
 
 def why_not(case: ServingCase) -> str | None:
@@ -54,20 +59,54 @@ def why_not(case: ServingCase) -> str | None:
     return None
 
 
+def layout(case: ServingCase) -> tuple[int, int, int]:
+    """(tp, ep, pp) the simulator runs. An attention-data-parallel row (TensorRT-LLM's
+    enable_attention_dp, SGLang's --enable-dp-attention) keeps its rank count in `tp`, but its
+    attention is not tensor-parallel: each rank schedules its own requests and the experts are
+    spread over the ranks, which is the simulator's tp=1, ep=ranks (one simulated scheduler
+    stands for one attention group, plan/simulator/cost.py)."""
+    if case.attention_dp and case.ep > 1:
+        return 1, case.ep, case.pp
+    return case.tp, case.ep, case.pp
+
+
+def schedulers(case: ServingCase) -> int:
+    """Independent schedulers the row's load is split over: replicas × attention groups."""
+    tp, ep, _ = layout(case)
+    return (case.replicas or 1) * max(1, ep // tp)
+
+
+def _lengths(value: float, span: tuple[int, int] | None):
+    return ("uniform", *span) if span else max(1, round(value))
+
+
 def _workload(case: ServingCase) -> Workload:
-    isl, osl = max(1, round(case.isl)), max(1, round(case.osl))
-    replicas = case.replicas or 1
+    isl, osl = _lengths(case.isl, case.isl_range), _lengths(case.osl, case.osl_range)
+    k = schedulers(case)
     if case.mode in OFFLINE_MODES:
         n = case.num_requests or MAX_REQUESTS
-        return Workload("offline", requests=max(MIN_REQUESTS, min(MAX_REQUESTS, n // replicas)),
+        return Workload("offline", requests=max(MIN_REQUESTS, min(MAX_REQUESTS, n // k)),
                         isl=isl, osl=osl)
     if case.mode == "concurrency":
-        c = max(1, case.concurrency // replicas)
-        return Workload("concurrency", requests=max(MIN_REQUESTS, min(MAX_REQUESTS, 4 * c)),
+        c = max(1, case.concurrency // k)
+        # several waves of the concurrency (a fixed-length wave repeats exactly), at least
+        # MIN_REQUESTS, never fewer than the concurrency itself
+        return Workload("concurrency", requests=max(MIN_REQUESTS,
+                                                    min(4 * c, MAX_CONCURRENT_REQUESTS)),
                         isl=isl, osl=osl, concurrency=c)
     n = case.num_requests or MAX_REQUESTS
-    return Workload("rate", requests=max(MIN_REQUESTS, min(MAX_REQUESTS, n // replicas)),
-                    isl=isl, osl=osl, rate=case.rate / replicas)
+    return Workload("rate", requests=max(MIN_REQUESTS, min(MAX_REQUESTS, n // k)),
+                    isl=isl, osl=osl, rate=case.rate / k)
+
+
+def engine_settings(case: ServingCase) -> dict:
+    """The scheduler limits the row states (per rank = per scheduler), over the preset's."""
+    out = {}
+    if case.max_batch_per_rank:
+        out["max_batch"] = case.max_batch_per_rank
+    if case.max_num_tokens:
+        out["max_tokens_per_step"] = case.max_num_tokens
+    return out
 
 
 @functools.lru_cache(maxsize=None)
@@ -85,10 +124,11 @@ def simulate_case(case: ServingCase, **engine_overrides) -> float | None:
     if why_not(case) is not None:
         return None
     kv = case.kv_dtype if case.kv_dtype in SIM_DTYPES else "bf16"  # engines' default: auto
+    tp, ep, pp = layout(case)
+    settings = {**engine_settings(case), **engine_overrides}
     try:
-        m = _metrics(case.model, case.hardware.name, ENGINE_PRESETS[case.engine], case.tp,
-                     case.ep, case.pp, case.weights_dtype, kv, _workload(case),
-                     tuple(sorted(engine_overrides.items())))
+        m = _metrics(case.model, case.hardware.name, ENGINE_PRESETS[case.engine], tp, ep, pp,
+                     case.weights_dtype, kv, _workload(case), tuple(sorted(settings.items())))
     except InputError:
         return None
     value = m.get(case.metric)
@@ -103,7 +143,8 @@ def run(cases: list[ServingCase]):
         p = simulate_case(c)
         if p is None:
             return None
-        # system-wide rates are compared per replica: scale the prediction back up
+        # system-wide rates are compared per replica: scale the prediction back up (the
+        # simulator's metrics already count a replica's attention groups)
         if c.metric in SYSTEM_METRICS and c.replicas:
             return p * c.replicas
         return p

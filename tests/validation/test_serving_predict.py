@@ -43,3 +43,33 @@ def test_system_wide_rates_are_scaled_by_the_replicas():
     two = dataclasses.replace(one, replicas=2)
     (comparison,) = sp.run([two])
     assert comparison.predicted == pytest.approx(sp.simulate_case(two) * 2)
+
+
+def test_uniform_length_rows_replay_a_uniform_draw():
+    """sglang.bench_serving's 'random uniform 1..N' rows are drawn uniformly, not fixed at
+    their mean: the workload carries the range, and the stated mean is its midpoint."""
+    case = BY_ID["DCR-0307"]
+    assert case.isl_range == (1, 4096) and case.osl_range == (1, 2048)
+    w = sp._workload(case)
+    assert w.isl == ("uniform", 1, 4096) and w.osl == ("uniform", 1, 2048)
+    isl, osl, _ = w.draw()
+    assert isl.min() >= 1 and isl.max() <= 4096 and abs(isl.mean() - case.isl) < 0.1 * case.isl
+
+
+def test_attention_dp_rows_run_one_scheduler_per_attention_group():
+    """TensorRT-LLM's attention-DP rows (tp_size 8, EP8) are eight schedulers of tp=1 sharing
+    experts over 8 GPUs; the load and the stated per-rank limits are per scheduler."""
+    case = BY_ID["TRT-0264"]  # H200, concurrency 1024, max_batch_size 128/rank
+    assert case.attention_dp
+    assert sp.layout(case) == (1, 8, 1)
+    assert sp.schedulers(case) == 8
+    assert sp._workload(case).concurrency == 128
+    assert sp.engine_settings(case) == {"max_batch": 128, "max_tokens_per_step": 1151}
+    tp_case = BY_ID["TRT-0268"]  # TP8/EP8 without attention DP: one scheduler
+    assert not tp_case.attention_dp and sp.layout(tp_case) == (8, 8, 1)
+
+
+def test_a_concurrency_row_simulates_at_least_its_concurrency():
+    case = BY_ID["TRT-0252"]  # 7168 in flight over 8 attention groups
+    w = sp._workload(case)
+    assert w.requests >= w.concurrency == 896

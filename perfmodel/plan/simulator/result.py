@@ -110,6 +110,11 @@ class SimResult:
                / gpus}
         tpot = self.tpot_s[np.isfinite(self.tpot_s) & (self.tpot_s > 0)]
         out["output_tokens_per_s_per_user"] = float(np.mean(1.0 / tpot)) if len(tpot) else 0.0
+        # trtllm-bench's "per user output throughput [w/ ctx]": output tokens over the whole
+        # request latency, prefill and queueing included, averaged over requests
+        e2e = self.e2e_s > 0
+        out["output_tokens_per_s_per_user_with_ctx"] = (
+            float(np.mean(self.osl[e2e] / self.e2e_s[e2e])) if e2e.any() else 0.0)
         for k, v in self.summary().items():
             base = k[:-2]
             out.update({f"{base}_mean_s": v["mean"], f"{base}_median_s": v["p50"],
