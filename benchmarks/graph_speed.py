@@ -55,12 +55,25 @@ def main() -> None:
           f"{t:.2f} s = {t / max(len(out), 1) * 1e3:.2f} ms each")
 
     from perfmodel.plan.search import search_serving
-    from perfmodel.plan.simulator import Workload
+    from perfmodel.plan.simulator import StepCost, Workload, simulate
+    from perfmodel.plan.simulator import cost as cost_module
+    # one deployment (issue target: <= 50 ms): Llama-3-70B TP8 on H200 offline 1000/1000, a
+    # fresh StepCost (cold: its nodes filled on the way) and the same simulation again (warm)
+    w = Workload("offline", requests=1024, isl=1000, osl=1000)
+    cost_module._shared.clear()
+    t_cold, r = timed(lambda: simulate("llama3-70b", "H200", w, "vllm", tp=8))
+    c = StepCost("llama3-70b", "H200", tp=8)
+    simulate("llama3-70b", "H200", w, "vllm", tp=8, cost=c)
+    t_warm, _ = timed(lambda: simulate("llama3-70b", "H200", w, "vllm", tp=8, cost=c), 3)
+    print(f"\none deployment simulated (llama3-70b TP8 H200, {r.steps} steps): cold "
+          f"{t_cold * 1e3:.0f} ms, warm {t_warm * 1e3:.0f} ms (target 50 ms: "
+          f"{t_warm / 0.05:.2f}x warm, {t_cold / 0.05:.2f}x cold)")
     for gpus in (8, 64):  # `perfmodel plan serve llama3-70b --hw H200 --gpus N --isl 1000 ...`
+        cost_module._shared.clear()
         t, out = timed(lambda: search_serving("llama3-70b", "H200", gpus,
                                               Workload("offline", isl=1000, osl=1000)))
         print(f"deployment search: llama3-70b on {gpus}x H200, offline 1000/1000: "
-              f"{len(out)} layouts in {t:.2f} s")
+              f"{len(out)} layouts in {t:.2f} s (target 2 s: {t / 2:.2f}x)")
 
 
 if __name__ == "__main__":

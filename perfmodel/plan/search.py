@@ -49,7 +49,8 @@ checked by the builder and `perfmodel.plan.memory.memory_fit`, then predicted by
 `perfmodel.plan.training.plan_training`; ranked by step time.
 
 Speed: a layout costs its StepCost's node evaluations (each body node builds and predicts a
-prefill graph, ~4-5 ms for Llama-3-70B) and ~15-35 µs per simulated step (a pipeline of pp
+prefill graph, ~4-5 ms for Llama-3-70B; layouts of one (tp, ep) at several pipeline depths share
+them, plan/simulator/cost.py SHARED_TABLES) and ~15-35 µs per simulated step (a pipeline of pp
 stages steps pp schedulers). Layouts run in worker processes (`jobs`; default one per CPU on
 Linux, where forking is cheap; `jobs=1` runs them here), the heaviest first.
 """

@@ -281,3 +281,24 @@ def test_engine_settings_are_checked():
         sim(Workload(requests=2, isl=900, osl=2), "trtllm", max_tokens_per_step=512)
     with pytest.raises(InputError):
         Engine("x", block_tokens=0).check()
+
+
+def test_step_costs_of_one_stage_share_their_nodes_and_price_alike():
+    """StepCosts differing only in pp share filled nodes (a search visits several pipeline
+    depths of one tp); a shared node gives what a fresh evaluation gives, and pp adds only the
+    activation sends."""
+    from perfmodel.plan.simulator import cost as cost_mod
+    cost_mod._shared.clear()
+    one = StepCost("llama3-8b", "H100-SXM", tp=1, pp=1)
+    t1 = one.step_time_s(64, 64 * 900.0, ((300, 0),))
+    two = StepCost("llama3-8b", "H100-SXM", tp=1, pp=2)
+    assert two.body.nodes is one.body.nodes  # shared, not recomputed
+    cost_mod._shared.clear()
+    fresh = StepCost("llama3-8b", "H100-SXM", tp=1, pp=2)
+    assert fresh.body.nodes is not one.body.nodes
+    lat_shared, stage_shared = two.step_times(64, 64 * 900.0, ((300, 0),))
+    lat_fresh, stage_fresh = fresh.step_times(64, 64 * 900.0, ((300, 0),))
+    assert lat_shared == pytest.approx(lat_fresh, rel=1e-12)
+    assert stage_shared == pytest.approx(stage_fresh, rel=1e-12)
+    send = fresh.sends(364)[0]
+    assert send > 0 and lat_fresh == pytest.approx(t1 + send, rel=1e-9)

@@ -54,6 +54,8 @@ tests/plan/test_simulator.py enforces the whole-step bound.
 """
 from __future__ import annotations
 
+import functools
+from collections import OrderedDict
 from typing import Sequence
 
 from perfmodel.hardware import Hardware, hardware
@@ -73,8 +75,15 @@ PER_OCTAVE = 4          # interpolation nodes per doubling of tokens (body, head
 ATTN_PER_OCTAVE = 2     # per doubling of batch, context and chunk (attention tables)
 CHUNK_EXACT_TOKENS = 32  # chunk-attention nodes: every chunk length up to this
 CLASSIFY_TOKENS = 16    # graph size used to tell prefill-only from decode-only ops
+# Filled nodes shared by the StepCosts of one (model, hardware, tp, ep, dtype, kv_dtype, level,
+# resolution): a layout search simulates the same tensor/expert parallelism at several pipeline
+# depths, and a stage's ops do not depend on pp (only the activation sends do). A few entries:
+# one search visits at most a handful of (tp, ep) pairs per process.
+SHARED_TABLES = 8
+_shared: OrderedDict = OrderedDict()
 
 
+@functools.lru_cache(maxsize=4096)
 def role(node_name: str) -> str:
     """`l12.qkv` → `qkv`; top-level nodes (`embed`, `lm_head`) are their own role."""
     head, _, rest = node_name.partition(".")
@@ -126,6 +135,30 @@ class StepCost:
         self.chunk_attention = Table2(self._eval_chunk_attention,
                                       TileAxis(attn_per_octave, exact_to=CHUNK_EXACT_TOKENS),
                                       Axis(attn_per_octave, lo=0), exact, log_x=True)
+        self.sends = Table1(self._eval_send, tokens_axis, exact)
+        self._share((self.model, self.hw, tp, ep, dtype, kv_dtype, level, per_octave,
+                     attn_per_octave, exact, moe_routing))
+
+    def _share(self, key) -> None:
+        """Take the filled nodes of an earlier StepCost of the same stage (SHARED_TABLES)."""
+        tables = {"body": self.body, "experts": self.experts, "decode_ops": self.decode_ops,
+                  "head": self.head, "decode_attention": self.decode_attention,
+                  "chunk_attention": self.chunk_attention}
+        try:
+            store = _shared.pop(key)
+        except KeyError:
+            store = {k: (t.nodes, getattr(t, "memo", None)) for k, t in tables.items()
+                     if t is not None}
+        except TypeError:  # an unhashable model or hardware: nothing to share
+            return
+        _shared[key] = store
+        while len(_shared) > SHARED_TABLES:
+            _shared.popitem(last=False)
+        for k, t in tables.items():
+            if t is not None:
+                t.nodes = store[k][0]
+                if store[k][1] is not None:
+                    t.memo = store[k][1]
 
     # -- exact evaluations at one node --------------------------------------------------------
     def _est(self, o) -> tuple[float, float]:
@@ -144,9 +177,8 @@ class StepCost:
             t, lt = t + e[0], lt + e[1]
         return t, lt
 
-    def _eval_body(self, tokens: int) -> tuple[float, float, float, float, float]:
-        """(time, launch) of the shared ops and of the prefill-only ops at `tokens`, and one
-        pipeline activation send."""
+    def _eval_body(self, tokens: int) -> tuple[float, float, float, float]:
+        """(time, launch) of the shared ops and of the prefill-only ops at `tokens`."""
         g = build_graph(self.model, "prefill", batch=1, seq=tokens, **self._graph_kw)
         seen: dict[int, tuple[float, float]] = {}
         st = sl = pt = pl = 0.0
@@ -161,11 +193,12 @@ class StepCost:
                 pt, pl = pt + e[0], pl + e[1]
             else:
                 st, sl = st + e[0], sl + e[1]
-        p2p = 0.0
-        if self.pp > 1:
-            p2p = self._est(make_op("sendrecv",
-                                    bytes=float(tokens * self.model.hidden * ACT_BYTES)))[0]
-        return st, sl, pt, pl, p2p
+        return st, sl, pt, pl
+
+    def _eval_send(self, tokens: int) -> tuple[float]:
+        """One pipeline activation send of `tokens` tokens to the next stage."""
+        return (self._est(make_op("sendrecv",
+                                  bytes=float(tokens * self.model.hidden * ACT_BYTES)))[0],)
 
     def _eval_experts(self, tokens: int) -> tuple[float, float]:
         g = build_graph(self.model, "prefill", batch=1, seq=tokens, **self._graph_kw)
@@ -204,7 +237,7 @@ class StepCost:
         tokens = decode
         for c, _ in chunks:
             tokens += c
-        st, sl, _, _, p2p = self.body(max(tokens, pad_tokens))
+        st, sl, _, _ = self.body(max(tokens, pad_tokens))
         t, launch_body, launch_attn = st, sl, 0.0
         if self.experts is not None:
             et, el = self.experts(max(tokens, pad_tokens))
@@ -213,7 +246,7 @@ class StepCost:
             keys = 0
             for c, p in chunks:
                 keys += c + p
-            _, _, pt, pl, _ = self.body(keys)
+            _, _, pt, pl = self.body(keys)
             t, launch_body = t + pt, launch_body + pl
         if decode and self.decode_only:
             dt, dl = self.decode_ops(max(decode, pad_tokens))
@@ -239,6 +272,7 @@ class StepCost:
             t -= launch_body
         if self.pp == 1:
             return t, t
+        p2p = self.sends(max(tokens, pad_tokens))[0]
         return t + (self.pp - 1) * p2p, t / self.pp + p2p
 
     def step_time_s(self, decode: int, decode_context_sum: float = 0.0,
@@ -259,7 +293,8 @@ class StepCost:
                   chunks: Sequence[tuple[int, int]] = ()) -> dict[str, float]:
         """The step's parts in seconds (no CUDA graphs, latency of all stages)."""
         tokens = decode + sum(c for c, _ in chunks)
-        st, _, _, _, p2p = self.body(tokens)
+        st = self.body(tokens)[0]
+        p2p = self.sends(tokens)[0] if self.pp > 1 else 0.0
         pre = self.body(sum(c + p for c, p in chunks))[2] if chunks and self.prefill_only else 0
         dec = self.decode_ops(decode)[0] if decode and self.decode_only else 0.0
         moe = self.experts(tokens)[0] if self.experts is not None else 0.0
