@@ -92,7 +92,8 @@ def weight_bytes_per_gpu(model: ModelSpec, dtype: str, tp: int, ep: int, pp: int
     if model.is_moe:
         moe_layers = model.layers - model.dense_layers
         per_expert = model.ffn_matrices * model.hidden * model.expert_hidden
-        routed = model.experts * per_expert / (ep if ep > 1 else tp)
+        # experts over ep GPUs, each split tp / ep ways when 1 < ep < tp (builder moe_tp)
+        routed = model.experts * per_expert / (ep * max(1, tp // ep))
         shared = model.shared_experts * per_expert / tp
         dense = model.ffn_matrices * model.hidden * model.ffn_hidden / tp
         ffn_total = (moe_layers * (routed + shared) + model.dense_layers * dense) / pp

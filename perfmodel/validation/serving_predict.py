@@ -39,7 +39,13 @@ MAX_CONCURRENT_REQUESTS = 4096
 def why_not(case: ServingCase) -> str | None:
     """Why the simulator cannot replay this row, or None if it can."""
     if case.spec_decoding in ("mtp", "eagle"):
-        return f"speculative decoding ({case.spec_decoding}) is not simulated"
+        if not case.draft_tokens:
+            return f"speculative decoding ({case.spec_decoding}) without a stated draft length"
+        if case.relaxed_acceptance:
+            return "speculative decoding with relaxed acceptance: no acceptance rate known"
+        if spec_acceptance(case) is None:
+            return (f"speculative decoding ({case.spec_decoding}) without a stated acceptance "
+                    f"rate")
     if case.disaggregated or case.phase != "both":
         return "disaggregated prefill/decode pools are not simulated"
     if case.isl is None or case.osl is None:
@@ -56,6 +62,23 @@ def why_not(case: ServingCase) -> str | None:
         return f"weights dtype {case.weights_dtype}"
     if case.metric in SYSTEM_METRICS and not case.replicas:
         return "replica count unknown for a system-wide rate"
+    return None
+
+
+# DeepSeek-V3's MTP module: "the acceptance rate of the second token prediction ranges between
+# 85% and 90%" (DeepSeek-V3 Technical Report, arXiv 2412.19437, §5.4.3); the midpoint, taken for
+# every draft of a DeepSeek MTP row that states no rate of its own (later drafts of a chained
+# MTP3 are accepted less often in practice: an optimistic reading)
+DEEPSEEK_MTP_ACCEPTANCE = 0.875
+
+
+def spec_acceptance(case: ServingCase) -> float | None:
+    """The draft acceptance probability a speculative row runs at: its own, else DeepSeek-V3's
+    published MTP rate for DeepSeek MTP rows, else unknown (None)."""
+    if case.spec_acceptance:
+        return case.spec_acceptance
+    if case.spec_decoding == "mtp" and case.model.startswith("deepseek"):
+        return DEEPSEEK_MTP_ACCEPTANCE
     return None
 
 
@@ -102,6 +125,9 @@ def _workload(case: ServingCase) -> Workload:
 def engine_settings(case: ServingCase) -> dict:
     """The scheduler limits the row states (per rank = per scheduler), over the preset's."""
     out = {}
+    if case.spec_decoding in ("mtp", "eagle") and case.draft_tokens:
+        out["spec_tokens"] = case.draft_tokens
+        out["spec_acceptance"] = spec_acceptance(case)
     if case.max_batch_per_rank:
         out["max_batch"] = case.max_batch_per_rank
     if case.max_num_tokens:

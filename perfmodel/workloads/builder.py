@@ -103,8 +103,9 @@ class Workload:
                 p.append(f"ep: {self.ep} and tp: {self.tp} must divide one another")
             if model.is_moe and model.experts % self.ep:
                 p.append(f"ep: {self.ep} must divide the {model.experts} experts")
-            if model.is_moe and self.ep == 1 and model.expert_hidden % self.tp:
-                p.append(f"tp: {self.tp} must divide expert_hidden {model.expert_hidden}")
+            if model.is_moe and model.expert_hidden % self.moe_tp:
+                p.append(f"tp: {self.moe_tp} (tp / ep, each expert's tensor-parallel split) "
+                         f"must divide expert_hidden {model.expert_hidden}")
             if self.ffn_shard(model) and model.ffn_hidden % self.tp:
                 p.append(f"tp: {self.tp} must divide ffn_hidden {model.ffn_hidden}")
             m = self.n_microbatches
@@ -112,6 +113,21 @@ class Workload:
                 p.append(f"microbatches: {m} must divide the batch {self.batch}")
         if p:
             raise InputError([f"workload: {x}" for x in p])
+
+    @property
+    def moe_tp(self) -> int:
+        """GPUs each routed expert's FFN is split over: tp with ep = 1, tp / ep when
+        1 < ep < tp (TensorRT-LLM's hybrid MoE parallelism, moe_tensor_parallel_size ×
+        moe_expert_parallel_size = tp_size), 1 with ep ≥ tp."""
+        return max(1, self.tp // self.ep)
+
+    @property
+    def moe_all_to_all(self) -> bool:
+        """Tokens move to their experts' GPUs: expert parallelism at least as wide as the
+        tensor parallelism. With 1 < ep < tp every GPU of the TP group holds every token after
+        the attention all-reduce, computes its experts' slices, and the TP all-reduce sums the
+        partial outputs."""
+        return self.ep > 1 and self.ep >= self.tp
 
     def ffn_shard(self, model: ModelSpec) -> bool:
         return not model.is_moe or model.dense_layers > 0
@@ -270,9 +286,9 @@ class _LayerBuilder:
         self.g.add(f"{p}router", "gemm", m=self.t, n=m.experts, k=h, dtype=ACT)
         self.g.add(f"{p}topk", "softmax", rows=self.t, cols=m.experts, dtype="fp32")
         a2a = float(self.t * m.top_k * h * ACT_BYTES)
-        if w.ep > 1:
+        if w.moe_all_to_all:
             self.g.add(f"{p}dispatch", "alltoall", bytes=a2a, gpus=w.ep)
-        eh = m.expert_hidden if w.ep > 1 else m.expert_hidden // self.tp
+        eh = m.expert_hidden // w.moe_tp
         # expert parallelism with data-parallel attention: the ep/tp attention replicas each
         # route their own tokens to the shared pool of experts
         moe = dict(tokens=self.t * max(1, w.ep // self.tp), experts=m.experts, top_k=m.top_k,
@@ -280,7 +296,7 @@ class _LayerBuilder:
                    routing=w.moe_routing, replication=w.moe_replication, skew=w.moe_skew)
         self.moe_params = moe
         self.g.add(f"{p}experts", "moe", **moe)
-        if w.ep > 1:
+        if w.moe_all_to_all:
             self.g.add(f"{p}combine", "alltoall", bytes=a2a, gpus=w.ep)
         else:
             self.allreduce(f"{p}ffn_allreduce")
@@ -293,13 +309,13 @@ class _LayerBuilder:
         ffn = [g for g in self.gemms if g[0].endswith(("gate_up", "down"))]
         attn = [g for g in self.gemms if g not in ffn]
         if m.is_moe_layer(layer):
-            if self.w.ep > 1:
+            if self.w.moe_all_to_all:
                 self.g.add(f"{p}combine_bwd", "alltoall",
                            bytes=float(self.t * m.top_k * h * ACT_BYTES), gpus=self.w.ep)
             # expert dgrad and wgrad: each the FLOP and weight traffic of the forward pass
             self.g.add(f"{p}experts_dgrad", "moe", **self.moe_params)
             self.g.add(f"{p}experts_wgrad", "moe", **self.moe_params)
-            if self.w.ep > 1:
+            if self.w.moe_all_to_all:
                 self.g.add(f"{p}dispatch_bwd", "alltoall",
                            bytes=float(self.t * m.top_k * h * ACT_BYTES), gpus=self.w.ep)
         else:

@@ -302,3 +302,36 @@ def test_step_costs_of_one_stage_share_their_nodes_and_price_alike():
     assert stage_shared == pytest.approx(stage_fresh, rel=1e-12)
     send = fresh.sends(364)[0]
     assert send > 0 and lat_fresh == pytest.approx(t1 + send, rel=1e-9)
+
+
+def test_expected_tokens_of_a_speculative_step():
+    from perfmodel.plan.simulator.sim import expected_tokens_per_step
+    assert expected_tokens_per_step(0, 0.0) == 1.0
+    assert expected_tokens_per_step(3, 1.0) == 4.0
+    assert expected_tokens_per_step(2, 0.5) == pytest.approx(1.75)  # 1 + 0.5 + 0.25
+
+
+def test_speculative_decoding_emits_every_token_and_speeds_up_a_lone_request():
+    """k drafts at full acceptance: k + 1 tokens per (dearer) step; exactly `osl` tokens each;
+    TPOT falls as the acceptance rises, and the step costs more than a plain decode step."""
+    w = Workload("concurrency", requests=6, isl=512, osl=200, concurrency=2)
+    plain = simulate("llama3-8b", "H100-SXM", w, "vllm")
+    tpots = []
+    for a in (0.3, 0.7, 1.0):
+        r = simulate("llama3-8b", "H100-SXM", w, "vllm", spec_tokens=3, spec_acceptance=a)
+        assert (r.generated == 200).all()
+        tpots.append(r.metrics()["tpot_mean_s"])
+    assert tpots[0] > tpots[1] > tpots[2]
+    assert tpots[2] < plain.metrics()["tpot_mean_s"] < 4 * tpots[2]
+    c = StepCost("llama3-8b", "H100-SXM")
+    assert c.step_time_s(2, 2 * 600.0) < c.step_times(2, 2 * 600.0, spec_tokens=3)[0]
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(spec_tokens=3), "needs the draft acceptance rate"),
+    (dict(spec_tokens=-1, spec_acceptance=0.5), "spec_tokens"),
+    (dict(spec_tokens=2, spec_acceptance=1.5), "spec_acceptance"),
+])
+def test_bad_speculative_settings_are_input_errors(settings, message):
+    with pytest.raises(InputError, match=message):
+        engine_preset("vllm", "H100-SXM").replace(**settings)

@@ -21,12 +21,21 @@ def test_every_row_is_replayed_or_has_a_reason():
     assert len(replayable) >= 50  # DataCrunch, TensorRT-LLM and vLLM rows with lengths
 
 
-def test_speculative_and_disaggregated_rows_are_not_replayed():
+def test_speculative_rows_replay_with_their_drafts_and_disaggregated_rows_do_not():
     for c in CASES:
         if c.spec_decoding in ("mtp", "eagle"):
-            assert "speculative" in sp.why_not(c)
+            reason = sp.why_not(c)
+            if not c.draft_tokens or c.relaxed_acceptance or sp.spec_acceptance(c) is None:
+                assert "speculative" in reason
+            elif reason is None:
+                settings = sp.engine_settings(c)
+                assert settings["spec_tokens"] == c.draft_tokens
+                assert 0 < settings["spec_acceptance"] <= 1
         elif c.disaggregated:
             assert "disaggregated" in sp.why_not(c)
+    mtp = BY_ID["TRT-0269"]  # DeepSeek-R1 MTP3 on B200, no acceptance rate stated
+    assert sp.spec_acceptance(mtp) == sp.DEEPSEEK_MTP_ACCEPTANCE
+    assert "relaxed" in sp.why_not(BY_ID["TRT-0271"])
 
 
 def test_a_vllm_latency_row_replays_to_a_finite_time_of_the_right_order():

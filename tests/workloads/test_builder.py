@@ -233,3 +233,22 @@ def test_pipeline_hops_scatter_over_tp_ranks_and_gather_on_nvlink():
             if r.startswith("link:")} == {"link:nvlink"}
     no_tp = build_graph(m, "train", batch=4, seq=2048, tp=1, pp=4, microbatches=2)
     assert not any(n.name.endswith(".allgather") for n in no_tp.nodes)
+
+
+def test_hybrid_expert_and_tensor_parallel_moe_splits_each_expert():
+    """1 < ep < tp (TensorRT-LLM's TP8/EP2): experts over ep GPUs, each split tp/ep ways; no
+    all-to-all (every TP rank holds every token), the TP all-reduce sums the partial outputs;
+    each GPU holds 1/tp of the routed weights, as with ep = 1 or ep = tp."""
+    from perfmodel.plan.memory import weight_bytes_per_gpu
+    m = pm.load_model("deepseek-v3")
+    g = build_graph(m, "decode", batch=4, context=512, tp=8, ep=2)
+    kinds = Counter(n.op.name for n in g.nodes)
+    assert "alltoall" not in kinds
+    experts = next(n.op for n in g.nodes if n.op.name == "moe")
+    assert experts.expert_hidden == m.expert_hidden // 4 and experts.gpus == 2
+    moe_layer = f"l{m.layers - 1}."  # the last layer is an MoE layer
+    assert f"{moe_layer}ffn_allreduce" in {n.name for n in g.nodes}
+    w = {ep: weight_bytes_per_gpu(m, "fp8", 8, ep, 1) for ep in (1, 2, 8)}
+    assert w[2] == pytest.approx(w[1]) and w[2] == pytest.approx(w[8], rel=0.05)
+    wide = build_graph(m, "decode", batch=4, context=512, tp=1, ep=8)
+    assert Counter(n.op.name for n in wide.nodes)["alltoall"] > 0

@@ -136,6 +136,7 @@ class StepCost:
                                       TileAxis(attn_per_octave, exact_to=CHUNK_EXACT_TOKENS),
                                       Axis(attn_per_octave, lo=0), exact, log_x=True)
         self.sends = Table1(self._eval_send, tokens_axis, exact)
+        self._verify: dict[int, Table2] = {}
         self._share((self.model, self.hw, tp, ep, dtype, kv_dtype, level, per_octave,
                      attn_per_octave, exact, moe_routing))
 
@@ -228,12 +229,23 @@ class StepCost:
     # -- one step ------------------------------------------------------------------------------
     def step_times(self, decode: int, decode_context_sum: float = 0.0,
                    chunks: Sequence[tuple[int, int]] = (), graphs: str = "none",
-                   pad_tokens: int = 0) -> tuple[float, float]:
-        """(latency, one pipeline stage's busy time) of a step of `decode` decode tokens whose
-        contexts (keys each attends to, itself included) sum to `decode_context_sum`, and
-        prefill `chunks` of (tokens, prior context). `graphs`: launch overhead a CUDA graph
-        removes: "none", "body" (piecewise graphs: all but attention) or "all" (a fully
-        captured decode step); `pad_tokens`: the captured size the step is padded to."""
+                   pad_tokens: int = 0, spec_tokens: int = 0) -> tuple[float, float]:
+        """(latency, one pipeline stage's busy time) of a step of `decode` decode sequences
+        whose contexts (keys each one's first query attends to, itself included) sum to
+        `decode_context_sum`, and prefill `chunks` of (tokens, prior context). `graphs`: launch
+        overhead a CUDA graph removes: "none", "body" (piecewise graphs: all but attention) or
+        "all" (a fully captured decode step); `pad_tokens`: the captured size the step is
+        padded to. `spec_tokens` k > 0: a speculative decoding step, the k draft passes
+        (`draft_time_s`) then one verification forward of 1 + k query tokens per sequence:
+        every op at decode·(1 + k) tokens and each sequence's attention a (1 + k)-query causal
+        decode over its context plus the drafts (one multi-query decode kernel reads its KV
+        once, as FlashMLA's and FlashInfer's do)."""
+        draft = 0.0
+        queries = 1 + spec_tokens if decode else 1
+        if queries > 1:
+            draft = self.draft_time_s(decode, decode_context_sum / decode, spec_tokens)
+        verify = decode
+        decode = decode * queries  # decode tokens of the step
         tokens = decode
         for c, _ in chunks:
             tokens += c
@@ -254,9 +266,13 @@ class StepCost:
         ht, hl = self.head(max(decode + len(chunks), pad_tokens))
         t, launch_body = t + ht, launch_body + hl
         layers = self.attention_layers
-        if decode:
+        if decode and queries == 1:
             mean = max(1.0, decode_context_sum / decode)
             at, al = self.decode_attention(decode, mean)
+            t, launch_attn = t + layers * at, layers * al
+        elif decode:
+            mean = max(1.0, decode_context_sum / verify)
+            at, al = self._verify_table(queries)(verify, mean)
             t, launch_attn = t + layers * at, layers * al
         if chunks:
             busy = first_launch = 0.0
@@ -270,10 +286,40 @@ class StepCost:
             t -= launch_body + launch_attn
         elif graphs == "body":
             t -= launch_body
+        t += draft
         if self.pp == 1:
             return t, t
         p2p = self.sends(max(tokens, pad_tokens))[0]
         return t + (self.pp - 1) * p2p, t / self.pp + p2p
+
+    def _verify_table(self, queries: int) -> Table2:
+        """Decode attention of `queries` causal queries per sequence (bilinear nodes like
+        decode_attention), the keys of the first query given."""
+        table = self._verify.get(queries)
+        if table is None:
+            def fn(batch: int, context: int) -> tuple[float, float]:
+                return self._est(self._decode_attn.with_params(
+                    batch=batch, seq_q=queries, seq_kv=context + queries - 1, causal=True))
+            table = self._verify[queries] = Table2(fn, self.decode_attention.ax,
+                                                   self.decode_attention.ay, self.exact)
+        return table
+
+    def draft_time_s(self, decode: int, context: float, drafts: int) -> float:
+        """The draft passes of a speculative step: `drafts` sequential passes of one decoder
+        layer and the LM head over the `decode` sequences (DeepSeek-V3's multi-token-prediction
+        module is one transformer block sharing the output head, DeepSeek-V3 Technical Report
+        §2.2; EAGLE's draft is one decoder layer too), each priced as one layer of the target's
+        decode step (its body, experts and attention over the layers) plus the head.
+
+        The verification that follows is a decode step of decode·(1 + drafts) query tokens
+        (step_times): every op at that many tokens, each sequence's queries attending to its
+        context plus the drafts before them (priced as that many single-query decodes: exact
+        for the memory-bound GEMMs' weight reads, conservative for the attention, which a
+        multi-query decode kernel reads the KV for once)."""
+        step = self.step_time_s(decode, decode * max(1.0, context))
+        head = self.head(decode)[0]
+        per_layer = (step - head) / max(1, self.model.layers)
+        return drafts * (per_layer + head)
 
     def step_time_s(self, decode: int, decode_context_sum: float = 0.0,
                     chunks: Sequence[tuple[int, int]] = (), graphs: str = "none",

@@ -107,6 +107,11 @@ class Engine:
                              num_gpu_blocks_override; for what-ifs and tests)
     admission_watermark      share of the blocks a new request must leave free (vLLM V0's
                              block-manager watermark, against preempting right after admitting)
+    spec_tokens              speculative decoding: draft tokens proposed per decode step (MTP
+                             or EAGLE layers; 0: off), verified in one target forward of
+                             1 + spec_tokens tokens per sequence
+    spec_acceptance          probability that a draft token is accepted given the previous
+                             ones were (the i.i.d. acceptance of Leviathan et al. 2023)
     """
 
     name: str
@@ -124,6 +129,8 @@ class Engine:
     step_overhead_s: float = 0.0
     kv_blocks_override: int | None = None
     admission_watermark: float = 0.0
+    spec_tokens: int = 0
+    spec_acceptance: float = 0.0
 
     def check(self) -> None:
         p = []
@@ -148,6 +155,14 @@ class Engine:
         if any(not isinstance(s, int) or s < 1 for s in self.cuda_graph_sizes):
             p.append(f"cuda_graph_sizes: expected positive integers, got "
                      f"{self.cuda_graph_sizes!r}")
+        if not isinstance(self.spec_tokens, int) or not 0 <= self.spec_tokens <= 16:
+            p.append(f"spec_tokens: expected an integer in [0, 16], got {self.spec_tokens!r}")
+        if not 0 <= self.spec_acceptance <= 1:
+            p.append(f"spec_acceptance: expected a probability in [0, 1], got "
+                     f"{self.spec_acceptance!r}")
+        if self.spec_tokens and self.spec_acceptance == 0:
+            p.append("spec_acceptance: speculative decoding (spec_tokens > 0) needs the draft "
+                     "acceptance rate")
         if self.step_overhead_s < 0:
             p.append(f"step_overhead_s: expected ≥ 0, got {self.step_overhead_s!r}")
         if p:

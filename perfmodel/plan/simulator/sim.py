@@ -56,6 +56,17 @@ SGLANG_HALF_KV = 2               # SGLang: max_running_requests = KV tokens // 2
 SGLANG_MAX_REQUESTS = 4096       # ... at most the request pool
 
 
+def expected_tokens_per_step(drafts: int, acceptance: float) -> float:
+    """Tokens a speculative decoding step yields per sequence on average: the accepted prefix of
+    `drafts` draft tokens, each accepted with probability `acceptance` given the previous ones,
+    plus the target model's own token (Leviathan et al. 2023, eq. 1)."""
+    if drafts == 0:
+        return 1.0
+    if acceptance >= 1.0:
+        return float(drafts + 1)
+    return (1.0 - acceptance ** (drafts + 1)) / (1.0 - acceptance)
+
+
 class Request:
     """One request's progress. `computed`: tokens whose KV is in the cache; a decoding request
     advances with its engine's decode-step counter (j0, c0, g0 at the step it started)."""
@@ -87,7 +98,9 @@ class Lane:
         self.prefilling: list[Request] = []
         self.used = self.peak = 0
         self.reserved_total = 0                 # sum of total_blocks over running
-        self.j = 0                              # decode steps done
+        self.j = 0                              # decode tokens per decoder so far (one per
+                                                # step, or a speculative step's accepted ones)
+        self.decode_steps = 0
         self.n = 0                              # decoding requests
         self.a = 0                              # sum of (c0 - j0) over decoders
         self.residue = [0] * block_tokens       # decoders needing a block when j % bt == r
@@ -107,14 +120,17 @@ class Lane:
         self.finish_at.setdefault(last, []).append((r, r.epoch))
 
     def stop_decode(self, r: Request) -> int:
-        """Leave decoding at the current step count; returns the tokens in its KV."""
+        """Leave decoding at the current token count; returns the tokens its KV blocks were
+        allocated for (a speculative step that completes a request mid-step allocated for the
+        whole step's tokens; its own tokens stop at its output)."""
         steps = self.j - r.j0
+        own = min(steps, r.output - r.g0)
         self.n -= 1
         self.a -= r.c0 - r.j0
         self.residue[(r.j0 - r.c0) % self.bt] -= 1
-        r.pieces.append((r.j0, self.j))
-        r.computed, r.generated = r.c0 + steps, r.g0 + steps
-        return r.computed
+        r.pieces.append((r.j0, r.j0 + own))
+        r.computed, r.generated = r.c0 + own, r.g0 + own
+        return r.c0 + steps
 
     def release(self, r: Request) -> None:
         """Free a running request's blocks and its reservation."""
@@ -129,7 +145,9 @@ class Lane:
         del self.running[r.id]
         r.blocks = 0
 
-    def preempt_last(self) -> Request:
+    def preempt_last(self) -> int | None:
+        """Preempt the last admitted running request; its block-boundary residue if it was
+        decoding (the caller counts the blocks it no longer needs this step), else None."""
         r = self.running[next(reversed(self.running))]
         was_decode = r.state == DECODE
         res = (r.j0 - r.c0) % self.bt
@@ -137,7 +155,18 @@ class Lane:
         r.computed, r.state, r.epoch = 0, WAITING, r.epoch + 1
         r.preempted += 1
         self.waiting.appendleft(r)
-        return r if was_decode and res == self.j % self.bt else None
+        return res if was_decode else None
+
+    def blocks_due(self, tokens: int) -> int:
+        """New KV blocks the decoders need to write their next `tokens` tokens: a decoder
+        crosses a block boundary at counter values j ≡ residue (mod block_tokens)."""
+        if tokens == 1:
+            return self.residue[self.j % self.bt]
+        return sum(self.residue[(self.j + i) % self.bt] for i in range(tokens))
+
+    def due_of(self, res: int, tokens: int) -> int:
+        """Of `blocks_due(tokens)`, those of one decoder with residue `res`."""
+        return sum((self.j + i) % self.bt == res for i in range(tokens))
 
     def admissible(self, blocks_now: int, total_blocks: int, reserve: float) -> bool:
         held = self.used + reserve * (self.reserved_total - self.used)
@@ -219,6 +248,7 @@ class Simulation:
             self.pending = [(float(a), i) for i, a in enumerate(arrivals)]
         heapq.heapify(self.pending)
         self.graph_sizes = sorted(eng.cuda_graph_sizes)
+        self.expected_tokens = expected_tokens_per_step(eng.spec_tokens, eng.spec_acceptance)
         self.stage_free = [0.0] * lanes
         self.steps = self.decode_steps = self.prefill_steps = self.mixed_steps = 0
         self.busy = 0.0
@@ -275,16 +305,18 @@ class Simulation:
         if prefill_first:
             chunks = self.schedule_prefill(ln, budget, allow_admission=True)
         if not chunks:
-            need = ln.residue[ln.j % bt] if ln.n else 0
+            g = self.tokens_this_step(ln)
+            need = ln.blocks_due(g) if ln.n else 0
             while ln.n and ln.capacity - ln.used < need:
-                victim = ln.preempt_last()
+                res = ln.preempt_last()
                 preempted = True
-                if victim is not None:
-                    need -= 1
+                if res is not None:
+                    need -= ln.due_of(res, g)
             decode = ln.n
             ln.used += need if decode else 0
             if eng.mixed_batching:
-                chunks = self.schedule_prefill(ln, budget - decode, not preempted)
+                chunks = self.schedule_prefill(ln, budget - decode * (1 + eng.spec_tokens),
+                                               not preempted)
         if not decode and not chunks:
             if ln.running:  # prefills hold the cache and none can go on: recompute one later
                 ln.preempt_last()
@@ -292,7 +324,7 @@ class Simulation:
         ln.peak = max(ln.peak, ln.used)
         self.peak = max(self.peak, sum(x.used for x in self.lanes))
         self.peak_running = max(self.peak_running, sum(len(x.running) for x in self.lanes))
-        ctx_sum = ln.a + ln.n * (ln.j + 1) if decode else 0.0
+        ctx_sum = ln.a + ln.n * (ln.j + 1) if decode else 0.0  # keys of each first query
         latency, stage = self.price(decode, ctx_sum, chunks)
         t = start
         for s in range(len(self.stage_free) - 1):
@@ -306,11 +338,13 @@ class Simulation:
         if decode:
             self.decode_steps += 1
             self.mixed_steps += bool(chunks)
-            ln.decode_end_s.append(end)
-            ln.j += 1
-            for r, epoch in ln.finish_at.pop(ln.j - 1, ()):
-                if r.epoch == epoch and r.state == DECODE:
-                    self.finish(ln, r, end)
+            ln.decode_end_s.extend([end] * g)
+            ln.j += g
+            ln.decode_steps += 1
+            for jj in range(ln.j - g, ln.j):
+                for r, epoch in ln.finish_at.pop(jj, ()):
+                    if r.epoch == epoch and r.state == DECODE:
+                        self.finish(ln, r, end)
         else:
             self.prefill_steps += 1
         for r, c in chunks:
@@ -326,6 +360,18 @@ class Simulation:
                     ln.prefilling.remove(r)
                     ln.start_decode(r)
         return True
+
+    def tokens_this_step(self, ln: Lane) -> int:
+        """Tokens each decoder gains this step: 1, or with speculative decoding the accepted
+        drafts plus the verified token, E = (1 - a^(k+1)) / (1 - a) on average for k drafts
+        accepted each with probability a given the previous ones (Leviathan et al. 2023,
+        "Fast Inference from Transformers via Speculative Decoding", eq. 1), spread evenly over
+        the lane's steps: floor((s + 1) E) - floor(s E) at its step s."""
+        e = self.expected_tokens
+        if e == 1.0:
+            return 1
+        s = ln.decode_steps
+        return max(1, math.floor((s + 1) * e + 1e-9) - math.floor(s * e + 1e-9))
 
     def schedule_prefill(self, ln: Lane, budget: int, allow_admission: bool
                          ) -> list[tuple[Request, int]]:
@@ -382,7 +428,7 @@ class Simulation:
             elif piece and tokens <= sizes[-1]:
                 graphs, pad = "body", sizes[bisect.bisect_left(sizes, tokens)]
         return self.cost.step_times(decode, ctx_sum, [(c, r.computed) for r, c in chunks],
-                                    graphs, pad)
+                                    graphs, pad, spec_tokens=eng.spec_tokens)
 
     def finish(self, ln: Lane, r: Request, end: float) -> None:
         ln.release(r)
