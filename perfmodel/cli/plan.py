@@ -66,6 +66,13 @@ def register(sub) -> None:
                    help="KV-cache storage type (default bf16)")
     s.add_argument("--sweep", action="store_true", help="also simulate each layout at 1, 4, 16, "
                    "64 and 256 requests in flight per replica (its Pareto points)")
+    s.add_argument("--disagg", action="store_true", help="disaggregated prefill/decode: split "
+                   "each layout's replicas every way into a prefill and a decode pool, the KV "
+                   "cache moved over NVLink or the network (offline or --rate)")
+    s.add_argument("--spec-tokens", type=int, help="speculative decoding: draft tokens per "
+                   "step (MTP / EAGLE layers); needs --spec-acceptance")
+    s.add_argument("--spec-acceptance", type=float, help="probability a draft token is "
+                   "accepted given the previous ones, e.g. 0.8")
     s.add_argument("--plot", help="draw tokens/s/GPU against TPOT and the Pareto front (PNG)")
     s.set_defaults(fn=run_serve)
 
@@ -141,10 +148,18 @@ def run_serve(args) -> int:
         "concurrency" if args.concurrency is not None else "offline")
     wl = Workload(mode, args.requests, args.isl, args.osl, rate=args.rate,
                   concurrency=args.concurrency, seed=args.seed)
-    rows = search_serving(m, h, args.gpus, wl, engine=args.engine, dtype=args.dtype,
-                          kv_dtype=args.kv_dtype, tp=args.tp, pp=args.pp, ep=args.ep,
-                          tpot_slo_s=slo["tpot_slo"], ttft_slo_s=slo["ttft_slo"],
-                          progress=sys.stderr.isatty(), sweep=args.sweep, jobs=args.jobs)
+    settings = _spec_settings(args)
+    common = dict(engine=args.engine, dtype=args.dtype, kv_dtype=args.kv_dtype, tp=args.tp,
+                  pp=args.pp, ep=args.ep, tpot_slo_s=slo["tpot_slo"], ttft_slo_s=slo["ttft_slo"],
+                  progress=sys.stderr.isatty(), jobs=args.jobs, **settings)
+    if args.disagg:
+        from perfmodel.plan.search import search_disaggregated
+        if args.sweep:
+            print("perfmodel: warning: --sweep does not apply with --disagg (ignored)",
+                  file=sys.stderr)
+        rows = search_disaggregated(m, h, args.gpus, wl, **common)
+    else:
+        rows = search_serving(m, h, args.gpus, wl, sweep=args.sweep, **common)
     top, front = best(rows), pareto(rows)
     search = {"model": m.name, "hardware": h.name, "gpus": args.gpus, "engine": args.engine,
               "dtype": args.dtype, "kv_dtype": args.kv_dtype or "bf16",
@@ -161,6 +176,18 @@ def run_serve(args) -> int:
         plot_front(rows, front, args.plot, f"{m.name} on {args.gpus}x {h.name}")
         print(f"wrote {args.plot}", file=sys.stderr)
     return 0
+
+
+def _spec_settings(args) -> dict[str, Any]:
+    """Engine settings of --spec-tokens / --spec-acceptance (both or neither)."""
+    k, a = args.spec_tokens, args.spec_acceptance
+    if k is None and a is None:
+        return {}
+    if k is None or a is None or k < 1 or not 0 < a <= 1:
+        raise InputError("--spec-tokens/--spec-acceptance: speculative decoding needs both, "
+                         f"a draft count >= 1 and an acceptance in (0, 1], got {k!r} and "
+                         f"{a!r}")
+    return {"spec_tokens": k, "spec_acceptance": a}
 
 
 def _csv(rows: list[dict[str, Any]]) -> str:

@@ -373,6 +373,90 @@ def _serve_layout(job: _Serving, lay: Layout) -> list[dict[str, Any]]:
     return rows
 
 
+def search_disaggregated(model: ModelSpec | str, hw: Hardware | str, gpus: int,
+                         workload=None, engine: str = "vllm", dtype: str = "bf16",
+                         kv_dtype: str | None = None, tp: int | None = None,
+                         pp: int | None = None, ep: int | None = None,
+                         tpot_slo_s: float | None = None, ttft_slo_s: float | None = None,
+                         progress: bool = False, jobs: int | None = None,
+                         **engine_overrides: Any) -> list[dict[str, Any]]:
+    """Every replica layout of `search_serving` with at least two replicas, split every way
+    into a prefill pool of P replicas and a decode pool of the other D
+    (`perfmodel.plan.simulator.simulate_disaggregated`), one row per (layout, P:D), ranked
+    like search_serving's rows (`layout` reads "TP4 1P:1D"). Offline or a Poisson rate."""
+    from perfmodel.plan.simulator import Workload
+    m, h = as_model(model), hardware(hw)
+    workload = workload if workload is not None else Workload()
+    if workload.mode not in ("offline", "rate"):
+        raise InputError(f"--disagg: the {workload.mode} mode is not simulated disaggregated "
+                         f"(a fixed concurrency is a closed loop across both pools); use "
+                         f"--offline or --rate")
+    _check_slo(tpot_slo_s, "--tpot-slo")
+    _check_slo(ttft_slo_s, "--ttft-slo")
+    splits = [(lay, p) for lay in serving_layouts(m, gpus, tp, pp, ep) if lay.replicas > 1
+              for p in range(1, lay.replicas)]
+    if not splits:
+        raise InputError(f"--disagg: no layout of {gpus} GPUs has two replicas to split into "
+                         f"a prefill and a decode pool (use more GPUs or a smaller --tp)")
+    job = _Serving(m, h, workload, engine, dtype, kv_dtype or "bf16", tpot_slo_s, ttft_slo_s,
+                   (), tuple(sorted(engine_overrides.items())))
+    rows = _run_all(_serve_split, job, splits, f"{m.name} on {gpus}x {h.name} (disaggregated)",
+                    progress, jobs, weight=lambda s: float(s[0].gpus_per_replica))
+    return rank_serving(rows)
+
+
+def _serve_split(job: _Serving, split) -> dict[str, Any]:
+    """One (layout, prefill replicas) row of search_disaggregated."""
+    from perfmodel.plan.simulator import Pool, simulate_disaggregated
+    lay, n_prefill = split
+    n_decode = lay.replicas - n_prefill
+    row = _empty_row(job, lay, "workload")
+    row.update(layout=f"{lay.label} {n_prefill}P:{n_decode}D", prefill_replicas=n_prefill,
+               decode_replicas=n_decode)
+    p = _prepare(job, lay)
+    if p.memory:
+        row.update(p.memory)
+    if p.reason is not None:
+        row["reason"], row["valid"] = p.reason, p.valid
+        return row
+    w = job.workload
+    if w.mode == "offline":  # a few refills of the decode pool
+        auto = OFFLINE_WAVES * p.batch * n_decode
+    else:  # as search_serving: RATE_WAVES x the requests in flight at the unloaded latency
+        cost = step_cost(job.model, job.hw, lay.tp, lay.ep, lay.pp, job.dtype, job.kv_dtype)
+        lone = cost.prefill_time_s(round(p.isl_mean)) + p.osl_mean * cost.decode_time_s(
+            1, p.isl_mean + p.osl_mean / 2)
+        auto = RATE_WAVES * min(p.batch * lay.replicas, max(1.0, w.rate * lone))
+    n = w.requests or int(min(MAX_REQUESTS, max(MIN_REQUESTS, math.ceil(auto))))
+    from perfmodel.plan.simulator import Workload
+    wl = Workload(w.mode, n, w.isl, w.osl, w.pairs, w.rate, None, w.seed)
+    try:
+        r = simulate_disaggregated(job.model, job.hw, wl, Pool(lay.tp, lay.ep, lay.pp,
+                                                               n_prefill),
+                                   Pool(lay.tp, lay.ep, lay.pp, n_decode), job.engine,
+                                   job.dtype, job.kv_dtype, **dict(job.engine_overrides))
+    except InputError as e:
+        row["reason"] = "does not fit: " + "; ".join(e.problems)
+        return row
+    s = r.summary()
+    tpot = s["tpot_s"]["mean"]
+    row.update({
+        "fits": True, "output_tokens_per_s": r.output_tokens_per_s,
+        "output_tokens_per_s_per_gpu": r.output_tokens_per_s_per_gpu,
+        "output_tokens_per_s_per_user": 1.0 / tpot if tpot > 0 else None,
+        "replica_output_tokens_per_s": r.output_tokens_per_s / lay.replicas,
+        "ttft_p50_s": s["ttft_s"]["p50"], "ttft_p99_s": s["ttft_s"]["p99"],
+        "tpot_mean_s": tpot, "tpot_p50_s": s["tpot_s"]["p50"], "tpot_p99_s": s["tpot_s"]["p99"],
+        "e2e_p50_s": s["e2e_s"]["p50"], "e2e_p99_s": s["e2e_s"]["p99"],
+        "preemptions": r.preemptions, "requests": len(r.isl), "kv_link": r.link,
+        "kv_transfer_p50_s": s["transfer_s"]["p50"]})
+    row["meets_slo"] = _meets(row, job.tpot_slo_s, job.ttft_slo_s)
+    for k, v in list(row.items()):
+        if isinstance(v, float) and not math.isfinite(v):
+            row[k] = None
+    return row
+
+
 def step_cost(model: ModelSpec, hw: Hardware, tp: int, ep: int, pp: int, dtype: str,
               kv_dtype: str):
     """The StepCost of one layout (its nodes are memoized across that layout's simulations)."""

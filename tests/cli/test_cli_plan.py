@@ -113,3 +113,18 @@ def test_parse_duration(text, seconds):
 def test_parse_duration_rejects(text):
     with pytest.raises(InputError, match="--x: expected a positive duration"):
         parse_duration(text, "--x")
+
+
+def test_plan_serve_disaggregated_and_speculative_flags(capsys):
+    from perfmodel.cli.main import main
+    rc = main(["plan", "serve", "llama3-8b", "--hw", "H100", "--gpus", "2", "--isl", "500",
+               "--osl", "50", "--rate", "2", "--requests", "20", "--disagg", "--tp", "1",
+               "--format", "json", "--jobs", "1"])
+    assert rc == 0
+    import json
+    out = json.loads(capsys.readouterr().out)
+    assert [r["layout"] for r in out["rows"]] == ["TP1 1P:1D"]
+    rc = main(["plan", "serve", "llama3-8b", "--hw", "H100", "--gpus", "1", "--spec-tokens",
+               "3"])
+    assert rc == 2
+    assert "--spec-acceptance" in capsys.readouterr().err

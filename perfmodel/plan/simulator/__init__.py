@@ -9,6 +9,7 @@ op models (`cost.StepCost`).
   interp.py    the lazily filled interpolation tables StepCost reads
   sim.py       simulate(...): the continuous-batching loop
   result.py    SimResult: TTFT, TPOT, ITL, E2E, throughput, preemptions, KV use
+  disagg.py    simulate_disaggregated(...): a prefill pool and a decode pool, the KV moved
 
 ```python
 from perfmodel.plan.simulator import Workload, simulate
@@ -18,11 +19,13 @@ r.output_tokens_per_s, r.summary()["ttft_s"]["p50"], r.preemptions
 ```
 """
 from perfmodel.plan.simulator.cost import StepCost
+from perfmodel.plan.simulator.disagg import DisaggResult, Pool, simulate_disaggregated
 from perfmodel.plan.simulator.kv import KvBudget, kv_budget
 from perfmodel.plan.simulator.engines import ENGINES, Engine, engine_preset
 from perfmodel.plan.simulator.result import SimResult
 from perfmodel.plan.simulator.sim import simulate
 from perfmodel.plan.simulator.workload import Lengths, Workload
 
-__all__ = ["ENGINES", "Engine", "KvBudget", "Lengths", "SimResult", "StepCost", "Workload",
-           "engine_preset", "kv_budget", "simulate"]
+__all__ = ["DisaggResult", "ENGINES", "Engine", "KvBudget", "Lengths", "Pool", "SimResult",
+           "StepCost", "Workload", "engine_preset", "kv_budget", "simulate",
+           "simulate_disaggregated"]

@@ -238,6 +238,11 @@ class Simulation:
                       for _ in range(lanes)]
         self.budget = budget_tokens
         self.requests = [Request(i, 0.0, int(isl[i]), int(osl[i]), bt) for i in range(len(isl))]
+        self.prefilled = workload.prefilled
+        self.admitted_decoders = 0
+        if self.prefilled:  # the first token came with the KV cache (disaggregated decode)
+            for r in self.requests:
+                r.generated = 1
         self.pending: list[tuple[float, int]] = []
         self.concurrency_queue: deque[int] = deque()
         if arrivals is None:  # concurrency mode
@@ -299,6 +304,7 @@ class Simulation:
         eng, bt = self.eng, ln.bt
         chunks: list[tuple[Request, int]] = []
         budget = self.budget
+        self.admitted_decoders = 0
         preempted = False
         decode = 0
         prefill_first = not eng.mixed_batching
@@ -318,6 +324,9 @@ class Simulation:
                 chunks = self.schedule_prefill(ln, budget - decode * (1 + eng.spec_tokens),
                                                not preempted)
         if not decode and not chunks:
+            if self.admitted_decoders:  # prefilled requests just joined: they decode next
+                self.admitted_decoders = 0
+                return False
             if ln.running:  # prefills hold the cache and none can go on: recompute one later
                 ln.preempt_last()
             return False
@@ -402,6 +411,21 @@ class Simulation:
                 if chunks:
                     break
                 c = tokens  # a recompute longer than the budget runs alone
+            if self.prefilled and r.preempted == 0:  # its KV arrived: admit straight to decode
+                blocks = -(-tokens // bt)
+                if not ln.admissible(blocks, r.total_blocks, reserve):
+                    break
+                ln.waiting.popleft()
+                r.blocks, r.computed = blocks, tokens
+                ln.running[r.id] = r
+                ln.used += blocks
+                ln.reserved_total += r.total_blocks
+                if math.isnan(r.first_s):
+                    r.first_s = r.arrival
+                    r.pieces.append(r.arrival)
+                ln.start_decode(r)
+                self.admitted_decoders += 1
+                continue
             blocks = -(-c // bt)
             if not ln.admissible(blocks, r.total_blocks, reserve):
                 break

@@ -10,12 +10,17 @@ Arrivals (`mode`):
   rate          a Poisson process of `rate` requests/s (exponential gaps, first at t = 0 + gap);
   concurrency   `concurrency` requests in flight: the first ones at t = 0, then a new one the
                 moment one completes (vLLM's benchmark_serving --max-concurrency with an
-                unbounded request rate).
+                unbounded request rate);
+  trace         each request at its given `arrivals` time (with `pairs`): a replayed trace, or
+                the decode pool of a disaggregated deployment fed by its prefill pool.
+`prefilled`: requests arrive with their prompt's KV cache and their first token (produced by a
+disaggregated prefill pool), so a replica only decodes their remaining output.
 All draws come from one numpy Generator seeded with `seed`, in a fixed order (isl, osl,
 arrivals), so a workload is reproducible.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -23,7 +28,7 @@ import numpy as np
 
 from perfmodel.errors import InputError
 
-MODES = ("offline", "rate", "concurrency")
+MODES = ("offline", "rate", "concurrency", "trace")
 LENGTH_KINDS = ("fixed", "uniform", "normal")
 DEFAULT_REQUESTS = 1000
 
@@ -73,6 +78,8 @@ class Workload:
     rate: float | None = None
     concurrency: int | None = None
     seed: int = 0
+    arrivals: Sequence[float] | None = None
+    prefilled: bool = False
 
     def __post_init__(self):
         p = []
@@ -90,6 +97,13 @@ class Workload:
         if self.pairs is not None:
             if not len(self.pairs) or any(len(x) != 2 or min(x) < 1 for x in self.pairs):
                 p.append("pairs: expected a non-empty list of (isl, osl) with lengths ≥ 1")
+        if self.mode == "trace":
+            a = self.arrivals
+            if self.pairs is None or a is None or len(a) != len(self.pairs):
+                p.append("arrivals: mode 'trace' needs `pairs` and one arrival time per pair")
+            elif any(not (isinstance(t, (int, float)) and math.isfinite(t) and t >= 0)
+                     for t in a):
+                p.append("arrivals: expected finite times ≥ 0 in seconds")
         if p:
             raise InputError([f"workload: {x}" for x in p])
         if self.pairs is None:
@@ -114,7 +128,9 @@ class Workload:
         else:
             isl = Lengths.parse(self.isl, "isl").draw(n, rng)
             osl = Lengths.parse(self.osl, "osl").draw(n, rng)
-        if self.mode == "offline":
+        if self.mode == "trace":
+            arrivals = np.asarray(self.arrivals, dtype=float)[np.arange(n) % len(self.pairs)]
+        elif self.mode == "offline":
             arrivals = np.zeros(n)
         elif self.mode == "rate":
             arrivals = np.cumsum(rng.exponential(1.0 / self.rate, size=n))
@@ -132,6 +148,8 @@ class Workload:
             d["rate"] = self.rate
         if self.mode == "concurrency":
             d["concurrency"] = self.concurrency
+        if self.prefilled:
+            d["prefilled"] = True
         return d
 
 
