@@ -2,16 +2,20 @@
 needs, and sweeps over hardware × TP × dtype with their Pareto front; memory fit enforced
 (`perfmodel.plan.memory`).
 
-Serving model (continuous batching, as vLLM/SGLang/TensorRT-LLM run it): `batch` sequences decode
-together; each step emits one token per sequence. A sequence's KV cache holds its prompt and the
-tokens generated so far; the decode step is predicted at the mean context, prompt + output/2.
-Every `output` steps a slot is refilled by a prefill of `prompt` tokens, so per step the replica
-also pays batch/output prefills on average:
-    throughput (output tokens/s) = batch / (TPOT + batch · TTFT / output)
-with TTFT the prefill time of one prompt on an idle replica (queueing is not modelled).
-Memory: each sequence's KV cache is sized at prompt + output tokens in `kv_dtype` (the worst case
-a static reservation needs); `kv_occupancy` < 1 sizes it at that share, e.g. a paged cache's mean
-(prompt + output/2) / (prompt + output) under continuous batching (`plan.memory.serving_memory`).
+Serving model: the steady state of continuous batching with chunked prefill, as vLLM, SGLang and
+TensorRT-LLM run it and as the serving simulator (`perfmodel.plan.simulator`) replays it step by
+step. `batch` sequences decode together, each step one token per sequence, at the mean context
+prompt + output/2. A sequence finishes every `output` steps and its slot is refilled, so each
+step also prefills batch · prompt / output prompt tokens on average, as chunks in the same step:
+the step is priced once with both (its weights read once, `StepCost.step_times` with the decode
+tokens and the chunks), and
+    TPOT = that step's time,   throughput (output tokens/s) = batch / TPOT.
+TTFT is the prefill of one prompt on an idle replica (a lower bound: queueing is the simulator's
+job). Pipeline stages: pp micro-batches of batch / pp sequences in flight; a sequence's next token
+waits for its micro-batch to pass every stage, TPOT = max(step latency, pp × stage time).
+Memory: a paged KV cache holds each sequence's current length, on average prompt + output/2 of
+the prompt + output it grows to: `kv_occupancy` None sizes the cache at that mean (1.0: the
+worst case a static reservation needs), in `kv_dtype` (`plan.memory.serving_memory`).
 """
 from __future__ import annotations
 
@@ -22,9 +26,7 @@ from typing import Any, Iterable, Sequence
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.plan.memory import MemoryFit, as_model, serving_memory
-from perfmodel.predict import predict
 from perfmodel.report.progress import Progress
-from perfmodel.workloads.builder import build_graph
 from perfmodel.workloads.models import ModelSpec
 
 DEFAULT_BATCHES = tuple(sorted({1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, 320,
@@ -91,17 +93,20 @@ def plan_serving(model: ModelSpec | str, hw: Hardware | str, tp: int = 1, ep: in
                  tpot_slo_s: float | None = None, ttft_slo_s: float | None = None,
                  batches: Iterable[int] = DEFAULT_BATCHES, level: str = "pipes",
                  progress: bool = False, kv_dtype: str | None = None,
-                 kv_occupancy: float = 1.0) -> ServingPlan:
+                 kv_occupancy: float | None = None) -> ServingPlan:
     """Evaluate decode batches for one deployment; `best` is the largest under the SLOs.
     `kv_dtype`: the KV cache's storage type (None: bf16), in the attention ops and in memory;
-    `kv_occupancy`: the share of the worst-case cache that memory is sized for (module
-    docstring)."""
+    `kv_occupancy`: the share of the worst-case cache that memory is sized for (None: a paged
+    cache's mean, module docstring)."""
+    from perfmodel.plan.simulator.cost import StepCost
     m, h = as_model(model), hardware(hw)
     gpus = max(tp, ep) * pp
     replicas_attn = max(1, ep // tp)  # data-parallel attention groups sharing the experts
-    context = prompt + output // 2
-    ttft = predict(build_graph(m, "prefill", batch=1, seq=prompt, tp=tp, ep=ep, pp=pp,
-                               dtype=dtype, kv_dtype=kv_dtype), h, level).total_time_s
+    context = prompt + output / 2
+    if kv_occupancy is None:
+        kv_occupancy = context / (prompt + output)
+    cost = StepCost(m, h, tp, ep, pp, dtype, kv_dtype or "bf16", level)
+    ttft = cost.prefill_time_s(prompt)
     plan = ServingPlan(m.name, h.name, tp, ep, pp, dtype, prompt, output, gpus, tpot_slo_s,
                        ttft_slo_s)
     batches = sorted(set(batches))
@@ -110,15 +115,26 @@ def plan_serving(model: ModelSpec | str, hw: Hardware | str, tp: int = 1, ep: in
         # each tensor-parallel group keeps the KV cache of its own `b` sequences
         mem = serving_memory(m, h, b, prompt + output, tp, ep, pp, dtype, prompt, kv_dtype,
                              kv_occupancy)
-        tpot = predict(build_graph(m, "decode", batch=b, context=context, tp=tp, ep=ep, pp=pp,
-                                   dtype=dtype, kv_dtype=kv_dtype), h, level).total_time_s
+        micro = max(1, -(-b // pp))  # sequences of one pipeline micro-batch
+        latency, stage = cost.step_times(micro, micro * context,
+                                         refill_chunks(micro, prompt, output))
+        tpot = max(latency, pp * stage)
         seqs = b * replicas_attn
-        rate = seqs / (tpot + seqs * ttft / output)
+        rate = seqs / tpot
         ok = (tpot_slo_s is None or tpot <= tpot_slo_s) and (ttft_slo_s is None
                                                              or ttft <= ttft_slo_s)
         plan.points.append(ServingPoint(seqs, tpot, ttft, rate, rate / gpus, mem, ok))
         bar.update()
     return plan
+
+
+def refill_chunks(batch: int, prompt: int, output: int) -> list[tuple[int, int]]:
+    """The prefill chunks of one steady-state step: batch / output prompts start per step, i.e.
+    batch · prompt / output fresh prompt tokens, as whole prompts and one partial (prior context
+    0: a chunk's own causal attention, the cheaper end of chunked prefill)."""
+    tokens = batch * prompt / output
+    whole, part = int(tokens // prompt), round(tokens % prompt)
+    return [(prompt, 0)] * whole + ([(part, 0)] if part else [])
 
 
 def sweep_serving(model: ModelSpec | str, hws: Sequence[str], tps: Sequence[int],
