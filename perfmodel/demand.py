@@ -127,6 +127,17 @@ class Demand:
     sequence: tuple["Demand", ...] = ()  # kernels run back to back (e.g. attention fwd + bwd);
     #                                      `work` holds their sum
     details: Mapping[str, object] = field(default_factory=dict)
+    # The part of `work` the kernel runs outside its overlapped main loop (work per resource, a
+    # subset of `work`): each exposed CTA round's prologue (its first pipeline stage landing in
+    # shared memory before the first MMA) and epilogue (its output tile written back after the
+    # last MMA); a persistent warp-specialized kernel exposes them once per SM, a non-persistent
+    # one once per CTA round (ops/gemm.py "Fixed costs"). Meant to be priced on the same
+    # resources as `work` and added to the main loop's time rather than overlapped with it; the
+    # engine does not read it yet, so it is counted and carried only.
+    serial_work: Mapping[str, float] = field(default_factory=dict)
+    # DRAM round trips the busiest SM waits for outside its main loop beyond the one first-load
+    # round trip of the kernel (the first k-block of each later exposed CTA round)
+    serial_round_trips: float = 0.0
 
     def __post_init__(self):
         for r, w in self.work.items():
@@ -139,6 +150,13 @@ class Demand:
                 raise ValueError(f"negative step count {steps} on link '{link}'")
         if self.cta_dram_round_trips < 0:
             raise ValueError(f"negative DRAM round trips {self.cta_dram_round_trips} per CTA")
+        for r, w in self.serial_work.items():
+            if not is_valid_resource(r):
+                raise ValueError(f"unknown resource '{r}' in serial work")
+            if not 0 <= w <= self.work.get(r, 0.0) * (1 + 1e-9):
+                raise ValueError(f"serial work {w} on '{r}' is not part of the work on it")
+        if self.serial_round_trips < 0:
+            raise ValueError(f"negative serial DRAM round trips {self.serial_round_trips}")
 
 
 PICKS = ("fastest", "slowest")
@@ -182,6 +200,9 @@ class KernelCandidates:
     demand_at: Callable[[int], "Demand"]
     overlap: Overlap | None = None
     what: str = "kernel"  # names the problem in the error when no candidate can run
+    # per candidate, as Demand.serial_work (arrays, a subset of `work`) and serial_round_trips
+    serial_work: Mapping[str, Any] = field(default_factory=dict)
+    serial_round_trips: Any = 0.0
 
 
 def add_work(*works: Mapping[str, float]) -> dict[str, float]:

@@ -1,7 +1,8 @@
 """The engine: Demand × Hardware → Estimate, at two levels.
 
 `roofline` — the speed-of-light bound: useful compute over its device-wide datasheet peak (tensor
-FLOP at the tensor clock; CUDA-core pipe ops at max boost) against HBM bytes at peak bandwidth
+FLOP at the tensor clock; CUDA-core pipe ops at max boost; both capped by a locked SM clock)
+against HBM bytes at peak bandwidth
 (and link bytes for collectives); the maximum of those. Williams, Waterman, Patterson,
 "Roofline", CACM 52(4), 2009. L2, shared memory and issue slots belong to the pipes level.
 
@@ -9,7 +10,10 @@ FLOP at the tensor clock; CUDA-core pipe ops at max boost) against HBM bytes at 
   * per-SM resources (tensor pipe per dtype, fma, fma_heavy, alu, xu, fp64, lsu, issue slots,
     shared memory) at their per-SM per-clock rates; the busiest SM runs ceil(CTAs / SMs) CTAs, so
     partial waves cost a full CTA time (wave quantization);
-  * the tensor pipe at the sustained (power-limited) clock, `tensor_sustained_fraction`;
+  * one SM clock per kernel for every SM-clocked rate (the SM resources and L2): max boost (or a
+    locked clock) without tensor work, falling with the tensor pipe's utilization to the
+    sustained (power-limited) clock, `tensor_clock_hz × tensor_sustained_fraction`
+    (`kernel_clock_hz`; Hardware "clock domains"); HBM and links keep their own clocks;
   * device-wide L2 and HBM; HBM at its achievable fraction and, by Little's law, at most
     (bytes in flight of the resident CTAs) / (DRAM latency) — small grids cannot fill HBM;
   * floors: one DRAM round trip before the first tile arrives, each CTA round's exposed start
@@ -97,37 +101,88 @@ def occupancy(launch: LaunchShape, hw: Hardware) -> tuple[int, str]:
     return max(1, limits[limiter]), limiter
 
 
-def sm_rate_per_s(resource: str, hw: Hardware, sustained: bool) -> float:
-    """Per-SM rate of an SM resource in its work unit per second."""
+def sm_rate_per_clk(resource: str, hw: Hardware) -> float:
+    """Per-SM rate of an SM resource in its work unit per SM clock."""
     if resource.startswith("tensor:"):
         dtype = resource.split(":", 1)[1]
         if dtype not in hw.tensor_flop_per_sm_per_clk:
             raise InputError(f"{hw.name} ({hw.architecture}) has no tensor-core support for "
                              f"'{dtype}' (supported: "
                              f"{', '.join(sorted(hw.tensor_flop_per_sm_per_clk))})")
-        frac = hw.tensor_sustained_fraction if sustained else 1.0
-        return hw.tensor_flop_per_sm_per_clk[dtype] * hw.tensor_clock_hz * frac
+        return hw.tensor_flop_per_sm_per_clk[dtype]
     if resource == "issue":
-        return hw.issue_per_sm_per_clk * hw.boost_clock_hz
+        return hw.issue_per_sm_per_clk
     if resource == "smem":
-        return hw.smem_bytes_per_clk * hw.boost_clock_hz
-    return hw.pipes_per_sm_per_clk[resource] * hw.boost_clock_hz
+        return hw.smem_bytes_per_clk
+    return hw.pipes_per_sm_per_clk[resource]
+
+
+def sm_rate_per_s(resource: str, hw: Hardware, sustained: bool,
+                  clock_hz: float | None = None) -> float:
+    """Per-SM rate of an SM resource in its work unit per second, at `clock_hz` if given.
+    Otherwise `sustained`: at the clock of a kernel that loads only this resource (the tensor pipe
+    at the sustained SM clock, every other resource at max boost or the locked clock); not
+    `sustained`: at the datasheet clocks (tensor peaks at the tensor clock, the CUDA-core pipes at
+    max boost; both capped by a locked clock)."""
+    if clock_hz is None:
+        tensor = resource.startswith("tensor:")
+        clock_hz = ((hw.sustained_sm_clock_hz if sustained else hw.tensor_peak_clock_hz)
+                    if tensor else hw.max_sm_clock_hz)
+    return sm_rate_per_clk(resource, hw) * clock_hz
 
 
 @functools.lru_cache(maxsize=64)
-def _sustained_sm_rates(hw: Hardware) -> dict[str, float]:
-    """Per-SM sustained rates of every SM resource the spec defines (cached per spec)."""
+def _sm_rates_per_clk(hw: Hardware) -> dict[str, float]:
+    """Per-SM per-clock rates of every SM resource the spec defines (cached per spec)."""
     names = [f"tensor:{d}" for d in hw.tensor_flop_per_sm_per_clk]
     names += [*hw.pipes_per_sm_per_clk, "issue", "smem"]
-    return {r: sm_rate_per_s(r, hw, sustained=True) for r in names}
+    return {r: sm_rate_per_clk(r, hw) for r in names}
 
 
-def _device_rate_per_s(resource: str, hw: Hardware, peak: bool) -> float:
+def _device_rate_per_s(resource: str, hw: Hardware, peak: bool,
+                       clock_hz: float | None = None) -> float:
     if resource == "hbm":
         return hw.hbm_peak_bandwidth_bytes_per_s if peak else hw.hbm_bandwidth_bytes_per_s
-    if resource == "l2":
-        return hw.l2_bandwidth_bytes_per_s
+    if resource == "l2":  # the L2 slices and crossbar run on the SM (graphics) clock
+        return hw.l2_bandwidth_at(hw.max_sm_clock_hz if clock_hz is None else clock_hz)
     return hw.link(resource.split(":", 1)[1]).bandwidth_bytes_per_s
+
+
+def is_sm_clocked(resource: str) -> bool:
+    """Resources whose rate follows the SM clock: the SM's own, and L2."""
+    return is_sm_resource(resource) or resource == "l2"
+
+
+def kernel_clock_hz(hw: Hardware, times: Mapping[str, Any], overlap: Overlap | None = None
+                    ) -> Any:
+    """The SM clock a kernel runs at, from its resource times at the sustained SM clock (scalars,
+    or arrays of candidates): max boost (or the locked clock) without tensor work, falling
+    linearly in the tensor pipe's utilization u = (tensor busy time) / (kernel busy time) to the
+    sustained clock at u = 1. The power limit sets the clock of the whole SM; the tensor pipe is
+    what draws the power (docs/hardware-notes.md §5 "Clocks under load")."""
+    hi, lo = hw.max_sm_clock_hz, hw.sustained_sm_clock_hz
+    tensor = sum((t for r, t in times.items() if r.startswith("tensor:")), 0.0)
+    if hi <= lo or not np.any(np.asarray(tensor) > 0):
+        return lo if hi <= lo else hi
+    if np.ndim(tensor) == 0:  # one kernel: plain floats (the common, fast path)
+        busy = max(float(t) for t in times.values())
+        if overlap is not None:
+            busy = max(busy, overlap.time_s(times))
+        return hi - min(1.0, float(tensor) / busy) * (hi - lo)
+    busy = np.maximum.reduce([np.asarray(t, dtype=float) for t in times.values()])
+    if overlap is not None:
+        busy = np.maximum(busy, _overlap_time_s(overlap, times))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = np.where(busy > 0, np.clip(tensor / busy, 0.0, 1.0), 0.0)
+    clock = hi - u * (hi - lo)
+    return float(clock) if np.ndim(clock) == 0 else clock
+
+
+def at_clock(times: Mapping[str, Any], from_hz: Any, to_hz: Any) -> dict[str, Any]:
+    """Resource times at SM clock `from_hz` moved to `to_hz`: the SM-clocked ones scale, HBM and
+    links keep theirs."""
+    scale = from_hz / to_hz
+    return {r: (t * scale if is_sm_clocked(r) else t) for r, t in times.items()}
 
 
 @functools.lru_cache(maxsize=64)
@@ -175,8 +230,10 @@ def roofline(demand: Demand, hw: Hardware) -> Estimate:
 
 def kernel_resource_times(hw: Hardware, work: Mapping[str, Any], ctas: Any = None,
                           ctas_per_sm: Any = 1, in_flight_bytes: Any = 0.0,
-                          cta_imbalance: float = 0.0) -> dict[str, Any]:
-    """Busy time of each resource for one kernel launch.
+                          cta_imbalance: float = 0.0, clock_hz: float | None = None
+                          ) -> dict[str, Any]:
+    """Busy time of each resource for one kernel launch, the SM-clocked ones at SM clock
+    `clock_hz` (default: the sustained SM clock; `kernel_clock_hz` then finds the kernel's own).
 
     Works on scalars or on numpy arrays holding one entry per candidate kernel (the GEMM tile
     search), so both use one formula. SM resources: the busiest SM runs ceil(CTAs / SMs) CTAs,
@@ -184,28 +241,29 @@ def kernel_resource_times(hw: Hardware, work: Mapping[str, Any], ctas: Any = Non
     HBM: achievable bandwidth, capped by Little's law at (resident CTAs × bytes in flight) /
     DRAM latency.
     """
+    clock = hw.sustained_sm_clock_hz if clock_hz is None else clock_hz
     times: dict[str, Any] = {}
     hbm_rate: Any = hw.hbm_bandwidth_bytes_per_s
     if ctas is not None:
         busiest = np.ceil(ctas / hw.sm_count) + cta_imbalance
         resident = np.minimum(ctas, hw.sm_count * ctas_per_sm)
         hbm_rate = np.minimum(hbm_rate, resident * in_flight_bytes / hw.hbm_latency_s)
-    sm_rates = _sustained_sm_rates(hw)
+    sm_rates = _sm_rates_per_clk(hw)
     for r, w in work.items():
         rate = sm_rates.get(r)
         if rate is None and is_sm_resource(r):
-            rate = sm_rate_per_s(r, hw, sustained=True)  # raises for unsupported tensor dtypes
+            rate = sm_rate_per_clk(r, hw)  # raises for unsupported tensor dtypes
         if rate is not None:
             if ctas is None:
                 raise ValueError(f"demand puts work on SM resource '{r}' without a launch shape")
-            times[r] = busiest * (w / ctas) / rate
+            times[r] = busiest * (w / ctas) / (rate * clock)
         elif r == "hbm":
             # a tile-search candidate with no pipeline stage has no bytes in flight: rate 0,
             # time inf (it is filtered out as invalid), not a warning
             with np.errstate(divide="ignore"):
                 times[r] = w / hbm_rate
         else:
-            times[r] = w / _device_rate_per_s(r, hw, peak=False)
+            times[r] = w / _device_rate_per_s(r, hw, peak=False, clock_hz=clock)
     return times
 
 
@@ -228,7 +286,9 @@ def _pipes_times(demand: Demand, hw: Hardware) -> tuple[float, dict[str, float],
                                     demand.cta_imbalance)
     else:
         raw = kernel_resource_times(hw, work)
-    times = {r: float(t) for r, t in raw.items()}
+    clock = kernel_clock_hz(hw, raw, demand.overlap)
+    details["sm_clock_hz"] = clock
+    times = {r: float(t) for r, t in at_clock(raw, hw.sustained_sm_clock_hz, clock).items()}
     busy = max(times.values(), default=0.0)
     if demand.overlap is not None:
         joint = demand.overlap.time_s(times)
@@ -290,6 +350,7 @@ def candidate_times_s(c: KernelCandidates, hw: Hardware) -> np.ndarray:
         for t, r, sm, ok in zip(c.threads_per_cta, c.registers_per_thread,
                                 c.smem_per_cta_bytes, c.valid)])
     times = kernel_resource_times(hw, c.work, c.ctas, ctas_per_sm, c.bytes_in_flight_per_cta)
+    times = at_clock(times, hw.sustained_sm_clock_hz, kernel_clock_hz(hw, times, c.overlap))
     busy = np.maximum.reduce(list(times.values()))
     if c.overlap is not None:
         busy = np.maximum(busy, _overlap_time_s(c.overlap, times))

@@ -9,8 +9,10 @@ every problem with file and key path. Names resolve case-insensitively through f
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -29,6 +31,9 @@ PIPES = ("fma", "fma_heavy", "alu", "xu", "fp64", "lsu")
 # wgmma (sm_90a), Blackwell's tcgen05 with tensor memory and 2-SM pairs (sm_100a)
 MMA_INSTRUCTIONS = ("mma_sync", "wgmma", "tcgen05")
 BLOCK_SCALED_KINDS = ("mxfp8", "nvfp4", "mxfp4")
+# dtypes Ampere-style mma.sync takes (PTX ISA: m16n8k16 f16/bf16, m16n8k8 tf32, m16n8k32 s8 and,
+# from sm_89, e4m3/e5m2)
+MMA_SYNC_DTYPES = ("fp16", "bf16", "tf32", "int8", "fp8")
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,9 @@ SCHEMA: dict[str, Any] = {
     "links": "links",  # validated by _check_links: name -> {bandwidth_bytes_per_s, latency_s}
     # GPUs that reach one another over NVLink (an HGX/DGX board: 8; a GB200 NVL72 rack: 72; up
     # to 576 in one NVLink 5 domain); a group larger than this crosses `links.network`
-    "topology": {"nvlink_domain_gpus": Q(1, 576, integer=True)},
+    # NVLS: the NVSwitches reduce (NVLink SHARP, NVSwitch gen3+), so NCCL can run its NVLS
+    # all-reduce inside the domain; absent means false
+    "topology": {"nvlink_domain_gpus": Q(1, 576, integer=True), "nvls": F("flag", optional=True)},
     "kernel_launch_s": Q(1e-7, 1e-4),
     "power": {"tdp_w": Q(10, 5000)},
     # What the instruction set offers: ops branch on these, never on the architecture's name,
@@ -100,9 +107,19 @@ SCHEMA: dict[str, Any] = {
         "block_scaled_mma": F("set", BLOCK_SCALED_KINDS),  # MMAs that apply block scales
         "stochastic_rounding": F("flag"),      # cvt.rs: hardware stochastic rounding
         "fp8_convert_pipe": F("choice", PIPES, optional=True),  # pipe of cvt…e4m3x2.f32
+        # Ampere's warp-level mma.sync (SASS HMMA), which every GPU since Ampere still runs: its
+        # own dense rate per SM per clock, FLOP, beside the native instruction's rate in
+        # tensor_flop_per_sm_per_clk (FlashAttention-2 issues it on every GPU)
+        "mma_sync_flop_per_sm_per_clk": {
+            d: Q(1, 1e6, optional=d not in ("fp16", "bf16")) for d in MMA_SYNC_DTYPES},
     },
 }
-LINK_SCHEMA = {"bandwidth_bytes_per_s": Q(1e8, 1e14), "latency_s": Q(1e-8, 1e-3)}
+LINK_SCHEMA = {"bandwidth_bytes_per_s": Q(1e8, 1e14), "latency_s": Q(1e-8, 1e-3),
+               # optional, for NCCL's collectives (perfmodel/ops/nccl.py): the latency of one ring
+               # hop of each NCCL protocol, and the share of the rate data can use
+               **{f"{p}_latency_s": Q(1e-8, 1e-3, optional=True)
+                  for p in ("ll", "ll128", "simple")},
+               "achievable_fraction": Q(0.1, 1.0, optional=True)}
 HEADER_KEYS = ("schema_version", "name", "architecture", "compute_capability", "aliases",
                "device_names", "sources")
 
@@ -130,6 +147,16 @@ class Capability:
 class Link:
     bandwidth_bytes_per_s: float  # per direction, per GPU
     latency_s: float
+    achievable_fraction: float = 1.0  # share of the rate a transfer's data can use
+    ll_latency_s: float | None = None  # one ring hop of NCCL's LL, LL128, Simple protocols
+    ll128_latency_s: float | None = None
+    simple_latency_s: float | None = None
+
+    def protocol_step(self, protocol: str) -> float:
+        """One hop of NCCL protocol `protocol` (ll, ll128, simple) in steps of `latency_s`, the
+        unit the engine charges link steps in; 1 where the spec gives no latency for it."""
+        hop = getattr(self, f"{protocol}_latency_s")
+        return 1.0 if hop is None else hop / self.latency_s
 
 
 @dataclass(frozen=True, eq=False)  # identity equality: hashable, usable as a cache key
@@ -167,17 +194,54 @@ class Hardware:
     kernel_launch_s: float
     tdp_w: float
     nvlink_domain_gpus: int = 1  # GPUs in one NVLink domain (beyond it: links["network"])
+    nvls: bool = False  # the domain's NVSwitches reduce (NVLink SHARP): topology.nvls
     mma_instruction: str = "mma_sync"
     packed_fp32: bool = False
     block_scaled_mma: tuple[str, ...] = ()
     stochastic_rounding: bool = False
     fp8_convert_pipe: str | None = None
+    mma_sync_flop_per_sm_per_clk: Mapping[str, float] = field(default_factory=dict)
+    # A locked SM clock (`nvidia-smi -lgc`, SOL-ExecBench's 1500 MHz on B200), or None for the
+    # GPU's own boost behaviour (see "clock domains" below)
+    sm_clock_hz: float | None = None
     path: str = ""
     quantities: Mapping[str, Quantity] = field(default_factory=dict, repr=False, compare=False)
     capabilities: Mapping[str, Capability] = field(default_factory=dict, repr=False,
                                                    compare=False)
     sources: Mapping[str, Mapping[str, str]] = field(default_factory=dict, repr=False,
                                                      compare=False)
+
+    # ---- clock domains --------------------------------------------------------------------
+    # One SM clock drives every SM-clocked rate of a kernel: the tensor pipe, shared memory / L1,
+    # the FMA, ALU, XU, FP64 and LSU pipes, the issue slots, and the L2 slices and crossbar
+    # (NVIDIA quotes L2 bandwidth per clock, 5120 B/clk on A100 in its A100 whitepaper; nvidia-smi
+    # and NVML expose no L2 clock beside graphics/SM, memory and video). The spec's
+    # l2.bandwidth_bytes_per_s is read at the sustained SM clock, the loaded state its estimates
+    # describe (l2_bandwidth_at). HBM and links have clocks of their own. A kernel without tensor work runs at max boost; under dense MMA load the power limit
+    # pulls the whole SM clock down to the sustained clock, tensor_clock_hz ×
+    # tensor_sustained_fraction (the engine interpolates by tensor-pipe utilization). A locked
+    # clock caps both: below the sustained clock it replaces it.
+    @property
+    def max_sm_clock_hz(self) -> float:
+        """The SM clock of a kernel with no tensor work: max boost, or the locked clock."""
+        return self.sm_clock_hz if self.sm_clock_hz is not None else self.boost_clock_hz
+
+    @property
+    def sustained_sm_clock_hz(self) -> float:
+        """The SM clock under sustained dense MMA load (power limit), capped by a locked clock."""
+        return min(self.tensor_clock_hz * self.tensor_sustained_fraction, self.max_sm_clock_hz)
+
+    @property
+    def tensor_peak_clock_hz(self) -> float:
+        """The clock of the datasheet tensor peaks (the tensor clock), capped by a locked clock."""
+        return min(self.tensor_clock_hz, self.max_sm_clock_hz)
+
+    def locked(self, sm_clock_hz: float | None) -> "Hardware":
+        """This GPU with its SM clock locked at `sm_clock_hz` (None: as it is). The same spec and
+        clock give the same object (a stable cache key)."""
+        if sm_clock_hz is None or sm_clock_hz == self.sm_clock_hz:
+            return self
+        return _locked(self, sm_clock_hz)
 
     # ---- derived rates -------------------------------------------------------------------
     def supports(self, dtype: str) -> bool:
@@ -189,7 +253,7 @@ class Hardware:
         if d not in self.tensor_flop_per_sm_per_clk:
             raise InputError(f"{self.name}: the tensor cores do not support dtype '{dtype}' "
                              f"(supported: {', '.join(sorted(self.tensor_flop_per_sm_per_clk))})")
-        return self.tensor_flop_per_sm_per_clk[d] * self.sm_count * self.tensor_clock_hz
+        return self.tensor_flop_per_sm_per_clk[d] * self.sm_count * self.tensor_peak_clock_hz
 
     @property
     def hbm_bandwidth_bytes_per_s(self) -> float:
@@ -198,12 +262,22 @@ class Hardware:
 
     @property
     def smem_bandwidth_bytes_per_s(self) -> float:
-        """Aggregate shared-memory bandwidth: SMs × bytes/clk × boost clock."""
-        return self.sm_count * self.smem_bytes_per_clk * self.boost_clock_hz
+        """Aggregate shared-memory bandwidth: SMs × bytes/clk × max SM clock (boost or locked)."""
+        return self.sm_count * self.smem_bytes_per_clk * self.max_sm_clock_hz
 
     def pipe_peak_per_s(self, pipe: str) -> float:
-        """Device-wide thread-ops per second of a CUDA-core pipe at max boost."""
-        return self.pipes_per_sm_per_clk[pipe] * self.sm_count * self.boost_clock_hz
+        """Device-wide thread-ops per second of a CUDA-core pipe at max boost (or the locked
+        clock)."""
+        return self.pipes_per_sm_per_clk[pipe] * self.sm_count * self.max_sm_clock_hz
+
+    @property
+    def l2_reference_clock_hz(self) -> float:
+        """The SM clock the spec's L2 bandwidth is read at: the unlocked sustained SM clock."""
+        return self.tensor_clock_hz * self.tensor_sustained_fraction
+
+    def l2_bandwidth_at(self, sm_clock_hz: float) -> float:
+        """L2 bandwidth at an SM clock: the spec's value scaled from l2_reference_clock_hz."""
+        return self.l2_bandwidth_bytes_per_s * sm_clock_hz / self.l2_reference_clock_hz
 
     def ridge_point_flop_per_byte(self, dtype: str) -> float:
         """Arithmetic intensity where tensor peak meets HBM peak (datasheet roofline)."""
@@ -227,7 +301,7 @@ class Hardware:
             "quantities": {k: q.value for k, q in self.quantities.items()},
             "topology": {"nvlink_domain_gpus": self.nvlink_domain_gpus},
             "isa": {k.split(".", 1)[1]: (list(c.value) if isinstance(c.value, tuple) else c.value)
-                    for k, c in self.capabilities.items()},
+                    for k, c in self.capabilities.items() if k.startswith("isa.")},
             "derived": {
                 "tensor_peak_flop_per_s": peaks,
                 "ridge_point_flop_per_byte": {d: p / self.hbm_peak_bandwidth_bytes_per_s
@@ -236,7 +310,10 @@ class Hardware:
                 "hbm_achievable_bandwidth_bytes_per_s": self.hbm_bandwidth_bytes_per_s,
                 "smem_aggregate_bandwidth_bytes_per_s": self.smem_bandwidth_bytes_per_s,
                 "xu_peak_per_s": self.pipe_peak_per_s("xu"),
+                "max_sm_clock_hz": self.max_sm_clock_hz,
+                "sustained_sm_clock_hz": self.sustained_sm_clock_hz,
             },
+            "sm_clock_hz": self.sm_clock_hz,
             "assumed": [k for k, q in self.quantities.items() if "assumed" in q.provenance],
         }
 
@@ -447,17 +524,24 @@ def parse_spec(raw: Any, file: str = "") -> Hardware:
         hbm_peak_bandwidth_bytes_per_s=v("hbm.peak_bandwidth_bytes_per_s"),
         hbm_achievable_fraction=v("hbm.achievable_fraction"),
         hbm_latency_s=v("hbm.latency_s"),
-        links={n: Link(v(f"links.{n}.bandwidth_bytes_per_s"), v(f"links.{n}.latency_s"))
+        links={n: Link(v(f"links.{n}.bandwidth_bytes_per_s"), v(f"links.{n}.latency_s"),
+                       v(f"links.{n}.achievable_fraction", 1.0),
+                       *(qs[f"links.{n}.{p}_latency_s"].value if f"links.{n}.{p}_latency_s" in qs
+                         else None for p in ("ll", "ll128", "simple")))
                for n in sorted(link_names)},
         kernel_launch_s=v("kernel_launch_s"),
         tdp_w=v("power.tdp_w"),
         nvlink_domain_gpus=int(v("topology.nvlink_domain_gpus")),
+        nvls=caps["topology.nvls"].value if "topology.nvls" in caps else False,
         mma_instruction=caps["isa.mma_instruction"].value,
         packed_fp32=caps["isa.packed_fp32"].value,
         block_scaled_mma=caps["isa.block_scaled_mma"].value,
         stochastic_rounding=caps["isa.stochastic_rounding"].value,
         fp8_convert_pipe=(caps["isa.fp8_convert_pipe"].value
                           if "isa.fp8_convert_pipe" in caps else None),
+        mma_sync_flop_per_sm_per_clk={
+            d: v(f"isa.mma_sync_flop_per_sm_per_clk.{d}") for d in MMA_SYNC_DTYPES
+            if f"isa.mma_sync_flop_per_sm_per_clk.{d}" in qs},
         path=file,
         quantities=qs,
         capabilities=caps,
@@ -506,18 +590,55 @@ def _name_index() -> dict[str, str]:
     return index
 
 
-def hardware(name_or_path: "str | Path | Hardware") -> Hardware:
-    """Resolve a built-in name, alias or driver device name, or load a spec file by path."""
+def hardware(name_or_path: "str | Path | Hardware", sm_clock_hz: float | None = None
+             ) -> Hardware:
+    """Resolve a built-in name, alias or driver device name, or load a spec file by path;
+    `sm_clock_hz` locks the SM clock (Hz, at most the GPU's max boost), as `nvidia-smi -lgc`
+    does: every SM-clocked rate follows it (Hardware "clock domains")."""
     if isinstance(name_or_path, Hardware):
-        return name_or_path
+        return name_or_path.locked(sm_clock_hz)
     s = str(name_or_path)
     if s.endswith((".yaml", ".yml")) or Path(s).is_file():
-        return load_spec(s)
+        return load_spec(s).locked(sm_clock_hz)
     hit = _name_index().get(_key(s))
     if hit is None:
         known = ", ".join(sorted(builtin_catalogue()))
         raise InputError(f"unknown hardware '{s}' (built-in: {known}; or give a spec path)")
-    return builtin_catalogue()[hit]
+    return builtin_catalogue()[hit].locked(sm_clock_hz)
+
+
+# The lowest SM clock a lock may set (the schema's floor for clocks)
+MIN_SM_CLOCK_HZ = SCHEMA["clocks"]["boost_clock_hz"].lo
+
+
+@functools.lru_cache(maxsize=256)
+def _locked(hw: Hardware, sm_clock_hz: float) -> Hardware:
+    if not (isinstance(sm_clock_hz, (int, float)) and not isinstance(sm_clock_hz, bool)
+            and math.isfinite(sm_clock_hz)):
+        raise InputError(f"{hw.name}: SM clock lock {sm_clock_hz!r} is not a number of Hz")
+    if sm_clock_hz > hw.boost_clock_hz:
+        raise InputError(f"{hw.name}: SM clock lock {sm_clock_hz / 1e6:.0f} MHz is above its max "
+                         f"boost clock ({hw.boost_clock_hz / 1e6:.0f} MHz)")
+    if sm_clock_hz < MIN_SM_CLOCK_HZ:
+        raise InputError(f"{hw.name}: SM clock lock {sm_clock_hz / 1e6:.4g} MHz is below "
+                         f"{MIN_SM_CLOCK_HZ / 1e6:.0f} MHz")
+    return dataclasses.replace(hw, sm_clock_hz=float(sm_clock_hz))
+
+
+FREQUENCY = re.compile(r"^\s*((?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*(ghz|mhz|khz|hz)\s*$", re.I)
+FREQUENCY_UNIT_HZ = {"ghz": 1e9, "mhz": 1e6, "khz": 1e3, "hz": 1.0}
+
+
+def parse_clock_hz(text: str, what: str = "--sm-clock") -> float:
+    """`1500MHz`, `1.5GHz`, `1.5e9Hz` in Hz; an InputError naming `what` otherwise."""
+    m = FREQUENCY.match(str(text))
+    if not m:
+        raise InputError(f"{what}: expected a clock with its unit, such as 1500MHz or 1.5GHz, "
+                         f"got {text!r}")
+    hz = float(m.group(1)) * FREQUENCY_UNIT_HZ[m.group(2).lower()]
+    if hz <= 0:
+        raise InputError(f"{what}: expected a positive clock, got {text!r}")
+    return hz
 
 
 def list_hardware() -> list[Hardware]:

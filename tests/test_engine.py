@@ -74,14 +74,14 @@ def test_choice_picks_fastest_or_slowest_at_the_requested_level():
 
 def test_choice_is_resolved_at_the_level_asked():
     """Where latency and bandwidth disagree the two levels choose differently: the roofline has
-    no latency, so it takes the algorithm with fewer bytes; the pipes level, for a tiny
-    all-reduce, the one-shot algorithm with a single step."""
+    no latency, so it takes the algorithm with the fewest bytes on the wire (NVLS, the switch
+    reduces); the pipes level, for a tiny all-reduce, the one-shot algorithm with a single step."""
     hw = pm.hardware("H100-SXM")
     op = pm.ops.op("allreduce", bytes=1e4, gpus=8, algorithm="auto")
     pipes_pick = pm.predict_op(op, hw, "pipes").details["algorithm"]
     roof_pick = pm.predict_op(op, hw, "roofline").details["algorithm"]
-    assert pipes_pick == "oneshot" and roof_pick in ("ring", "tree")
-    for algorithm in ("ring", "tree", "oneshot"):
+    assert pipes_pick == "oneshot" and roof_pick == "nvls"
+    for algorithm in ("ring", "tree", "nvls", "oneshot"):
         fixed = pm.ops.op("allreduce", bytes=1e4, gpus=8, algorithm=algorithm)
         for level in pm.LEVELS:
             assert pm.predict_op(op, hw, level).time_s <= pm.predict_op(fixed, hw, level).time_s
@@ -98,11 +98,16 @@ def test_moe_layer_waits_for_its_slowest_gpu():
 
 
 def test_link_steps_pay_the_link_latency():
+    """A ring all-reduce with NCCL's Simple protocol: 2 (G − 1) hops of the link's Simple hop
+    latency plus Simple's base latency (NCCL tuning.cc; perfmodel/ops/nccl.py)."""
     hw = pm.hardware("H100-SXM")
-    ring = pm.ops.op("allreduce", bytes=1e3, gpus=8, algorithm="ring").demand(hw)
-    assert ring.link_steps == {"nvlink": 14}  # 2 (G − 1) ring steps
+    ring = pm.ops.op("allreduce", bytes=1e3, gpus=8, algorithm="ring",
+                     protocol="simple").demand(hw)
+    assert ring.details["hops"] == {"nvlink": 14}  # 2 (G − 1) ring hops
     est = estimate(ring, hw)
-    assert est.resource_time_s["latency"] == pytest.approx(14 * hw.link("nvlink").latency_s)
+    assert est.resource_time_s["latency"] == pytest.approx(
+        ring.link_steps["nvlink"] * hw.link("nvlink").latency_s)
+    assert est.resource_time_s["latency"] == pytest.approx((8.4 + 14 * 3.4) * 1e-6)
     with pytest.raises(ValueError):
         Demand(work={}, launch=None, link_steps={"nvlink": -1})
 
@@ -118,3 +123,95 @@ def test_cta_round_trips_are_charged_per_round_of_ctas():
     assert pipes(three, hw).resource_time_s["latency"] == pytest.approx(3 * 2 * lat)
     assert math.isclose(pipes(one, hw).time_s - pipes(Demand(work=work, launch=one.launch),
                                                       hw).time_s, 2 * lat, rel_tol=1e-9)
+
+
+# ---- clock domains -------------------------------------------------------------------------
+
+
+def _attention(hw, **kw):
+    shape = dict(batch=4, heads=32, seq_q=8192, head_dim=128, dtype="bf16", kernel="cudnn")
+    return pm.predict_op(pm.ops.Attention(**{**shape, **kw}), hw)
+
+
+def test_one_sm_clock_drives_every_sm_clocked_rate_of_a_kernel():
+    """The tensor pipe, MUFU, shared memory and issue slots of one kernel run at one SM clock (the
+    power limit lowers the whole SM's clock, not the tensor pipe's alone): their times are their
+    per-clock work over the same clock."""
+    from perfmodel.engine import sm_rate_per_clk
+    b200 = pm.hardware("B200")
+    op = pm.ops.Attention(batch=4, heads=32, seq_q=8192, head_dim=128, dtype="bf16",
+                          kernel="cudnn")
+    d = op.demand(b200)
+    e = pm.predict_op(op, b200)
+    cycles = {r: d.work[r] / sm_rate_per_clk(r, b200) for r in ("tensor:bf16", "xu", "smem")}
+    clocks = {r: cycles[r] / e.resource_time_s[r] for r in cycles}
+    assert len({round(c / 1e6, 3) for c in clocks.values()}) == 1
+    clock = e.details["sm_clock_hz"]
+    assert b200.sustained_sm_clock_hz <= clock < b200.boost_clock_hz
+    # cycles on the busiest SM over the kernel's clock: the per-SM share of the work
+    assert clocks["xu"] == pytest.approx(clock * d.launch.ctas / e.details["busiest_sm_ctas"],
+                                         rel=1e-9)
+
+
+def test_kernels_without_tensor_work_run_at_max_boost_and_dense_mma_at_the_sustained_clock():
+    b200 = pm.hardware("B200")
+    stream = pm.predict_op(pm.ops.Elementwise(elements=10**9, dtype="bf16"), b200)
+    assert stream.details["sm_clock_hz"] == b200.boost_clock_hz
+    gemm = pm.predict_op(pm.ops.Gemm(m=8192, n=8192, k=8192, dtype="bf16"), b200)
+    assert gemm.details["sm_clock_hz"] == pytest.approx(b200.sustained_sm_clock_hz, rel=0.02)
+    assert b200.sustained_sm_clock_hz == pytest.approx(
+        b200.tensor_clock_hz * b200.tensor_sustained_fraction)
+
+
+def test_locked_clock_scales_an_exp_bound_attention_by_the_clock_ratio():
+    """Below the sustained clock a lock replaces it: an exp-bound attention (head dim 64 on B200)
+    slows by the clock ratio; an HBM-bound streaming op does not change."""
+    fast, slow = pm.hardware("B200", sm_clock_hz=1.5e9), pm.hardware("B200", sm_clock_hz=1.0e9)
+    a, b = _attention(fast, head_dim=64), _attention(slow, head_dim=64)
+    assert a.bound == b.bound == "xu"
+    assert b.resource_time_s["xu"] / a.resource_time_s["xu"] == pytest.approx(1.5, rel=1e-9)
+    assert b.time_s / a.time_s == pytest.approx(1.5, rel=0.02)  # the DRAM-latency floors stay
+    assert a.details["sm_clock_hz"] == 1.5e9
+    op = pm.ops.Elementwise(elements=10**9, dtype="bf16")
+    free = pm.predict_op(op, "B200")
+    for hw in (fast, slow):
+        locked = pm.predict_op(op, hw)
+        assert locked.bound == "hbm" and locked.time_s == pytest.approx(free.time_s, rel=1e-9)
+
+
+def test_smem_bound_backward_follows_the_lock_too():
+    fast, slow = pm.hardware("B200", sm_clock_hz=1.5e9), pm.hardware("B200", sm_clock_hz=1.2e9)
+    a, b = (_attention(h, direction="bwd", seq_q=16384) for h in (fast, slow))
+    main_a, main_b = a.details["parts"][1], b.details["parts"][1]
+    assert main_a["bound"] == main_b["bound"] == "smem"
+    assert main_b["time_s"] / main_a["time_s"] == pytest.approx(1.25, rel=0.01)
+
+
+def test_a_lock_above_the_sustained_clock_leaves_tensor_heavy_kernels_power_limited():
+    """FA4's authors ran B200 at 1755 MHz: above the sustained clock, so a dense GEMM still runs
+    at the sustained clock while a streaming kernel's SM runs at the lock."""
+    b200 = pm.hardware("B200")
+    locked = pm.hardware("B200", sm_clock_hz=1.755e9)
+    assert locked.sustained_sm_clock_hz == b200.sustained_sm_clock_hz < 1.755e9
+    g = pm.ops.Gemm(m=8192, n=8192, k=8192, dtype="bf16")
+    t, t_locked = pm.predict_op(g, b200).time_s, pm.predict_op(g, locked).time_s
+    assert t <= t_locked < 1.01 * t  # only the kernel's light-load share of the clock range
+
+
+def test_roofline_and_l2_follow_a_locked_clock():
+    from perfmodel.engine import kernel_resource_times
+    b200 = pm.hardware("B200")
+    locked = pm.hardware("B200", sm_clock_hz=1.2e9)
+    assert locked.tensor_peak_flop_per_s("bf16") == pytest.approx(
+        b200.tensor_peak_flop_per_s("bf16") * 1.2e9 / b200.tensor_clock_hz)
+    assert locked.pipe_peak_per_s("xu") == pytest.approx(
+        b200.pipe_peak_per_s("xu") * 1.2e9 / b200.boost_clock_hz)
+    # L2 runs on the SM (graphics) clock; the spec's bandwidth is read at the sustained SM clock
+    ref = b200.sustained_sm_clock_hz
+    t = kernel_resource_times(b200, {"l2": 1e9}, clock_hz=ref)["l2"]
+    t_half = kernel_resource_times(b200, {"l2": 1e9}, clock_hz=ref / 2)["l2"]
+    assert t == pytest.approx(1e9 / b200.l2_bandwidth_bytes_per_s) and t_half == 2 * t
+    assert locked.l2_reference_clock_hz == ref
+    gemm = pm.ops.Gemm(m=8192, n=8192, k=8192, dtype="bf16")
+    assert pm.predict_op(gemm, locked, level="roofline").time_s == pytest.approx(
+        pm.predict_op(gemm, b200, level="roofline").time_s * b200.tensor_clock_hz / 1.2e9)

@@ -311,3 +311,92 @@ def test_hw_show_lists_the_network_and_the_nvlink_domain(capsys):
     assert "NVLink domain: 72 GPUs" in out
     assert main(["hw", "show", "h100", "--format", "json"]) == 0
     assert '"nvlink_domain_gpus": 8' in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ clocks and locked clocks --
+
+
+def test_sm_clock_domain_endpoints():
+    """A kernel without tensor work runs at max boost; under dense MMA load the whole SM runs at
+    the sustained clock, tensor_clock_hz × tensor_sustained_fraction."""
+    for hw in pm.list_hardware():
+        assert hw.max_sm_clock_hz == hw.boost_clock_hz and hw.sm_clock_hz is None
+        assert hw.sustained_sm_clock_hz == pytest.approx(
+            hw.tensor_clock_hz * hw.tensor_sustained_fraction)
+        assert hw.sustained_sm_clock_hz < hw.max_sm_clock_hz
+
+
+def test_a_locked_clock_caps_every_sm_clocked_rate():
+    b200 = pm.hardware("B200")
+    locked = pm.hardware("B200", sm_clock_hz=1.5e9)  # SOL-ExecBench's B200 lock
+    assert locked is pm.hardware("b200", sm_clock_hz=1.5e9)  # one object per spec and clock
+    assert locked.name == "B200" and locked.sm_clock_hz == 1.5e9
+    assert locked.max_sm_clock_hz == locked.sustained_sm_clock_hz == 1.5e9  # below sustained
+    assert locked.smem_bandwidth_bytes_per_s == pytest.approx(148 * 128 * 1.5e9)
+    assert locked.tensor_peak_flop_per_s("bf16") == pytest.approx(148 * 8192 * 1.5e9)
+    assert locked.hbm_bandwidth_bytes_per_s == b200.hbm_bandwidth_bytes_per_s
+    above = pm.hardware("B200", sm_clock_hz=1.755e9)  # FA4's authors' clock: above sustained
+    assert above.sustained_sm_clock_hz == b200.sustained_sm_clock_hz
+    assert above.tensor_peak_flop_per_s("bf16") == pytest.approx(148 * 8192 * 1.755e9)  # < 1856
+    assert pm.hardware(locked) is locked and locked.locked(None) is locked
+    assert locked.summary()["sm_clock_hz"] == 1.5e9
+
+
+@pytest.mark.parametrize("hz, message", [
+    (2.5e9, "B200: SM clock lock 2500 MHz is above its max boost clock (1965 MHz)"),
+    (1e6, "is below 100 MHz"), (float("nan"), "is not a number of Hz")])
+def test_bad_locked_clocks_are_one_line_input_errors(hz, message):
+    with pytest.raises(pm.InputError) as e:
+        pm.hardware("B200", sm_clock_hz=hz)
+    assert message in str(e.value) and len(e.value.problems) == 1
+
+
+@pytest.mark.parametrize("text, hz", [("1500MHz", 1.5e9), ("1.5GHz", 1.5e9), ("1.5e9Hz", 1.5e9),
+                                      (" 1755 mhz ", 1.755e9), ("1500000kHz", 1.5e9)])
+def test_clock_text_parses_with_its_unit(text, hz):
+    from perfmodel.hardware import parse_clock_hz
+    assert parse_clock_hz(text) == pytest.approx(hz)
+
+
+@pytest.mark.parametrize("text", ["1500", "fast", "-5MHz", "0MHz", "1.5 GB", ""])
+def test_clock_text_without_a_unit_or_value_is_an_input_error(text):
+    from perfmodel.hardware import parse_clock_hz
+    with pytest.raises(pm.InputError, match="--sm-clock: expected a"):
+        parse_clock_hz(text)
+
+
+# ------------------------------------------------------- mma.sync rates and the FP8 pack pipe --
+
+
+def test_every_gpu_declares_its_mma_sync_rate_with_provenance(any_hw):
+    """mma.sync (FA2's MMA) has its own per-SM rate: the native rate on Ampere, 2/3 of wgmma's on
+    Hopper (FA3 paper), on Blackwell the legacy path's, not tcgen05's."""
+    rates = any_hw.mma_sync_flop_per_sm_per_clk
+    assert {"fp16", "bf16"} <= set(rates)
+    for d, r in rates.items():
+        q = any_hw.quantities[f"isa.mma_sync_flop_per_sm_per_clk.{d}"]
+        assert q.value == r and set(q.provenance) & set(PROVENANCE_KINDS)
+    native = any_hw.tensor_flop_per_sm_per_clk["bf16"]
+    if any_hw.mma_instruction == "mma_sync":
+        assert rates["bf16"] == native
+    elif any_hw.mma_instruction == "wgmma":
+        assert rates["bf16"] == pytest.approx(2 / 3 * native, rel=0.001)
+    else:
+        assert rates["bf16"] <= pm.hardware("H100-SXM").mma_sync_flop_per_sm_per_clk["bf16"]
+
+
+def test_fp8_convert_pipe_is_a_per_architecture_fact():
+    for hw in pm.list_hardware():
+        if not hw.supports("fp8"):
+            assert hw.fp8_convert_pipe is None
+            continue
+        cap = hw.capabilities["isa.fp8_convert_pipe"]
+        assert cap.provenance and "e4m3x2" in cap.note
+        assert hw.fp8_convert_pipe == {"hopper": "xu", "blackwell": "alu"}[hw.architecture]
+
+
+def test_a_spec_without_fa2_s_mma_sync_rate_is_rejected(tmp_path):
+    text = GOOD.replace("    bf16: {value: 2731, derivation:", "    bf16x: {value: 2731, derivation:")
+    with pytest.raises(pm.InputError) as e:
+        pm.load_spec(_spec(tmp_path, text))
+    assert "isa.mma_sync_flop_per_sm_per_clk.bf16: missing required key" in str(e.value)

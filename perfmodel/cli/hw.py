@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from perfmodel.cli.format import fmt_si
-from perfmodel.hardware import hardware, list_hardware
+from perfmodel.cli.format import add_sm_clock_option, fmt_si, resolve_hardware
+from perfmodel.hardware import list_hardware
 from perfmodel.report.tables import format_table
 
 
@@ -15,6 +15,7 @@ def register(sub) -> None:
     hwsub.add_parser("list", help="built-in hardware names and aliases").set_defaults(fn=run_list)
     show = hwsub.add_parser("show", help="a resolved spec with derived peaks")
     show.add_argument("name", help="name, alias, driver device name or spec path")
+    add_sm_clock_option(show)
     show.add_argument("--format", choices=("table", "json"), default="table")
     show.set_defaults(fn=run_show)
 
@@ -27,7 +28,7 @@ def run_list(args) -> int:
 
 
 def run_show(args) -> int:
-    hw = hardware(args.name)
+    hw = resolve_hardware(args.name, args.sm_clock)
     info = hw.summary()
     if args.format == "json":
         print(json.dumps(info, indent=2))
@@ -56,6 +57,9 @@ def run_show(args) -> int:
     print(f"  HBM achievable   {fmt_si(d['hbm_achievable_bandwidth_bytes_per_s'], 'B/s')}")
     print(f"  shared memory    {fmt_si(d['smem_aggregate_bandwidth_bytes_per_s'], 'B/s')}")
     print(f"  MUFU/XU          {fmt_si(d['xu_peak_per_s'], 'op/s')}")
+    lock = f" (locked at {hw.sm_clock_hz / 1e6:.0f} MHz)" if hw.sm_clock_hz else ""
+    print(f"  SM clock         {d['max_sm_clock_hz'] / 1e6:.0f} MHz without tensor work{lock}, "
+          f"{d['sustained_sm_clock_hz'] / 1e6:.0f} MHz under sustained MMA load")
     if info["assumed"]:
         print(f"\nassumed (not sourced; ranges given): {', '.join(info['assumed'])}")
     return 0

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+from perfmodel.cli.format import add_sm_clock_option, resolve_hardware
 from perfmodel.errors import InputError
 from perfmodel.report.tables import format_table
 
@@ -13,6 +14,7 @@ def register(sub) -> None:
     m.add_argument("--model", required=True, help="an MoE model (qwen3-30b-a3b, "
                    "qwen3-235b-a22b, deepseek-v3) or model file")
     m.add_argument("--hw", required=True)
+    add_sm_clock_option(m)
     m.add_argument("--gpus", type=int, default=8, help="expert-parallel GPUs")
     m.add_argument("--tokens-per-gpu", type=int, nargs="+", default=[32, 128],
                    help="decode tokens per GPU (data-parallel attention)")
@@ -31,8 +33,8 @@ def run_moe(args) -> int:
         raise InputError(f"--model: {model.name} has no experts")
     if model.experts % args.gpus:
         raise InputError(f"--gpus: {args.gpus} must divide the {model.experts} experts")
-    rows = study_rows(model, args.hw, args.gpus, args.tokens_per_gpu, args.replication,
-                      args.skew, args.dtype)
+    rows = study_rows(model, resolve_hardware(args.hw, args.sm_clock), args.gpus,
+                      args.tokens_per_gpu, args.replication, args.skew, args.dtype)
     if args.format == "json":
         print(json.dumps({"rows": rows}, indent=2))
         return 0

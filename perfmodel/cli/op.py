@@ -5,10 +5,9 @@ import json
 from typing import Any, Sequence
 
 from perfmodel import yamlio
-from perfmodel.cli.format import fmt_si
+from perfmodel.cli.format import add_sm_clock_option, fmt_si, resolve_hardware
 from perfmodel.engine import LEVELS, estimate
 from perfmodel.errors import InputError
-from perfmodel.hardware import hardware
 from perfmodel.ops import op
 from perfmodel.report.tables import format_table
 
@@ -19,6 +18,7 @@ def register(sub) -> None:
     o.add_argument("name")
     o.add_argument("params", nargs="*", help="key=value parameters (see `perfmodel ops`)")
     o.add_argument("--hw", required=True)
+    add_sm_clock_option(o)
     o.add_argument("--level", choices=LEVELS, default="pipes")
     o.add_argument("--format", choices=("table", "json"), default="table")
     o.set_defaults(fn=run_op)
@@ -35,7 +35,7 @@ def parse_assignments(items: Sequence[str]) -> dict[str, Any]:
 
 
 def run_op(args) -> int:
-    hw = hardware(args.hw)
+    hw = resolve_hardware(args.hw, args.sm_clock)
     o = op(args.name, **parse_assignments(args.params))
     est = estimate(o.demand(hw), hw, args.level)
     if args.format == "json":
@@ -43,7 +43,8 @@ def run_op(args) -> int:
                           "details": {k: v for k, v in est.details.items()}}, indent=2,
                          default=str))
         return 0
-    print(f"{o!r} on {hw.name} ({args.level})")
+    lock = f", SM clock locked at {hw.sm_clock_hz / 1e6:.0f} MHz" if hw.sm_clock_hz else ""
+    print(f"{o!r} on {hw.name} ({args.level}{lock})")
     print(f"  time      {est.time_s * 1e6:.4g} us   bound: {est.bound}   "
           f"{est.fraction_of_roofline:.0%} of roofline ({est.roofline_time_s * 1e6:.4g} us)")
     if est.flop:

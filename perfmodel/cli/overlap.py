@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from perfmodel.cli.format import add_sm_clock_option, resolve_hardware
 from perfmodel.errors import InputError
 from perfmodel.report.tables import format_table
 
@@ -13,6 +14,7 @@ def register(sub) -> None:
                                        "(sequential, fused, overlap)")
     o.add_argument("--model", required=True, help="built-in model name or model file")
     o.add_argument("--hw", required=True)
+    add_sm_clock_option(o)
     o.add_argument("--dtype", default="fp8", choices=("fp8", "bf16"), help="GEMM dtype")
     o.add_argument("--batch", type=int, default=1)
     o.add_argument("--seq", type=int, default=4096)
@@ -39,8 +41,8 @@ def run_overlap(args) -> int:
     cfg = DropoutConfig(p=args.dropout, generator=args.generator, mask=args.mask,
                         bits_per_element=args.bits_per_element, lop3_fold=not args.no_lop3,
                         backward=args.backward)
-    results = evaluate(args.model, args.hw, batch=args.batch, seq=args.seq, dtype=args.dtype,
-                       tp=args.tp, cfg=cfg)
+    results = evaluate(args.model, resolve_hardware(args.hw, args.sm_clock), batch=args.batch,
+                       seq=args.seq, dtype=args.dtype, tp=args.tp, cfg=cfg)
     sp = speedups(results)
     if args.format == "json":
         print(json.dumps({"model": args.model, "hardware": args.hw, "dtype": args.dtype,

@@ -11,6 +11,7 @@ import re
 import sys
 from typing import Any
 
+from perfmodel.cli.format import add_sm_clock_option
 from perfmodel.errors import InputError
 from perfmodel.plan.simulator.engines import ALIASES, ENGINES
 from perfmodel.plan.simulator.kv import KV_DTYPES
@@ -95,6 +96,7 @@ def register(sub) -> None:
 def _common(p) -> None:
     p.add_argument("model", help="built-in model name or model file")
     p.add_argument("--hw", required=True, help="hardware name, alias or spec path")
+    add_sm_clock_option(p)
     p.add_argument("--gpus", type=int, required=True, help="GPUs of the whole deployment")
     p.add_argument("--dtype", type=str.lower, choices=GEMM_DTYPES, default="bf16",
                    help="GEMM dtype policy (default bf16)")
@@ -104,7 +106,7 @@ def _common(p) -> None:
 
 def _resolve(args):
     """The model and hardware, bad names reported against their flag."""
-    from perfmodel.hardware import hardware
+    from perfmodel.cli.format import resolve_hardware
     from perfmodel.workloads.models import load_model
     problems, m, h = [], None, None
     try:
@@ -112,9 +114,9 @@ def _resolve(args):
     except InputError as e:
         problems += [f"MODEL: {p}" for p in e.problems]
     try:
-        h = hardware(args.hw)
+        h = resolve_hardware(args.hw, args.sm_clock)
     except InputError as e:
-        problems += [f"--hw: {p}" for p in e.problems]
+        problems += [p if p.startswith("--sm-clock") else f"--hw: {p}" for p in e.problems]
     for flag in ("gpus", "jobs", "isl", "osl", "requests", "concurrency", "batch", "seq",
                  "microbatches", "tp", "pp", "ep", "dp"):
         v = getattr(args, flag, None)

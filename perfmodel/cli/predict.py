@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from perfmodel.cli.format import add_sm_clock_option, resolve_hardware
 from perfmodel.cli.workload import add_workload_options, read_input
 from perfmodel.engine import LEVELS
 from perfmodel.errors import InputError
@@ -18,6 +19,7 @@ def register(sub) -> None:
     pr = sub.add_parser("predict", help="predict a graph file, or a model with workload options")
     pr.add_argument("file", help="graph file, model file or built-in model name")
     pr.add_argument("--hw", help="hardware name, alias or spec path (default: the graph's)")
+    add_sm_clock_option(pr)
     pr.add_argument("--level", choices=LEVELS, default="pipes")
     pr.add_argument("--format", choices=("table", "json", "csv"), default="table")
     pr.add_argument("--output", "-o", help="write to a file instead of stdout")
@@ -33,7 +35,7 @@ def run_predict(args) -> int:
     if hw is None:
         raise InputError(f"{args.file}: no hardware: pass --hw NAME or add `hardware:` to the "
                          f"graph")
-    pred = predict(graph, hw, args.level)
+    pred = predict(graph, resolve_hardware(hw, args.sm_clock), args.level)
     fit = None
     if model is not None:  # built from a model: does the deployment fit in memory?
         fit = memory_fit(model, pred.hardware, workload)

@@ -94,9 +94,32 @@ def run_validate(args) -> int:
                              f"{c.predicted_time_s * 1e6:.4g}", f"{c.error:+.1%}",
                              f"{c.roofline_error:+.1%}", c.bound] for c in comps]))
     if skipped:
-        print(f"\nnot modeled ({len(skipped)} rows): " +
-              "; ".join(f"{s.id} ({s.reason})" for s in skipped))
+        print()
+        print("\n".join(_skipped_lines(skipped, every_id=args.rows)))
     return 0
+
+
+# a reason shared by more rows than this lists its count, not its ids (unless --rows)
+SKIPPED_IDS_LISTED = 3
+
+
+def _skipped_lines(skipped, every_id: bool = False) -> list[str]:
+    """The rows not modeled, one line per reason with its count and op classes; the ids where
+    a reason has few rows (or all of them with --rows)."""
+    by_reason: dict[str, list] = {}
+    for s in skipped:
+        by_reason.setdefault(s.reason, []).append(s)
+    lines = [f"not modeled ({len(skipped)} rows, {len(by_reason)} reasons):"]
+    width = len(str(max(len(v) for v in by_reason.values())))
+    for reason, rows in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        classes = ", ".join(sorted({s.op_class for s in rows}))
+        ids = ""
+        if every_id or len(rows) <= SKIPPED_IDS_LISTED:
+            ids = f" [{', '.join(s.id for s in rows)}]"
+        lines.append(f"  {len(rows):>{width}}  {classes}: {reason}{ids}")
+    if not every_id and any(len(v) > SKIPPED_IDS_LISTED for v in by_reason.values()):
+        lines.append("  (--rows lists every id; --format json gives them as 'skipped')")
+    return lines
 
 
 def _split_by(spec: str | None, comps) -> list[str]:

@@ -7,11 +7,13 @@ from perfmodel.ops.attention.op import Attention
 from perfmodel.ops.base import REGISTRY, Op, Param, op
 from perfmodel.ops.comm import Allgather, Allreduce, Alltoall, ReduceScatter, SendRecv
 from perfmodel.ops.gemm import Gemm
+from perfmodel.ops.grouped_gemm import GroupedGemm
+from perfmodel.ops.losses import CrossEntropy
 from perfmodel.ops.moe.op import Moe
 from perfmodel.ops.quantize import Quantize
 from perfmodel.ops.rng import Rng
 from perfmodel.ops.streaming import Elementwise, Memcpy, Norm, Softmax
 
 __all__ = ["REGISTRY", "Op", "Param", "op", "Gemm", "Attention", "Elementwise", "Norm",
-           "Softmax", "Rng", "Quantize", "Moe", "Memcpy", "Allreduce", "Allgather",
-           "ReduceScatter", "Alltoall", "SendRecv"]
+           "Softmax", "GroupedGemm", "Rng", "Quantize", "Moe", "Memcpy", "Allreduce", "Allgather",
+           "ReduceScatter", "Alltoall", "SendRecv", "CrossEntropy"]

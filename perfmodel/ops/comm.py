@@ -1,17 +1,57 @@
-"""Collectives over NVLink, PCIe and the network (per-GPU time of the slowest GPU).
+"""Collectives as NCCL runs them, over NVLink, PCIe and the network (per-GPU time of the slowest
+GPU).
 
-Ring algorithms (Patarasuk & Yuan, "Bandwidth optimal all-reduce algorithms for clusters of
-workstations", JPDC 2009; NCCL's ring): with G GPUs and a buffer of S bytes each GPU sends
-  all-reduce        2 (G−1)/G · S   in 2 (G−1) steps
-  all-gather        (G−1)/G · S     in (G−1) steps   (S = the gathered output)
-  reduce-scatter    (G−1)/G · S     in (G−1) steps   (S = the full input)
-  all-to-all        (G−1)/G · S     in (G−1) pairwise steps
-Tree all-reduce (NCCL double binary tree) moves the same bytes in 2·log2(G) steps. One-shot
-all-reduce (vLLM's and TensorRT-LLM's custom all-reduce for small messages over NVLink/NVSwitch)
-reads every peer's whole buffer in one step: (G−1)·S bytes in per GPU, one latency. `auto` offers
-every algorithm and the engine keeps the fastest, as those engines switch by message size. The op
-counts steps; the engine charges each the link's latency. Reductions add one read-modify-write
-of the received bytes in HBM.
+NCCL picks, per call, an algorithm and a protocol by the time its cost model predicts for the
+message size (src/graph/tuning.cc; perfmodel/ops/nccl.py holds its numbers). Each
+(algorithm, protocol) pair is one Demand here and the engine keeps the fastest, as NCCL's tuner
+does. With G GPUs and a buffer of S bytes, each GPU sends:
+
+  ring          all-reduce 2(G−1)/G·S in 2(G−1) hops; all-gather (S the gathered output) and
+                reduce-scatter (S the full input) (G−1)/G·S in G−1 hops (Patarasuk & Yuan, JPDC
+                2009; NCCL's ring). All-to-all: (G−1)/G·S, S/G to each peer, in G−1 pairwise
+                hops (NCCL's send/receive; the METRO paper finds its fixed cost comparable to an
+                all-gather's, §2.5).
+  tree          all-reduce only: a chain through the GPUs of each node (NVLink domain) and a
+                double binary tree across nodes ("Massively Scale Your Deep Learning Training
+                with NCCL 2.4", NVIDIA developer blog, 2019). A GPU sends its buffer up the
+                reduction and down the broadcast, 2·S (tuning.cc converts tree bus bandwidth to
+                algorithm bandwidth by 1/2), in 2(m−1) NVLink hops and 2⌈log2 n⌉ network hops
+                (tuning.cc: 2·((nRanks/nNodes − 1)·intraLat + log2(nNodes)·interLat)); a group
+                inside one domain is a single chain of 2(G−1) hops, a group of one GPU per
+                node on the network a binary tree of 2⌈log2 G⌉.
+  nvls          all-reduce inside one NVLink domain whose NVSwitches reduce (NVLink SHARP,
+                `topology.nvls`): each GPU reduces its 1/G shard with multimem.ld_reduce (the
+                switch reads that shard from every GPU: S up, S/G down) and multicasts it back
+                with multimem.st (S/G up, S down), so (G+1)/G·S each way in one switch round
+                trip instead of the ring's 2(G−1)/G·S in 2(G−1) hops. Simple protocol only.
+                NVLS with a tree across domains (NVLS_TREE) is not modelled.
+  oneshot       all-reduce inside one NVLink domain, not NCCL's: vLLM's and TensorRT-LLM's custom
+                all-reduce for small messages reads every peer's whole buffer in one step,
+                (G−1)·S bytes in per GPU, one link latency.
+
+Protocols (`protocol`): LL, LL128 and Simple trade bandwidth for latency. The bytes a link
+carries are the payload over NCCL's bus efficiency of the pair (LL 8 B of data per 16 B line and
+its store-and-poll loop: 1/4 of Simple's bandwidth for an all-reduce ring; LL128 120 of 128 B:
+0.92; Simple 1; the tree 0.92 of that; NVLS 5/6, assumed) and over the link's achievable fraction
+(NCCL's per-link NVLink rate, src/graph/topo.h). Latency: NCCL's base latency of the pair plus
+each hop's latency on the link it crosses, NVLink or network; the engine charges them as link
+steps (perfmodel/ops/nccl.py says how). A ring that leaves the domain pays at least NCCL's
+network overhead per NVLink hop. NCCL enables LL128 only where the GPUs talk over NVLink
+(tuning.cc), so a collective on `pcie` offers LL and Simple. The base latency covers NCCL's
+kernel launch (it is fitted to back-to-back collectives), so an NCCL pair counts no launch of its
+own; the one-shot all-reduce counts one.
+
+Algorithm choice (`algorithm`). ring, tree, nvls and oneshot name one algorithm (the protocol
+still auto unless named). `nccl`, the default, offers NCCL's algorithms for the collective (ring,
+tree and, where available, nvls for an all-reduce; ring for the others: NCCL has no tree
+all-gather, reduce-scatter or all-to-all) with every protocol, and the engine keeps the fastest,
+as NCCL's tuner does. `auto` offers those and, for an all-reduce inside one NVLink domain, the
+one-shot custom all-reduce, as serving engines switch to it for small messages (the graph
+builder's tensor-parallel all-reduce asks for it). Why `nccl` is the default: a collective in a
+graph is an NCCL call unless a serving engine replaces it, NCCL never runs a fixed protocol, and
+a fixed ring with one step latency overstates a small all-reduce by several times and misses
+NVLS's bandwidth on NVSwitch systems; a fixed choice is still one parameter away (NCCL_ALGO and
+NCCL_PROTO do the same to NCCL).
 
 Which link (`link`). A named link carries the whole collective. `auto` (the default) reads the
 spec's NVLink domain (`hw.nvlink_domain_gpus`) and the group's `placement` (where its GPUs sit in
@@ -21,20 +61,20 @@ through its own NIC (the rail-optimized DGX/HGX fabrics give every GPU one):
   ring        NCCL's ring spans the nodes with each node's GPUs consecutive, one ring per NIC
               (m rings): every ring leaves each domain once, so a GPU's NIC carries 1/m of the
               ring bytes (the same per-step bytes as an NVLink hop, at the NIC's rate) and its
-              NVLink the other (m−1)/m; of the ring's steps, RING_STEPS·(n−1) cross the network
+              NVLink the other (m−1)/m; of the ring's hops, RING_STEPS·(n−1) cross the network
               (NCCL's tuning model splits a ring's steps the same way into intra- and inter-node
-              steps, NVIDIA/nccl src/graph/tuning.cc).
-  tree        NCCL's tree is a chain inside each node and a double binary tree across nodes
-              ("Massively Scale Your Deep Learning Training with NCCL 2.4", NVIDIA developer
-              blog, 2019): the ring's bytes on each link (as inside one domain, the tree moves
-              the ring's bytes), in 2(m−1) NVLink steps and 2⌈log2 n⌉ network steps (the
-              tree latency of NCCL's tuning model).
+              steps; it counts 2·n inter-node steps for an all-reduce where this counts 2(n−1),
+              so that one GPU per domain is exactly the ring on `network`).
+  tree        the ring's split of bytes over NVLink and NIC, scaled to the tree's 2·S, in
+              2(m−1) NVLink hops and 2⌈log2 n⌉ network hops.
   all-to-all  pairwise: S/G to each peer, (m−1)/G · S over NVLink and (G−m)/G · S over the
-              network, in as many steps of each (tree: the tree's steps).
-  oneshot     inside one NVLink domain only (the custom all-reduces are NVLink-only).
-With m = 1 (one GPU per domain) both reduce to the single-link formulas on `network`. Where
-domains hold unequal shares of the group, NVLink bytes follow the fullest domain and NIC bytes the
-emptiest (the slowest GPU of each).
+              network, in as many hops of each.
+  nvls, oneshot  inside one NVLink domain only.
+Across domains NCCL's multi-node factors apply (ring LL at 1/4 of Simple for every collective,
+LL128 at 0.7 with one GPU per node, tree LL128 at 120/128). With m = 1 (one GPU per domain) both
+reduce to the single-link formulas on `network`. Where domains hold unequal shares of the group,
+NVLink bytes follow the fullest domain and NIC bytes the emptiest (the slowest GPU of each).
+Reductions add one read-modify-write of the received bytes in HBM (NVLS reduces in the switch).
 """
 from __future__ import annotations
 
@@ -44,6 +84,7 @@ from collections import Counter
 
 from perfmodel.demand import Choice, Demand
 from perfmodel.errors import InputError
+from perfmodel.ops import nccl
 from perfmodel.ops.base import Op, Param
 
 AUTO = "auto"
@@ -108,31 +149,57 @@ def domain_occupancy(levels: tuple[tuple[int, int], ...], domain: int) -> tuple[
     return len(per_domain) * copies, min(per_domain.values()), max(per_domain.values())
 
 
+NCCL = "nccl"
+ALGORITHM_CHOICES = ("ring", "tree", "nvls", "oneshot", NCCL, AUTO)
+
+
+def _fastest(options: list[Demand]) -> Demand | Choice:
+    return options[0] if len(options) == 1 else Choice(tuple(options), pick="fastest")
+
+
 class _Collective(Op):
     PARAMS = {
         "bytes": Param("float", required=True, lo=1, unit="bytes", doc="buffer size per GPU"),
         "gpus": Param("int", required=True, lo=1, doc="GPUs in the group"),
         "link": Param("str", default=AUTO, doc="link name in the hardware spec; auto: nvlink "
                       "inside one NVLink domain, network (and nvlink) across domains"),
-        "algorithm": Param("choice", default="ring", choices=("ring", "tree", "oneshot", "auto"),
-                           doc="oneshot: all-reduce only; auto: the fastest available"),
+        "algorithm": Param("choice", default=NCCL, choices=ALGORITHM_CHOICES,
+                           doc="ring; tree, nvls (NVLink SHARP, one NVLink domain) and oneshot: "
+                               "all-reduce only; nccl: the fastest of NCCL's algorithms and "
+                               "protocols, as its tuner picks; auto: nccl or the one-shot "
+                               "custom all-reduce"),
+        "protocol": Param("choice", default=AUTO, choices=(AUTO, *nccl.PROTOCOLS),
+                          doc="NCCL protocol: ll, ll128, simple; auto: the fastest the "
+                              "algorithm offers"),
         "placement": Param("str", default=None, doc=PLACEMENT_DOC),
     }
     SIZE_PARAMS = ("bytes",)
     EXAMPLE = dict(bytes=1e8, gpus=8)
     SEND_FACTOR = 1.0   # × (G−1)/G · bytes sent per GPU
-    RING_STEPS = 1.0    # × (G−1) latency steps
+    RING_STEPS = 1.0    # × (G−1) hops
     REDUCES = False
     PAIRWISE = False    # all-to-all: bytes go to every peer, not around a ring
 
-    ALGORITHMS = ("ring", "tree")
+    ALGORITHMS = ("ring",)        # NCCL's algorithms for this collective
+    CUSTOM: tuple[str, ...] = ()  # other libraries' algorithms that `auto` adds
+    PROTOCOLS = nccl.PROTOCOLS    # NCCL's protocols for this collective
 
     def check(self, v):
         problems = []
-        if v["algorithm"] not in (*self.ALGORITHMS, "auto"):
-            problems.append(("algorithm", f"'{v['algorithm']}' is not an algorithm of "
-                                          f"{self.name} (expected one of "
-                                          f"{', '.join(self.ALGORITHMS)}, auto)"))
+        algorithm, protocol = v["algorithm"], v["protocol"]
+        if algorithm not in (*self.ALGORITHMS, *self.CUSTOM, NCCL, AUTO):
+            problems.append(("algorithm", f"'{algorithm}' is not an algorithm of {self.name} "
+                                          f"(expected one of {', '.join(self.ALGORITHMS)}, "
+                                          f"{', '.join((*self.CUSTOM, NCCL, AUTO))})"))
+        elif protocol != AUTO and algorithm in self.CUSTOM:
+            problems.append(("protocol", f"the {algorithm} all-reduce is not NCCL's and has no "
+                                         f"NCCL protocol (expected auto, got '{protocol}')"))
+        elif protocol not in (AUTO, "simple") and algorithm == "nvls":
+            problems.append(("protocol", f"NVLS runs only NCCL's simple protocol (got "
+                                         f"'{protocol}'; expected auto or simple)"))
+        if protocol != AUTO and protocol not in self.PROTOCOLS:
+            problems.append(("protocol", f"'{protocol}' is not a protocol of {self.name} "
+                                         f"(expected auto, {', '.join(self.PROTOCOLS)})"))
         if v["placement"] is not None:
             try:
                 placement_levels(v["placement"], v["gpus"])
@@ -144,76 +211,152 @@ class _Collective(Op):
         if self.gpus == 1:
             return Demand(work={}, launch=None, kernels=1)  # NCCL still launches a kernel
         link = self.link
-        if link == AUTO:
+        domains = None
+        if link in (AUTO, "nvlink"):
             domains, fewest, most = domain_occupancy(placement_levels(self.placement, self.gpus),
                                                      hw.nvlink_domain_gpus)
+        if link == AUTO:
             if domains > 1:
                 return self._across_domains(hw, domains, fewest, most)
             link = "nvlink"
         hw.link(link)  # an unknown link is bad input whatever the algorithm
-        if self.algorithm != "auto":
-            return self._demand(self.algorithm, link)
-        return Choice(tuple(self._demand(a, link) for a in self.ALGORITHMS), pick="fastest")
+        pairs = self._pairs(hw, link, nvls=hw.nvls and link == "nvlink" and domains == 1)
+        return _fastest([self._demand(hw, a, p, link) for a, p in pairs])
 
-    def _demand(self, algorithm: str, link: str) -> Demand:
-        g = self.gpus
-        if algorithm == "oneshot":
-            sent, steps = (g - 1) * self.bytes, 1
+    # -- which (algorithm, protocol) pairs run -------------------------------------------------
+    def _pairs(self, hw, link: str, nvls: bool,
+               spanning: bool = False) -> list[tuple[str, str | None]]:
+        """The (algorithm, protocol) pairs the op offers on `link` (nvls: NVLS can run, the
+        group on NVLink in one domain of an NVLS system; spanning: the group crosses domains,
+        where no custom all-reduce runs); an InputError for a named one that cannot run."""
+        if self.algorithm in (NCCL, AUTO):
+            algorithms = [a for a in self.ALGORITHMS if a != "nvls" or nvls]
+            if self.algorithm == AUTO and not spanning:
+                algorithms += self.CUSTOM
         else:
-            sent = self.SEND_FACTOR * (g - 1) / g * self.bytes
-            steps = (2 * math.ceil(math.log2(g)) if algorithm == "tree"
-                     else self.RING_STEPS * (g - 1))
-        hbm = 2 * sent + (sent if self.REDUCES else 0.0)  # read to send, write received (+reduce)
-        return Demand(work={f"link:{link}": sent, "hbm": hbm}, launch=None, flop=0.0,
-                      hbm_bytes=hbm, link_steps={link: steps},
-                      details={"bytes_sent_per_gpu": sent, "steps": steps,
-                               "algorithm": algorithm})
+            algorithms = [self.algorithm]
+            if self.algorithm == "nvls" and not nvls:
+                raise InputError(self._no_nvls(hw))
+        # tuning.cc enables LL128 only where the GPUs talk over NVLink
+        offered = tuple(p for p in self.PROTOCOLS
+                        if p != "ll128" or nccl.link_class(link) != "pcie")
+        pairs: list[tuple[str, str | None]] = []
+        for a in algorithms:
+            if a in self.CUSTOM:
+                pairs.append((a, None))
+                continue
+            protocols = ("simple",) if a == "nvls" else offered
+            if self.protocol != AUTO:
+                protocols = tuple(p for p in protocols if p == self.protocol)
+            pairs += [(a, p) for p in protocols]
+        if not pairs:
+            raise InputError(f"{self.name}: NCCL enables the {self.protocol} protocol only over "
+                             f"NVLink, not on link '{link}' of {hw.name}")
+        return pairs
 
+    def _no_nvls(self, hw) -> str:
+        if not hw.nvls:
+            return (f"{self.name}: algorithm nvls needs NVSwitches that reduce (NVLink SHARP); "
+                    f"{hw.name} has none (topology.nvls)")
+        return (f"{self.name}: algorithm nvls needs the group on NVLink in one NVLink domain of "
+                f"{hw.nvlink_domain_gpus} on {hw.name} ({self.gpus} GPUs placed "
+                f"{self.placement or 'consecutively'}, link {self.link}); NVLS with a tree "
+                f"across domains is not modelled")
+
+    # -- one link ------------------------------------------------------------------------------
+    def _demand(self, hw, algorithm: str, protocol: str | None, link: str) -> Demand:
+        g, s = self.gpus, self.bytes
+        wire_link = hw.link(link)
+        if algorithm == "oneshot":
+            sent = (g - 1) * s
+            hbm = 2 * sent + (sent if self.REDUCES else 0.0)
+            return Demand(work={f"link:{link}": sent / wire_link.achievable_fraction, "hbm": hbm},
+                          launch=None, flop=0.0, hbm_bytes=hbm, link_steps={link: 1},
+                          details={"bytes_sent_per_gpu": sent, "steps": 1, "hops": {link: 1},
+                                   "algorithm": algorithm, "protocol": None})
+        across = nccl.link_class(link) == "network"  # each GPU in a node of its own
+        if algorithm == "nvls":
+            sent, hops = (g + 1) / g * s, 1
+        elif algorithm == "tree":
+            sent = 2.0 * s
+            hops = 2 * math.ceil(math.log2(g)) if across else 2 * (g - 1)
+        else:
+            sent, hops = self.SEND_FACTOR * (g - 1) / g * s, self.RING_STEPS * (g - 1)
+        efficiency = nccl.bus_efficiency(self.name, algorithm, protocol, across, across)
+        wire = sent / (efficiency * wire_link.achievable_fraction)
+        # NCCL's latency in ring hops of the protocol on this link, then in link steps
+        ring_hops = nccl.base(link, algorithm, protocol) + hops * nccl.hop(link, algorithm,
+                                                                           protocol)
+        hbm = 2 * sent + (sent if self.REDUCES and algorithm != "nvls" else 0.0)
+        return Demand(work={f"link:{link}": wire, "hbm": hbm}, launch=None, flop=0.0,
+                      hbm_bytes=hbm, kernels=0,
+                      link_steps={link: ring_hops * wire_link.protocol_step(protocol)},
+                      details={"bytes_sent_per_gpu": sent, "wire_bytes_per_gpu": wire,
+                               "steps": hops, "hops": {link: hops}, "algorithm": algorithm,
+                               "protocol": protocol})
+
+    # -- across NVLink domains -----------------------------------------------------------------
     def _across_domains(self, hw, domains: int, fewest: int, most: int) -> Demand | Choice:
         hw.link("network")
         if most > 1:
             hw.link("nvlink")
-        if self.algorithm == "oneshot":
+        if self.algorithm in self.CUSTOM:
             raise InputError(f"{self.name}: the one-shot algorithm needs the group in one NVLink "
                              f"domain; {self.gpus} GPUs placed {self.placement or 'consecutively'} "
                              f"span {domains} domains of {hw.nvlink_domain_gpus} on {hw.name}")
-        algorithms = [a for a in self.ALGORITHMS if a != "oneshot"]
-        if self.algorithm != "auto":
-            algorithms = [self.algorithm]
-        options = tuple(self._spanning(a, domains, fewest, most) for a in algorithms)
-        return options[0] if len(options) == 1 else Choice(options, pick="fastest")
+        if self.algorithm == "nvls":
+            raise InputError(self._no_nvls(hw))
+        pairs = self._pairs(hw, "network", nvls=False, spanning=True)
+        return _fastest([self._spanning(hw, a, p, domains, fewest, most) for a, p in pairs])
 
-    def _spanning(self, algorithm: str, n: int, fewest: int, most: int) -> Demand:
-        """One algorithm over n domains (module docstring): NVLink bytes of the fullest
-        domain's GPUs, NIC bytes of the emptiest's."""
+    def _spanning(self, hw, algorithm: str, protocol: str, n: int, fewest: int,
+                  most: int) -> Demand:
+        """One (algorithm, protocol) over n domains (module docstring): NVLink bytes of the
+        fullest domain's GPUs, NIC bytes of the emptiest's."""
         g, s = self.gpus, self.bytes
         if self.PAIRWISE:
             nvlink, network = (most - 1) / g * s, (g - fewest) / g * s
-            nv_steps, net_steps = most - 1, g - fewest
+            nv_hops, net_hops = most - 1, g - fewest
         else:
             ring = self.SEND_FACTOR * (g - 1) / g * s
             nvlink, network = ring * (most - 1) / most, ring / fewest
-            net_steps = self.RING_STEPS * (n - 1)
-            nv_steps = self.RING_STEPS * (g - 1) - net_steps
+            net_hops = self.RING_STEPS * (n - 1)
+            nv_hops = self.RING_STEPS * (g - 1) - net_hops
         if algorithm == "tree":  # a chain in each domain, a binary tree across domains
-            nv_steps, net_steps = 2 * (most - 1), 2 * math.ceil(math.log2(n))
+            nvlink, network = nvlink * g / (g - 1), network * g / (g - 1)  # 2·S, not the ring's
+            nv_hops, net_hops = 2 * (most - 1), 2 * math.ceil(math.log2(n))
+        efficiency = nccl.bus_efficiency(self.name, algorithm, protocol, True, most == 1)
+        net = hw.link("network")
         sent = nvlink + network
         hbm = 2 * sent + (sent if self.REDUCES else 0.0)
-        work = {"link:network": network, "hbm": hbm}
-        steps = {"network": net_steps}
+        work = {"link:network": network / (efficiency * net.achievable_fraction), "hbm": hbm}
+        net_ring_hops = net_hops * nccl.hop("network", algorithm, protocol)
         if nvlink > 0:
-            work["link:nvlink"] = nvlink
-            steps["nvlink"] = nv_steps
-        return Demand(work=work, launch=None, flop=0.0, hbm_bytes=hbm, link_steps=steps,
+            nv = hw.link("nvlink")
+            intra = nccl.hop("nvlink", algorithm, protocol)
+            if algorithm == "ring":
+                intra *= nccl.intra_hop_leaving_node(protocol)
+            work["link:nvlink"] = nvlink / (efficiency * nv.achievable_fraction)
+            steps = {"network": net_ring_hops * net.protocol_step(protocol),
+                     "nvlink": (nccl.base("nvlink", algorithm, protocol) + nv_hops * intra)
+                     * nv.protocol_step(protocol)}
+        else:
+            steps = {"network": (nccl.base("network", algorithm, protocol) + net_ring_hops)
+                     * net.protocol_step(protocol)}
+        hops = {"network": net_hops, **({"nvlink": nv_hops} if nvlink > 0 else {})}
+        return Demand(work=work, launch=None, flop=0.0, hbm_bytes=hbm, kernels=0,
+                      link_steps=steps,
                       details={"bytes_sent_per_gpu": sent, "network_bytes_per_gpu": network,
-                               "steps": nv_steps + net_steps, "algorithm": algorithm,
+                               "steps": nv_hops * (nvlink > 0) + net_hops, "hops": hops,
+                               "algorithm": algorithm, "protocol": protocol,
                                "nvlink_domains": n, "gpus_per_domain": fewest})
 
 
 class Allreduce(_Collective):
     name = "allreduce"
     SEND_FACTOR, RING_STEPS, REDUCES = 2.0, 2.0, True
-    ALGORITHMS = ("ring", "tree", "oneshot")
+    ALGORITHMS = ("ring", "tree", "nvls")
+    CUSTOM = ("oneshot",)
 
 
 class Allgather(_Collective):
@@ -226,12 +369,16 @@ class ReduceScatter(_Collective):
 
 
 class Alltoall(_Collective):
-    """Pairwise exchange with every peer: (G−1)/G of the buffer leaves each GPU in G−1 steps
+    """Pairwise exchange with every peer: (G−1)/G of the buffer leaves each GPU in G−1 hops
     (NCCL's all-to-all is G−1 send/recv pairs; the METRO paper finds its fixed cost comparable
-    to an all-gather's, §2.5)."""
+    to an all-gather's, §2.5). NCCL's send/receive runs LL or Simple (LL below 16 KiB per peer by
+    default, NCCL_P2P_LL_THRESHOLD); here the faster of the two, each at its line efficiency and
+    the ring's hop and base latencies (assumed: tuning.cc does not model send/receive). The one
+    algorithm keeps its old name, ring."""
 
     name = "alltoall"
     PAIRWISE = True
+    PROTOCOLS = ("ll", "simple")
 
 
 class SendRecv(Op):

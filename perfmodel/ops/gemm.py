@@ -14,6 +14,29 @@ wgmma/tcgen05 shapes):
   * the epilogue stages the output tile through shared memory.
 Like cuBLAS's heuristics, the op offers each tensor-core instruction family's tile shapes and
 split factors as candidates (`KernelCandidates`); the engine keeps the fastest.
+
+Fixed costs (the prologue and epilogue a kernel cannot overlap with its main loop), counted as
+the Demand's `serial_work` (a subset of its work) and `serial_round_trips` (the engine does not
+add them to the time yet; the tile ranking is the main loop's either way):
+  * prologue: a CTA's first MMA waits for its first k-block stage to land in shared memory (the
+    consumer waits on stage 0's barrier, `consumer_wait` in CUTLASS's sm90 TMA mainloops; the
+    producer issues the later stages meanwhile and they arrive while the first MMAs run): one
+    stage's bytes through L2 (B once per cluster) into shared memory, after a DRAM round trip;
+  * epilogue: after its last MMA the CTA writes its output tile (accumulators → registers →
+    shared memory → TMA store to L2): the tile through shared memory twice and L2 once;
+  * persistent warp-specialized kernels expose both once per SM: the producer warp loads tile
+    i+1 while tile i runs, and a second consumer warpgroup (sm90 Pingpong) or the dedicated
+    epilogue warps fed through an accumulator pipeline of TMEM buffers (sm100,
+    sm100_gemm_tma_warpspecialized.hpp AccumulatorPipeline) write tile i's output while tile
+    i+1 computes. Non-persistent kernels (one tile per CTA) expose both in every CTA round,
+    and each later round waits one more DRAM round trip for its first k-block.
+  * persistence defaults per `isa.mma_instruction` (`persistent` overrides it): wgmma and tcgen05
+    → persistent (CUTLASS 3.x sm90 collective builder, KernelScheduleAuto: "Persistent schedules
+    perform best for CUDA Toolkits with version >= 12.1", Pingpong for 64-row tiles and
+    Cooperative otherwise; sm100 kernels persistent with a CLC/static tile scheduler); mma_sync
+    → non-persistent (CUTLASS 2.x sm80 multistage kernels: one tile per CTA, the same warps run
+    the main loop and then the epilogue). The last partial wave costs a whole tile on the busiest
+    SM either way (the persistent scheduler hands out ceil(tiles / SMs) tiles to some SMs).
 """
 from __future__ import annotations
 
@@ -42,6 +65,9 @@ MAX_SPLIT_K = 16
 FP8_BLOCK = 128  # DeepSeek-V3 fine-grained FP8 scaling block along K (arXiv:2412.19437 §3.3.2)
 # GEMM input types: every tensor-core rate class, FP8 by its two encodings too, and FP32 (SIMT)
 MMA_DTYPES = ("fp32", *TENSOR_DTYPES, "fp8_e4m3", "fp8_e5m2")
+# Persistent warp-specialized kernels by tensor-core instruction family (module docstring, "Fixed
+# costs"); SIMT fp32 (sgemm) runs CUTLASS 2.x-style, one tile per CTA.
+PERSISTENT_BY_MMA = {"wgmma": True, "tcgen05": True, "mma_sync": False}
 
 
 @dataclass(frozen=True)
@@ -72,13 +98,19 @@ TILES: dict[str, tuple[Tile, ...]] = {
 SIMT_TILE = Tile(128, 128, 256, 128)  # fp32 without tensor cores (sgemm)
 
 
-def _ceil(a, b):
+def ceil_div(a, b):
     """Integer ceil(a / b) for ints or numpy arrays."""
     return -(-a // b)
 
 
+def default_persistent(hw: Hardware, compute: str) -> bool:
+    """Whether the library's kernel for this GPU and compute type is persistent
+    warp-specialized (module docstring, "Fixed costs")."""
+    return compute != "fp32" and PERSISTENT_BY_MMA[hw.mma_instruction]
+
+
 @functools.lru_cache(maxsize=256)
-def _tile_table(hw: Hardware, compute: str, a_b: float, b_b: float, c_b: float) -> dict:
+def tile_table(hw: Hardware, compute: str, a_b: float, b_b: float, c_b: float) -> dict:
     """Shape-independent facts of each tile on this GPU for these dtypes: pipeline stages that
     fit in shared memory (after the epilogue's staging), bytes in flight."""
     tiles = (SIMT_TILE,) if compute == "fp32" else TILES[hw.mma_instruction]
@@ -91,15 +123,47 @@ def _tile_table(hw: Hardware, compute: str, a_b: float, b_b: float, c_b: float) 
     stages = [min(MAX_STAGES, int((hw.smem_per_cta_bytes - EPILOGUE_SMEM_BYTES) // b))
               for b in stage]
     smem = [n * b + EPILOGUE_SMEM_BYTES for n, b in zip(stages, stage)]
+    threads = np.array([t.threads for t in tiles])
+    registers = np.array([t.registers for t in tiles])
+    # resident CTAs per SM (the CUDA occupancy calculator's limits; registers in 256-register
+    # warp units): the stages fill shared memory, so nearly every tile runs one CTA per SM
+    warps = ceil_div(threads, 32)
+    per_warp = ceil_div(np.minimum(registers, hw.max_registers_per_thread) * 32, 256) * 256
+    resident = np.maximum(1, np.minimum.reduce([
+        np.full(len(tiles), hw.max_ctas_per_sm), hw.max_warps_per_sm // warps,
+        hw.registers_per_sm // (per_warp * warps), hw.smem_per_sm_bytes // np.array(smem)]))
     return {"tiles": tiles, "kblock": kblock,
             "m": np.array([t.m for t in tiles]), "n": np.array([t.n for t in tiles]),
             "cluster": np.array([t.cluster_m for t in tiles]),
             "b_share": np.array([0.5 if t.cta_pair else 1.0 for t in tiles]),
             "stages": np.array(stages), "fits": np.array(stages) >= 2,
             "smem": np.array(smem), "in_flight": np.array(stages) * np.array(stage),
-            "threads": np.array([t.threads for t in tiles]),
-            "registers": np.array([t.registers for t in tiles]),
+            "threads": threads, "registers": registers, "resident": resident,
             "index2": np.tile(np.arange(len(tiles)), 2)}  # tile index of the split candidates
+
+
+def fixed_costs(hw: Hardware, table: dict, index: np.ndarray, tiles: np.ndarray,
+                k_split: np.ndarray, c_tile_bytes: np.ndarray, a_b: float, b_b: float,
+                op_b: float, c_b: float, persistent: bool) -> tuple[dict, np.ndarray]:
+    """The exposed prologue and epilogue of each candidate (module docstring, "Fixed costs"):
+    serial work per resource (totals over the kernel, as the engine divides work over the CTAs
+    and multiplies by the busiest SM's count) and the serial DRAM round trips.
+
+    Per exposed CTA: its first stage (min(k-block, K of a split) rows of A and B; B once per
+    cluster from L2, half of it per SM of a CTA pair in shared memory) and its output tile
+    (`c_tile_bytes`, the unpadded output per tile, through L2; the whole tm × tn tile written to
+    and read from shared memory). The busiest SM exposes R = 1 (persistent) or ceil(its CTAs /
+    resident CTAs) (non-persistent) of them, so the kernel's total is tiles · R / busiest."""
+    tm, tn = table["m"][index], table["n"][index]
+    cluster, b_share = table["cluster"][index], table["b_share"][index]
+    first = np.minimum(table["kblock"], k_split)
+    busiest = ceil_div(tiles, hw.sm_count)
+    rounds = (np.ones_like(busiest) if persistent
+              else ceil_div(busiest, table["resident"][index]))
+    exposed = tiles * rounds / busiest
+    smem = exposed * (first * (tm + tn * b_share) * op_b + 2.0 * tm * tn * c_b)
+    l2 = exposed * (first * (tm * a_b + tn * b_b / cluster) + c_tile_bytes)
+    return {"smem": smem, "l2": l2}, (rounds - 1).astype(float)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -107,9 +171,9 @@ def _candidates(shape_key: tuple, hw: Hardware) -> KernelCandidates:
     """Memoized kernel candidates per (shape, dtypes, GPU): model graphs repeat the same GEMMs
     in every layer, so the candidates are built (and the engine's pick, memoized per candidate
     set, is made) once per distinct shape."""
-    m, n, k, batch, dtype, a_dtype, b_dtype, out_dtype, count, fp8_scaling = shape_key
+    m, n, k, batch, dtype, a_dtype, b_dtype, out_dtype, count, fp8_scaling, persistent = shape_key
     g = Gemm(m=m, n=n, k=k, batch=batch, dtype=dtype, a_dtype=a_dtype, b_dtype=b_dtype,
-             out_dtype=out_dtype, count=count, fp8_scaling=fp8_scaling)
+             out_dtype=out_dtype, count=count, fp8_scaling=fp8_scaling, persistent=persistent)
     return g.kernel_candidates(hw)
 
 
@@ -134,6 +198,10 @@ class Gemm(Op):
         "fp8_scaling": Param("choice", default="tensor", choices=("tensor", "block"),
                              doc="fp8 scales: one per tensor, or DeepSeek-V3 blocks (1x128 "
                                  "activations, 128x128 weights) promoted on the CUDA cores"),
+        "persistent": Param("bool", default=None, nullable=True,
+                            doc="persistent warp-specialized kernel: prologue and epilogue "
+                                "exposed once per SM, not once per CTA round (none: the ISA's "
+                                "default, true for wgmma/tcgen05, false for mma_sync)"),
     }
     SIZE_PARAMS = ("m", "n", "k", "batch", "count")
 
@@ -156,8 +224,8 @@ class Gemm(Op):
         c = bytes_per_element(self.out_dtype)
         a_scales = b_scales = 0.0
         if self.block_scaled_fp8:  # FP32 scales: per 1x128 of A, per 128x128 of B
-            a_scales = self.m * _ceil(self.k, FP8_BLOCK) * 4.0
-            b_scales = _ceil(self.k, FP8_BLOCK) * _ceil(self.n, FP8_BLOCK) * 4.0
+            a_scales = self.m * ceil_div(self.k, FP8_BLOCK) * 4.0
+            b_scales = ceil_div(self.k, FP8_BLOCK) * ceil_div(self.n, FP8_BLOCK) * 4.0
         return (self.m * self.k * a * self.batch + a_scales * self.batch,
                 self.k * self.n * b * self.batch + b_scales * self.batch,
                 self.m * self.n * c * self.batch)
@@ -172,15 +240,20 @@ class Gemm(Op):
 
     def _shape_key(self) -> tuple:
         return (self.m, self.n, self.k, self.batch, self.dtype, self.a_dtype, self.b_dtype,
-                self.out_dtype, self.count, self.fp8_scaling)
+                self.out_dtype, self.count, self.fp8_scaling, self.persistent)
+
+    def is_persistent(self, hw: Hardware) -> bool:
+        if self.persistent is not None:
+            return self.persistent
+        return default_persistent(hw, tensor_dtype(self.dtype))
 
     # ---- the kernel search -------------------------------------------------------------------
     def candidates(self, hw: Hardware) -> tuple[dict, np.ndarray, np.ndarray]:
         """(tile table, tile index, split-K) of the kernels worth trying: every tile with no
         split, and with the split factors that fill one or two waves of SMs when the tiles
         alone do not (what split-K is for), leaving each split at least two k-blocks."""
-        table = _tile_table(hw, *self._dtype_key())
-        tiles_mn = _ceil(self.m, table["m"]) * _ceil(self.n, table["n"]) * self.batch
+        table = tile_table(hw, *self._dtype_key())
+        tiles_mn = ceil_div(self.m, table["m"]) * ceil_div(self.n, table["n"]) * self.batch
         most = max(1, min(MAX_SPLIT_K, self.k // (2 * table["kblock"])))
         # np.minimum/np.maximum: np.clip costs ~6 µs a call on arrays this small
         fill = np.minimum(np.maximum(np.array([1, 2])[:, None] * hw.sm_count // tiles_mn, 1),
@@ -212,7 +285,8 @@ class Gemm(Op):
             registers_per_thread=w["registers"], smem_per_cta_bytes=w["smem"],
             bytes_in_flight_per_cta=w["in_flight"], kernels=w["kernels"], valid=w["valid"],
             overlap=overlap, demand_at=functools.partial(self._demand_at, w),
-            what=f"gemm {self!r}")
+            what=f"gemm {self!r}", serial_work=w["serial_work"],
+            serial_round_trips=w["serial_round_trips"])
 
     def _work(self, hw: Hardware, table: dict, index: np.ndarray, split: np.ndarray) -> dict:
         """Work per resource and launch shape of every candidate, as numpy arrays."""
@@ -222,9 +296,9 @@ class Gemm(Op):
         tm, tn = table["m"][index], table["n"][index]
         cluster, b_share = table["cluster"][index], table["b_share"][index]
 
-        k_split = _ceil(self.k, split)
-        k_pad = _ceil(k_split, kblock) * kblock
-        tiles_m, tiles_n = _ceil(self.m, tm), _ceil(self.n, tn)
+        k_split = ceil_div(self.k, split)
+        k_pad = ceil_div(k_split, kblock) * kblock
+        tiles_m, tiles_n = ceil_div(self.m, tm), ceil_div(self.n, tn)
         tiles = tiles_m * tiles_n * self.batch * split
         valid = table["fits"][index] & ((split == 1) | (k_split >= 2 * kblock))
         promoted = self.promotes_on_cuda_cores(hw)
@@ -264,6 +338,10 @@ class Gemm(Op):
         l2 = l2 + np.where(splitk, 2 * partial, 0.0)
         hbm = hbm + np.where(splitk & (2 * partial > hw.l2_capacity_bytes), 2 * partial, 0.0)
         work["l2"], work["hbm"] = l2, hbm
+        # the GEMM kernel's own output per tile: C, or a split's FP32 partial tile
+        c_tile = np.where(splitk, partial / split, c_bytes) / (tiles / split)
+        serial, round_trips = fixed_costs(hw, table, index, tiles, k_split, c_tile, a_b, b_b,
+                                          op_b, c_b, self.is_persistent(hw))
 
         return {"work": work, "ctas": tiles, "threads": table["threads"][index],
                 "registers": table["registers"][index],
@@ -271,7 +349,8 @@ class Gemm(Op):
                 "smem": table["smem"][index], "stages": table["stages"][index],
                 "kernels": np.where(splitk, 2, 1), "kblock": kblock,
                 "tile": [table["tiles"][i] for i in index], "split": split,
-                "promoted": promoted}
+                "promoted": promoted, "serial_work": serial,
+                "serial_round_trips": round_trips, "persistent": self.is_persistent(hw)}
 
     def _demand_at(self, w: dict, i: int) -> Demand:
         tile, split = w["tile"][i], int(w["split"][i])
@@ -287,23 +366,30 @@ class Gemm(Op):
                       flop=self.flop, hbm_bytes=a_bytes + b_bytes + c_bytes, overlap=overlap,
                       kernels=int(w["kernels"][i]),  # split-K: GEMM, then a reduction kernel
                       repeat=self.count,
+                      serial_work={r: float(v[i]) for r, v in w["serial_work"].items()},
+                      serial_round_trips=float(w["serial_round_trips"][i]),
                       details={"tile": label, "split_k": split, "stages": int(w["stages"][i]),
-                               "tiles": int(w["ctas"][i])})
+                               "tiles": int(w["ctas"][i]), "persistent": w["persistent"]})
 
     def _hbm_operand_bytes(self, hw: Hardware, tm, tn, a_bytes: float, b_bytes: float,
                            a_b: float, b_b: float):
-        """HBM reads of A and B with L2 reuse across co-resident tiles (arrays of tile sizes)."""
-        if a_bytes + b_bytes <= 0.5 * hw.l2_capacity_bytes:
-            # operands stay in L2 (half of it left for C and other traffic)
-            return np.full(np.shape(tm), a_bytes + b_bytes)
-        tiles_m, tiles_n = _ceil(self.m, tm), _ceil(self.n, tn)
-        per_wave = hw.sm_count  # GEMM tiles fill one CTA per SM
-        # rasterize a wave as an r × c block of tiles minimizing (r·tm·a + c·tn·b)
-        r = np.minimum(np.maximum(np.round(np.sqrt(per_wave * tn * b_b / (tm * a_b))), 1),
-                       tiles_m)
-        c = np.minimum(np.ceil(per_wave / r), tiles_n)
-        waves = (tiles_m * tiles_n) / (r * c)
-        hbm = waves * (r * tm * a_b + c * tn * b_b) * self.k * self.batch
-        # never below one read of each operand, never above no reuse at all
-        return np.minimum(np.maximum(hbm, a_bytes + b_bytes),
-                          tiles_n * a_bytes + tiles_m * b_bytes)
+        return hbm_operand_bytes(hw, self.m, self.n, self.k, tm, tn, a_bytes, b_bytes, a_b, b_b,
+                                 self.batch)
+
+
+def hbm_operand_bytes(hw: Hardware, m, n: int, k: int, tm, tn, a_bytes, b_bytes, a_b: float,
+                      b_b: float, batch=1):
+    """HBM reads of A and B of `batch` GEMMs of m × n × k (A and B bytes over all of them) with
+    L2 reuse across co-resident tiles; numpy arrays of tile sizes (and of m, a_bytes, b_bytes
+    for several problems) broadcast."""
+    tiles_m, tiles_n = ceil_div(m, tm), ceil_div(n, tn)
+    per_wave = hw.sm_count  # GEMM tiles fill one CTA per SM
+    # rasterize a wave as an r × c block of tiles minimizing (r·tm·a + c·tn·b)
+    r = np.minimum(np.maximum(np.round(np.sqrt(per_wave * tn * b_b / (tm * a_b))), 1), tiles_m)
+    c = np.minimum(np.ceil(per_wave / r), tiles_n)
+    waves = (tiles_m * tiles_n) / (r * c)
+    hbm = waves * (r * tm * a_b + c * tn * b_b) * k * batch
+    # never below one read of each operand, never above no reuse at all
+    hbm = np.minimum(np.maximum(hbm, a_bytes + b_bytes), tiles_n * a_bytes + tiles_m * b_bytes)
+    # operands that fit in L2 (half of it left for C and other traffic) are read once
+    return np.where(a_bytes + b_bytes <= 0.5 * hw.l2_capacity_bytes, a_bytes + b_bytes, hbm)

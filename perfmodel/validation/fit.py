@@ -12,15 +12,22 @@ the hwspecs (`fitted:` provenance) take their values from there, and `measuremen
 
 The fit starts from a known state: fixed starting points (each range's midpoint) and every
 constant a fit depends on set explicitly (the sustained fraction first, then the attention
-constants, then FA4's overlap with both), so the values in fitted.yaml never change the result.
+constants, then FA4's and cuDNN's tcgen05 overlaps with both), so the values in fitted.yaml
+never change the result.
 
-`tensor_sustained_fraction`: the tensor pipe's sustained share of its datasheet rate under dense
-MMA load (power/thermal clock limit). Fitted on gemm-mamf-001, Bekman's Maximum Achievable Matmul
+`tensor_sustained_fraction`: the SM clock under sustained dense MMA load as a share of the tensor
+clock (power/thermal limit; the whole SM runs at it, Hardware "clock domains"). Fitted on gemm-mamf-001, Bekman's Maximum Achievable Matmul
 FLOPS for BF16 on H100 SXM: a brute-force search for the best shape, so by construction the row
 that measures the sustained rate with the least shape overhead. Every other GEMM row is judged
 against the value, not fitted. The other GPUs carry it over (`fitted:` with `assumed:` in their
 hwspecs) until measured. B300 has its own, `tensor_sustained_fraction.b300`, fitted on the BF16
 rows of Transformer Engine's B300 GEMM profile (perfmodel.validation.te_profile).
+
+Attention: the H100 constants jointly on FP16 non-causal rows of the FA3 paper, forward and
+backward (each family has its own backward overlap: a constant fitted on forward rows never
+prices a backward); FA4's overlap on its one B200 headline; cuDNN's tcgen05 overlaps on cuDNN's
+own Blackwell rows, the forward on one source (CUDNN-PRE, B200) and judged on the other
+(CUDNN-TRN, GB200), the backward on three CUDNN-TRN rows and judged on the rest.
 """
 from __future__ import annotations
 
@@ -40,7 +47,8 @@ from perfmodel.hardware import Hardware
 from perfmodel.ops.attention import op as attention
 
 from perfmodel.validation import te_profile
-from perfmodel.validation.measurements import BLACKWELL_CSV, PUBLIC_CSV, Case, load_cases
+from perfmodel.validation.measurements import (BLACKWELL_CSV, BLACKWELL_MEASUREMENTS_CSV,
+                                               PUBLIC_CSV, Case, load_cases)
 
 MAMF_ROW = "gemm-mamf-001"
 FA4_ROW = "att-fa4-b200-001"
@@ -51,7 +59,11 @@ ATTENTION_KEYS = {
     "MMA_SYNC_FRACTION": "attention.mma_sync_fraction",
     "CTA_ROUND_TRIPS": "attention.cta_round_trips",
     "MMA_SYNC_OPERAND_OVERLAP": "attention.mma_sync_operand_overlap",
+    **{f"SOFTMAX_OVERLAP_BWD[{f}]": f"attention.softmax_overlap.{f}.bwd" for f in FAMILIES},
 }
+# cuDNN's tcgen05 kernels (attention.DESIGN_OVERLAP): key -> (design, pass)
+CUDNN_TCGEN05_KEYS = {"attention.softmax_overlap.cudnn_tcgen05.fwd": ("cudnn_tcgen05", "fwd"),
+                      "attention.softmax_overlap.cudnn_tcgen05.bwd": ("cudnn_tcgen05", "bwd")}
 # fitted.yaml key -> (range its meaning allows, also the fit's bounds; decimals kept; meaning).
 # The mma.sync rate's floor of 0.2 keeps FA2 within 5x of the native rate (0 would be no MMAs at
 # all); the sustained fraction keeps the hwspec schema's [0.3, 1.0] and its 2 decimals, the value
@@ -59,11 +71,12 @@ ATTENTION_KEYS = {
 SPECS = {
     "tensor_sustained_fraction": (
         (0.3, 1.0), 2,
-        "the tensor pipe's sustained share of its datasheet rate under dense MMA load (power/"
-        "thermal clock limit); hwspecs take it with `fitted: tensor_sustained_fraction`"),
+        "the SM clock under sustained dense MMA load as a share of the tensor clock (power/"
+        "thermal limit; every SM-clocked rate of a tensor-heavy kernel runs at it); hwspecs take "
+        "it with `fitted: tensor_sustained_fraction`"),
     "tensor_sustained_fraction.b300": (
         (0.3, 1.0), 3,
-        "B300's own sustained tensor share (Blackwell Ultra is strongly power-limited); its "
+        "B300's own sustained SM clock share (Blackwell Ultra is strongly power-limited); its "
         "hwspec takes it with `fitted: tensor_sustained_fraction.b300`"),
     "serving.step_overhead_s.sglang": (
         (0.0, 0.05), 5,
@@ -71,24 +84,24 @@ SPECS = {
         "detokenization), serial with the GPU: no source states it (plan/simulator/engines.py)"),
     "attention.softmax_overlap.fa2": (
         (0.0, 1.0), 3,
-        "FA2's overlap efficiency of its softmax with its MMAs (demand.Overlap's power mean: "
-        "1 = fully hidden, 0 = serial)"),
+        "FA2's forward overlap efficiency of its softmax with its MMAs (demand.Overlap's power "
+        "mean: 1 = fully hidden, 0 = serial)"),
     "attention.softmax_overlap.fa3": (
         (0.0, 1.0), 3,
-        "FA3's overlap efficiency of its softmax with its MMAs (demand.Overlap's power mean: "
-        "1 = fully hidden, 0 = serial)"),
+        "FA3's forward overlap efficiency of its softmax with its MMAs (demand.Overlap's power "
+        "mean: 1 = fully hidden, 0 = serial)"),
     "attention.softmax_overlap.fa4": (
         (0.0, 1.0), 3,
-        "FA4's overlap efficiency of its softmax with its MMAs: its dedicated MMA warp and two "
-        "ping-ponging softmax warpgroups hide far more than FA3 does"),
+        "FA4's forward overlap efficiency of its softmax with its MMAs: its dedicated MMA warp "
+        "and two ping-ponging softmax warpgroups hide far more than FA3 does"),
     "attention.softmax_overlap.cudnn": (
         (0.0, 1.0), 3,
-        "cuDNN's overlap efficiency of its softmax with its MMAs (demand.Overlap's power mean: "
-        "1 = fully hidden, 0 = serial)"),
+        "cuDNN's (wgmma) forward overlap efficiency of its softmax with its MMAs "
+        "(demand.Overlap's power mean: 1 = fully hidden, 0 = serial)"),
     "attention.mma_sync_fraction": (
         (0.2, 1.0), 3,
-        "the rate of Ampere-style mma.sync (FA2) on Hopper and Blackwell, as a share of the "
-        "wgmma/tcgen05 rate"),
+        "FA2's share of the GPU's Ampere-style mma.sync rate (isa.mma_sync_flop_per_sm_per_clk) "
+        "on GPUs whose native MMA is wgmma or tcgen05"),
     "attention.mma_sync_operand_overlap": (
         (0.0, 1.0), 3,
         "how well FA2's ldmatrix operand loads overlap its mma.sync MMAs (overlap efficiency)"),
@@ -96,14 +109,39 @@ SPECS = {
         (0.0, 10.0), 3,
         "a non-persistent CTA's exposed start and drain in DRAM round trips: the first Q/K/V "
         "tiles, the O tile and LSE written back, the next CTA's launch"),
+    **{f"attention.softmax_overlap.{f}.bwd": (
+        (0.0, 1.0), 3,
+        f"{name}'s backward overlap of its softmax and dQ work with its MMAs (demand.Overlap's "
+        f"power mean), its own: no forward constant is used for a backward")
+       for f, name in (("fa2", "FA2"), ("fa3", "FA3"), ("cudnn", "cuDNN (wgmma)"))},
+    "attention.softmax_overlap.cudnn_tcgen05.fwd": (
+        (0.0, 1.0), 3,
+        "cuDNN's tcgen05 (Blackwell) forward overlap of its softmax with its MMAs, its own "
+        "(not FA4's)"),
+    "attention.softmax_overlap.cudnn_tcgen05.bwd": (
+        (0.0, 1.0), 3,
+        "cuDNN's tcgen05 (Blackwell) backward overlap of its softmax and dQ work with its MMAs; "
+        "FA4's backward, unmeasured, takes it too"),
 }
 ATTENTION_RULE = (
-    "forward, FP16, non-causal rows of public_measurements.csv (attention_fit_rows): head dim 128 "
+    "FP16, non-causal rows of public_measurements.csv (attention_fit_rows). Forward: head dim 128 "
     "at sequence length >= 2048 (all families), FA2 head dim 64 >= 2048 (separates its softmax "
     "and mma.sync constants), FA2 head dim 256 >= 2048 (its 64x64 tiles make operand loads as "
     "heavy as the MMAs: separates the operand overlap from the mma.sync rate) and FA3 head dim 128 "
-    "below 2048 (the per-CTA cost); one least-squares fit of log(predicted / measured) for all "
-    "six constants. Every other attention row is judged only")
+    "below 2048 (the per-CTA cost). Backward: sequence length >= 2048, head dims 64 and 128 (all "
+    "families; their own backward overlaps). One least-squares fit of log(predicted / measured) "
+    "for all nine constants. Every other attention row is judged only")
+CUDNN_TCGEN05_FWD_RULE = (
+    "every CUDNN-PRE row of blackwell_measurements.csv (cuDNN 9.27 prefill sweep on B200, BF16 "
+    "causal: square 2k-16k and 512-token chunks against 8k-128k of KV): least squares of "
+    "log(predicted / measured), with the H100-fitted attention constants at their fitted values. "
+    "Judged on the other source, CUDNN-TRN (cuDNN 9.22 on GB200), and att-cudnn-b200-001")
+CUDNN_TCGEN05_BWD_RULE = (
+    "the CUDNN-TRN backward rows of the Llama-3.1 shape in BF16 with the causal mask at sequence "
+    "length >= 8192 (blackwell_measurements.csv; cuDNN 9.22 on GB200): least squares of "
+    "log(predicted / measured), with the H100-fitted attention constants at their fitted values. "
+    "The other CUDNN-TRN backward rows (2k and 4k, unmasked, FP8, DeepSeek-V3's head dim 192) are "
+    "judged only")
 FA4_RULE = (
     f"the one published FA4 number, {FA4_ROW} (FA4's B200 forward headline, "
     "blackwell_attention.csv): bisection for the overlap at which the prediction equals it, with "
@@ -131,31 +169,47 @@ HEADER = """\
 # perfmodel.fitted reads it; hwspecs name a key with `fitted:`, ops read values at import.
 """
 
-# Attention: per family, how much softmax work hides under the MMAs (SOFTMAX_OVERLAP), the rate
-# of Ampere-style mma.sync on Hopper (FA2), how much of FA2's own ldmatrix operand loads hide
-# under its mma.sync MMAs (MMA_SYNC_OPERAND_OVERLAP), and the exposed per-CTA start/drain in DRAM
-# round trips (CTA_ROUND_TRIPS). Fitted on forward, FP16, non-causal rows: head dim 128 at
+# Attention: per family, how much softmax work hides under the MMAs (SOFTMAX_OVERLAP forward; the
+# backward's own in DESIGN_OVERLAP), FA2's share of the GPU's mma.sync rate (the rate itself is a
+# hwspec fact, isa.mma_sync_flop_per_sm_per_clk), how much of FA2's own ldmatrix operand loads
+# hide under its mma.sync MMAs (MMA_SYNC_OPERAND_OVERLAP), and the exposed per-CTA start/drain in
+# DRAM round trips (CTA_ROUND_TRIPS). Fitted on FP16, non-causal rows. Forward: head dim 128 at
 # sequence length >= 2048 (all families), head dim 64 >= 2048 (FA2, to separate its softmax and
 # mma.sync constants), FA2 head dim 256 >= 2048 (its 64x64 tiles make operand loads as heavy as
 # the MMAs: the one shape that separates the operand overlap from the mma.sync rate), and FA3
-# head dim 128 below 2048 (the per-CTA cost). Everything else (causal, other head dims, other
-# families' short sequences, FP8, backward, forward+backward, A100) is judged only.
+# head dim 128 below 2048 (the per-CTA cost). Backward: head dims 64 and 128 at >= 2048 (the
+# backward overlaps). Everything else (causal, other head dims, short sequences, FP8,
+# forward+backward, A100) is judged only.
 
 
 def attention_fit_rows(cases: list[Case]) -> list[Case]:
     out = []
     for c in cases:
         o = c.op
-        if c.op_class != "attention_fwd":
+        if c.op_class not in ("attention_fwd", "attention_bwd"):
             continue
         long_hd128 = o.seq_q >= 2048 and o.head_dim == 128
         fa2_hd64 = o.seq_q >= 2048 and o.head_dim == 64 and o.kernel == "fa2"
         fa3_short = o.seq_q < 2048 and o.head_dim == 128 and o.kernel == "fa3"
         fa2_hd256 = o.seq_q >= 2048 and o.head_dim == 256 and o.kernel == "fa2"
-        if (c.op_class == "attention_fwd" and o.dtype == "fp16" and not o.causal
-                and (long_hd128 or fa2_hd64 or fa3_short or fa2_hd256)):
+        fwd = c.op_class == "attention_fwd" and (long_hd128 or fa2_hd64 or fa3_short or fa2_hd256)
+        bwd = c.op_class == "attention_bwd" and o.seq_q >= 2048
+        if o.dtype == "fp16" and not o.causal and (fwd or bwd):
             out.append(c)
     return out
+
+
+def cudnn_tcgen05_fwd_rows(cases: list[Case]) -> list[Case]:
+    """CUDNN_TCGEN05_FWD_RULE's rows."""
+    return [c for c in cases if c.id.startswith("CUDNN-PRE-") and c.op_class == "attention_fwd"
+            and c.op.kernel == "cudnn"]
+
+
+def cudnn_tcgen05_bwd_rows(cases: list[Case]) -> list[Case]:
+    """CUDNN_TCGEN05_BWD_RULE's rows."""
+    return [c for c in cases if c.id.startswith("CUDNN-TRN-") and c.op_class == "attention_bwd"
+            and c.op.kernel == "cudnn" and c.op.dtype == "bf16" and c.op.causal
+            and c.op.head_dim == 128 and c.op.seq_q >= 8192]
 
 
 def _with_sustained(hw: Hardware, sustained: float | None) -> Hardware:
@@ -171,25 +225,29 @@ def _set_attention(values: dict[str, float]) -> None:
     """Set the attention module's fitted constants from fit-result names (ATTENTION_KEYS)."""
     for f in FAMILIES:
         attention.SOFTMAX_OVERLAP[f] = values[f"SOFTMAX_OVERLAP[{f}]"]
+        attention.DESIGN_OVERLAP[(f, "bwd")] = values[f"SOFTMAX_OVERLAP_BWD[{f}]"]
     attention.MMA_SYNC_FRACTION = values["MMA_SYNC_FRACTION"]
     attention.CTA_ROUND_TRIPS = values["CTA_ROUND_TRIPS"]
     attention.MMA_SYNC_OPERAND_OVERLAP = values["MMA_SYNC_OPERAND_OVERLAP"]
 
 
-def _saved_attention() -> tuple[dict[str, float], dict[str, float]]:
-    return dict(attention.SOFTMAX_OVERLAP), {n: getattr(attention, n) for n in (
-        "MMA_SYNC_FRACTION", "CTA_ROUND_TRIPS", "MMA_SYNC_OPERAND_OVERLAP")}
+def _saved_attention() -> tuple[dict, dict[str, float]]:
+    return (dict(attention.SOFTMAX_OVERLAP), dict(attention.DESIGN_OVERLAP)), {
+        n: getattr(attention, n) for n in (
+            "MMA_SYNC_FRACTION", "CTA_ROUND_TRIPS", "MMA_SYNC_OPERAND_OVERLAP")}
 
 
-def _restore_attention(saved: tuple[dict[str, float], dict[str, float]]) -> None:
-    attention.SOFTMAX_OVERLAP.update(saved[0])
+def _restore_attention(saved: tuple[dict, dict[str, float]]) -> None:
+    attention.SOFTMAX_OVERLAP.update(saved[0][0])
+    attention.DESIGN_OVERLAP.update(saved[0][1])
     for n, v in saved[1].items():
         setattr(attention, n, v)
 
 
 def fit_attention(cases: list[Case], sustained: float | None = None) -> dict:
-    """The six attention constants, jointly, on attention_fit_rows(cases), from fixed starting
-    points; `sustained` sets the GPUs' fitted tensor_sustained_fraction (as loaded if None)."""
+    """The nine H100 attention constants (ATTENTION_KEYS), jointly, on attention_fit_rows(cases),
+    from fixed starting points; `sustained` sets the GPUs' fitted tensor_sustained_fraction (as
+    loaded if None)."""
     hws = {}
     rows = [(c, hws.setdefault(id(c.hardware), _with_sustained(c.hardware, sustained)))
             for c in attention_fit_rows(cases)]
@@ -210,6 +268,38 @@ def fit_attention(cases: list[Case], sustained: float | None = None) -> dict:
     result = dict(zip(names, np.round(fit.x, 3).tolist()))
     return {**result, "rows": [c.id for c, _ in rows],
             "rms_log_error": float(np.sqrt(np.mean(np.square(fit.fun))))}
+
+
+def fit_cudnn_tcgen05(constants: dict[str, float], sustained: float | None = None
+                      ) -> dict[str, tuple[float, list[str]]]:
+    """cuDNN's tcgen05 overlaps, forward and backward, each on its own rows (CUDNN_TCGEN05_*_RULE)
+    by a bounded least-squares fit of the log errors, with the other attention constants at
+    `constants` (fit_attention's result names) and the fitted sustained fraction at `sustained`.
+    Returns key -> (value, row ids)."""
+    cases, _ = load_cases(BLACKWELL_MEASUREMENTS_CSV)
+    out = {}
+    saved = _saved_attention()
+    try:
+        _set_attention(constants)
+        for key, select in (
+                ("attention.softmax_overlap.cudnn_tcgen05.fwd", cudnn_tcgen05_fwd_rows),
+                ("attention.softmax_overlap.cudnn_tcgen05.bwd", cudnn_tcgen05_bwd_rows)):
+            hws = {}
+            rows = [(c, hws.setdefault(id(c.hardware), _with_sustained(c.hardware, sustained)))
+                    for c in select(cases)]
+            lo, hi = SPECS[key][0]
+
+            def residuals(x, rows=rows, key=key):
+                attention.DESIGN_OVERLAP[CUDNN_TCGEN05_KEYS[key]] = float(x[0])
+                return [math.log(estimate(c.op.demand(hw), hw).time_s / c.measured_time_s)
+                        for c, hw in rows]
+            fit = least_squares(residuals, [(lo + hi) / 2], bounds=([lo], [hi]))
+            out[key] = (float(fit.x[0]), [c.id for c, _ in rows],
+                        float(np.sqrt(np.mean(np.square(fit.fun)))))
+            attention.DESIGN_OVERLAP[CUDNN_TCGEN05_KEYS[key]] = float(fit.x[0])
+    finally:
+        _restore_attention(saved)
+    return out
 
 
 def _solve_falling(time_at, measured_s: float, lo: float, hi: float, tol: float) -> float:
@@ -306,6 +396,7 @@ def fit_all() -> dict[str, dict]:
     cases, _ = load_cases(PUBLIC_CSV)
     att = fit_attention(cases, sustained)
     fa4 = fit_fa4_overlap(constants=att, sustained=sustained)
+    cudnn_tcgen05 = fit_cudnn_tcgen05(att, sustained)
     raw_b300 = te_profile.fit_b300_sustained_fraction()
     overhead, overhead_rows = fit_sglang_step_overhead()
     entries = {"tensor_sustained_fraction": _entry(
@@ -320,6 +411,10 @@ def fit_all() -> dict[str, dict]:
         entries[key] = _entry(key, att[name], att["rows"], ATTENTION_RULE, att["rms_log_error"])
     entries["attention.softmax_overlap.fa4"] = _entry(
         "attention.softmax_overlap.fa4", fa4, [FA4_ROW], FA4_RULE)
+    for key, rule in (("attention.softmax_overlap.cudnn_tcgen05.fwd", CUDNN_TCGEN05_FWD_RULE),
+                      ("attention.softmax_overlap.cudnn_tcgen05.bwd", CUDNN_TCGEN05_BWD_RULE)):
+        value, rows, rms = cudnn_tcgen05[key]
+        entries[key] = _entry(key, value, rows, rule, rms)
     return {k: entries[k] for k in SPECS}  # in SPECS' order
 
 

@@ -4,7 +4,8 @@ Rows share the columns of validate/data/public_measurements.csv (id, source, har
 op, dtype, shape_json, metric, value, unit, notes). Each row becomes a `Case` with the perfmodel
 op describing the same work and the measured time in seconds, converted with the row's own
 convention (FLOP for TFLOPS, bytes for GB/s). Rows the model cannot describe yet are returned
-with the reason, never silently dropped.
+with the reason, never silently dropped. The Blackwell kernel benchmarks
+(validate/data/blackwell_measurements.csv) have one mapping per family in mappings.py.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from perfmodel import fitted, ops
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
+from perfmodel.validation.mappings import blackwell_case, parse_shape
 
 
 def _shipped(name: str) -> Path:
@@ -30,6 +32,9 @@ def _shipped(name: str) -> Path:
 DATA_DIR = _shipped("data")
 PUBLIC_CSV = DATA_DIR / "public_measurements.csv"
 BLACKWELL_CSV = DATA_DIR / "blackwell_attention.csv"  # B200 FA4/cuDNN (validate/data/SOURCES.md)
+# published B200/GB200 (and one H200) kernel benchmarks (validate/data/SOURCES.md, "Added by
+# perfmodel: blackwell_measurements.csv")
+BLACKWELL_MEASUREMENTS_CSV = DATA_DIR / "blackwell_measurements.csv"
 RESULTS_DIR = _shipped("results")
 
 # Rows that informed a constant: judged separately, never counted as validation. Derived from
@@ -59,6 +64,22 @@ class Skipped:
     id: str
     op_class: str
     reason: str
+
+
+def _hardware(text: str) -> Hardware:
+    """The built-in GPU a row's hardware text names: the text itself (a name, alias or driver
+    name), else its first two words as one name ("H200 SXM 141GB" → H200-SXM)."""
+    try:
+        return hardware(text)
+    except InputError:
+        pass
+    words = str(text).split()
+    if len(words) > 2:
+        try:
+            return hardware("-".join(words[:2]))
+        except InputError:
+            pass
+    raise ValueError(f"hardware '{text}' names no built-in GPU")
 
 
 def _dtype(text: str) -> str:
@@ -99,7 +120,7 @@ def _own_case(row: dict, s: dict) -> Case | Skipped | None:
     if row.get("metric") != "time" or kind not in (*_STREAM_IO, "rng", "norm_fwd", "elementwise"):
         return None
     t = float(row["value"]) * UNIT_SCALE[row["unit"]]
-    hw = hardware(row["hardware"])
+    hw = _hardware(row["hardware"])
     if kind in _STREAM_IO:
         inputs, outputs = _STREAM_IO[kind]
         o = ops.Elementwise(elements=int(s["elements"]), dtype=_dtype(row["dtype"]),
@@ -126,12 +147,18 @@ def _own_case(row: dict, s: dict) -> Case | Skipped | None:
 
 def _case(row: dict) -> Case | Skipped:
     rid, kind, lib = row["id"], row["op"], row["library"]
-    s = json.loads(row["shape_json"])
+    s = parse_shape(row["shape_json"] or "")
     own = _own_case(row, s)
     if own is not None:
         return own
+    mapped = blackwell_case(row, s)
+    if isinstance(mapped, str):
+        return Skipped(rid, kind, mapped)
+    if mapped is not None:
+        o, t = mapped
+        return Case(rid, kind, _hardware(row["hardware"]), o, t, lib, FITTED_ROWS.get(rid, ""))
     value = float(row["value"]) * UNIT_SCALE[row["unit"]]
-    hw = hardware(row["hardware"])
+    hw = _hardware(row["hardware"])
     if kind in ("gemm", "gemm_fp8_blockscaled"):
         o = ops.Gemm(m=s["M"], n=s["N"], k=s["K"], dtype=_dtype(row["dtype"]),
                      fp8_scaling="block" if kind == "gemm_fp8_blockscaled" else "tensor")
@@ -189,14 +216,26 @@ def load_cases(path: str | Path) -> tuple[list[Case], list[Skipped]]:
     for i, row in enumerate(rows):
         try:
             got = _case(row)
-        except (KeyError, ValueError, json.JSONDecodeError) as e:
-            raise InputError(f"{p}: row {i + 2} ({row.get('id', '?')}): cannot interpret "
-                             f"({type(e).__name__}: {e})") from None
+        except (KeyError, ValueError, TypeError, InputError) as e:
+            raise InputError(f"{p}: row {i + 2} ({row.get('id') or '?'}): "
+                             f"{_problem(e)}") from None
         (cases if isinstance(got, Case) else skipped).append(got)
     return cases, skipped
 
 
+def _problem(e: Exception) -> str:
+    """One line saying what is wrong with a row."""
+    if isinstance(e, KeyError):
+        return f"missing {e} (a shape_json key, a column or a unit this row's family needs)"
+    if isinstance(e, json.JSONDecodeError):
+        return f"shape_json is not valid JSON ({e.msg} at character {e.pos})"
+    if isinstance(e, InputError):
+        return "; ".join(e.problems)
+    return f"cannot interpret ({type(e).__name__}: {e})"
+
+
 def default_sources() -> list[Path]:
-    """The public data (H100/A100, and our B200 attention rows) plus every results CSV under
-    validate/results/."""
-    return [PUBLIC_CSV, BLACKWELL_CSV, *sorted(RESULTS_DIR.glob("**/*.csv"))]
+    """The public data (H100/A100, our B200 attention rows and the published Blackwell kernel
+    benchmarks) plus every results CSV under validate/results/."""
+    return [PUBLIC_CSV, BLACKWELL_CSV, BLACKWELL_MEASUREMENTS_CSV,
+            *sorted(RESULTS_DIR.glob("**/*.csv"))]

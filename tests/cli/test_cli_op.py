@@ -36,3 +36,54 @@ def test_op_lists_each_kernel_of_a_multi_kernel_op(capsys):
     total_us = float(out.split("time")[1].split()[0])
     parts_us = [float(row.split()[-2]) for row in table]
     assert sum(parts_us) == pytest.approx(total_us, rel=0.01)
+
+
+def test_sm_clock_locks_the_gpu_of_the_prediction(capsys):
+    """`--sm-clock 1500MHz` (SOL-ExecBench's B200 lock): an exp-bound attention slows by the clock
+    ratio against a 1000 MHz lock; the lock shows in the table and the JSON."""
+    args = ("op", "attention", "batch=4", "heads=32", "seq_q=8192", "head_dim=64", "dtype=bf16",
+            "--hw", "b200", "--format", "json")
+    times = {}
+    for clock in ("1500MHz", "1GHz"):
+        code, out, _ = run(capsys, *args, "--sm-clock", clock)
+        got = json.loads(out)
+        assert code == 0 and got["bound"] == "xu"
+        times[clock] = got["time_s"]
+    assert got["details"]["sm_clock_hz"] == 1e9  # the clock the kernel ran at
+    assert times["1GHz"] / times["1500MHz"] == pytest.approx(1.5, rel=0.02)
+    code, out, _ = run(capsys, *args[:-2], "--sm-clock", "1500MHz")
+    assert code == 0 and "SM clock locked at 1500 MHz" in out
+
+
+@pytest.mark.parametrize("clock, message", [
+    ("1500", "--sm-clock: expected a clock with its unit, such as 1500MHz or 1.5GHz, got '1500'"),
+    ("2.1GHz", "--sm-clock: B200: SM clock lock 2100 MHz is above its max boost clock "
+               "(1965 MHz)"),
+    ("fast", "--sm-clock: expected a clock with its unit")])
+def test_bad_sm_clock_is_one_line_and_exit_2(capsys, clock, message):
+    code, out, err = run(capsys, "op", "gemm", "m=1024", "n=1024", "k=1024", "dtype=bf16",
+                         "--hw", "b200", "--sm-clock", clock)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and message in lines[0] and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [
+    ("predict", "llama3-8b", "--phase", "decode", "--batch", "8", "--context", "1024",
+     "--hw", "h100"),
+    ("hw", "show", "h100"),
+    ("moe", "--model", "qwen3-30b-a3b", "--hw", "h100", "--tokens-per-gpu", "32",
+     "--replication", "1.0"),
+    ("overlap", "--model", "llama3-8b", "--hw", "h100", "--seq", "1024"),
+])
+def test_every_command_that_chooses_a_gpu_takes_sm_clock(capsys, argv):
+    code, _, err = run(capsys, *argv, "--sm-clock", "1410MHz")
+    assert code == 0, err
+    code, _, err = run(capsys, *argv, "--sm-clock", "5GHz")
+    assert code == 2 and "--sm-clock: H100-SXM: SM clock lock 5000 MHz is above" in err
+
+
+def test_plan_takes_sm_clock_and_reports_a_bad_one_against_the_flag(capsys):
+    code, _, err = run(capsys, "plan", "serve", "llama3-8b", "--hw", "h100", "--gpus", "1",
+                       "--sm-clock", "5GHz")
+    assert code == 2 and err.count("\n") == 1
+    assert "--sm-clock: H100-SXM: SM clock lock 5000 MHz is above" in err

@@ -31,3 +31,20 @@ def test_validate_splits_classes_by_op_parameters(capsys):
     assert sum(s["n"] for s in fwd) == whole["n"]
     code, _, err = run(capsys, "validate", "--by", "kernal")
     assert code == 2 and "kernal" in err and "kernel" in err
+
+
+def test_validate_lists_rows_not_modeled_by_reason(capsys):
+    code, out, _ = run(capsys, "validate")
+    assert code == 0
+    lines = out[out.index("not modeled ("):].splitlines()
+    reasons = [ln for ln in lines[1:] if ln.startswith("  ") and ln.split()[0].isdigit()]
+    # one line per reason, with the count; many rows sharing a reason do not list their ids
+    moe = next(ln for ln in reasons if "MoE expert-parallel dispatch" in ln)
+    assert moe.split()[0] == "14" and "FI-EP-001" not in moe
+    mxfp8 = next(ln for ln in reasons if "MXFP8 attention" in ln)
+    assert "CUDNN-TRN-013" in mxfp8  # few rows: their ids
+    assert sum(int(ln.split()[0]) for ln in reasons) == int(lines[0].split("(")[1].split()[0])
+    # the new Blackwell rows appear per op class and GPU beside the roofline baseline
+    assert any(ln.startswith("cross_entropy_fwd ") and "B200" in ln for ln in out.splitlines())
+    code, out, _ = run(capsys, "validate", "--rows")
+    assert "FI-EP-001" in out[out.index("not modeled ("):]

@@ -1,31 +1,235 @@
-"""Collectives: ring bytes, the algorithm NCCL's auto choice would take, and the links a group
-spans: NVLink inside one NVLink domain, the network (each GPU's NIC) across domains."""
+"""Collectives as NCCL runs them: ring bytes, NCCL's protocols and algorithms (ring, tree, NVLS)
+as its tuner picks them by message size, and the links a group spans: NVLink inside one NVLink
+domain, the network (each GPU's NIC) across domains."""
 from __future__ import annotations
+
+import math
 
 import pytest
 
 import perfmodel as pm
+from perfmodel.demand import Choice
+from perfmodel.ops import nccl
+
+KINDS = ("allreduce", "allgather", "reduce_scatter", "alltoall")
+NVLS_GPUS = {"H100-SXM", "H200-SXM", "B200", "B300", "GB200"}
+
+
+def _time(hw, kind="allreduce", level="pipes", **params):
+    return pm.predict_op(pm.ops.op(kind, **params), hw, level).time_s
+
+
+def _busbw(est, nbytes, gpus):
+    """nccl-tests' all-reduce bus bandwidth: algbw · 2(G−1)/G."""
+    return nbytes / est.time_s * 2 * (gpus - 1) / gpus
+
+
+def _explicit(kind):
+    """Every (algorithm, protocol) a collective names, NCCL's and the custom ones."""
+    cls = pm.ops.REGISTRY[kind]
+    for algorithm in (*cls.ALGORITHMS, *cls.CUSTOM):
+        if algorithm in cls.CUSTOM:
+            yield algorithm, "auto"
+        elif algorithm == "nvls":
+            yield algorithm, "simple"
+        else:
+            yield from ((algorithm, p) for p in cls.PROTOCOLS)
 
 
 def test_collectives_follow_ring_bytes(h100):
-    ar = pm.predict_op(pm.ops.Allreduce(bytes=1e9, gpus=8), h100)
+    ar = pm.predict_op(pm.ops.Allreduce(bytes=1e9, gpus=8, algorithm="ring"), h100)
     ag = pm.predict_op(pm.ops.Allgather(bytes=1e9, gpus=8), h100)
-    assert ar.bound == "link:nvlink"
+    assert ar.bound == "link:nvlink" and ar.details["protocol"] == "simple"
     assert ar.resource_time_s["link:nvlink"] == pytest.approx(
         2 * ag.resource_time_s["link:nvlink"])
+    nv = h100.link("nvlink")  # the ring's bytes at NCCL's per-link NVLink rate
+    assert ar.resource_time_s["link:nvlink"] == pytest.approx(
+        2 * 7 / 8 * 1e9 / (nv.bandwidth_bytes_per_s * nv.achievable_fraction))
 
 
-def test_allreduce_auto_picks_oneshot_for_small_and_ring_for_large(h100):
-    def t(nbytes, algorithm):
-        return pm.predict_op(pm.ops.Allreduce(bytes=nbytes, gpus=8, algorithm=algorithm),
-                             h100).time_s
-    assert t(1e6, "oneshot") < t(1e6, "ring")
-    assert t(1e9, "ring") < t(1e9, "oneshot")
-    for nbytes in (1e4, 1e6, 1e8, 1e9):
-        assert t(nbytes, "auto") == pytest.approx(min(t(nbytes, a) for a in
-                                                      ("ring", "tree", "oneshot")))
+# ------------------------------------------------------------- NCCL's tuner inside a domain --
+
+
+@pytest.mark.parametrize("hw_name", ["H100-SXM", "B200"])
+def test_nvls_carries_a_large_all_reduce_on_an_8_gpu_nvswitch_board(hw_name):
+    for algorithm in ("nccl", "auto"):
+        est = pm.predict_op(pm.ops.Allreduce(bytes=1e9, gpus=8, algorithm=algorithm), hw_name)
+        assert (est.details["algorithm"], est.details["protocol"]) == ("nvls", "simple")
+        assert est.bound == "link:nvlink"
+    # NVLS moves (G+1)/G of the buffer each way, the ring 2(G−1)/G: a higher bus bandwidth
+    ring = pm.predict_op(pm.ops.Allreduce(bytes=1e9, gpus=8, algorithm="ring"), hw_name)
+    nvls = pm.predict_op(pm.ops.Allreduce(bytes=1e9, gpus=8, algorithm="nvls"), hw_name)
+    assert _busbw(nvls, 1e9, 8) > 1.2 * _busbw(ring, 1e9, 8)
+    assert nvls.details["bytes_sent_per_gpu"] == pytest.approx(9 / 8 * 1e9)
+
+
+def test_nvls_is_never_chosen_without_nvlink_sharp_nor_across_domains(any_hw):
+    assert any_hw.nvls == (any_hw.name in NVLS_GPUS)
+    for gpus in sorted({2, 4, any_hw.nvlink_domain_gpus, 2 * any_hw.nvlink_domain_gpus} - {1}):
+        for nbytes in (1e3, 1e6, 1e8, 1e10):
+            op = pm.ops.Allreduce(bytes=nbytes, gpus=gpus, algorithm="auto")
+            choice = op.demand(any_hw)
+            options = choice.options if isinstance(choice, Choice) else (choice,)
+            offered = {o.details["algorithm"] for o in options}
+            can = any_hw.nvls and gpus <= any_hw.nvlink_domain_gpus
+            assert ("nvls" in offered) == can, (gpus, nbytes)
+    if not any_hw.nvls:
+        with pytest.raises(pm.InputError, match="algorithm nvls needs NVSwitches that reduce"):
+            pm.ops.Allreduce(bytes=1e8, gpus=2, algorithm="nvls").demand(any_hw)
+    else:
+        with pytest.raises(pm.InputError, match="NVLS with a tree across domains"):
+            pm.ops.Allreduce(bytes=1e8, gpus=2 * any_hw.nvlink_domain_gpus,
+                             algorithm="nvls").demand(any_hw)
+
+
+def test_ll_for_tiny_messages_and_simple_or_ll128_for_large(any_hw):
+    gpus = min(8, any_hw.nvlink_domain_gpus)
+    for kind in KINDS:
+        tiny = pm.predict_op(pm.ops.op(kind, bytes=1e3, gpus=gpus, algorithm="ring"), any_hw)
+        large = pm.predict_op(pm.ops.op(kind, bytes=1e9, gpus=gpus, algorithm="ring"), any_hw)
+        assert tiny.details["protocol"] == "ll", kind
+        assert large.details["protocol"] == "simple", kind
+        for algorithm in ("nccl", "auto"):
+            est = pm.predict_op(pm.ops.op(kind, bytes=1e9, gpus=gpus, algorithm=algorithm),
+                                any_hw)
+            # (two GPUs: the one-shot all-reduce moves the ring's bytes in one step)
+            assert est.details["protocol"] in ("simple", "ll128") or \
+                est.details["algorithm"] == "oneshot", (kind, algorithm)
+    if gpus < 4:  # two GPUs: Simple's base + 2 hops is below LL128's
+        return
+    # in between, LL128 wins somewhere on an NVLink ring (its 0.92 of Simple's bandwidth at a
+    # lower latency than Simple's from four GPUs on)
+    protocols = {pm.predict_op(pm.ops.Allreduce(bytes=float(1 << k), gpus=gpus, algorithm="ring"),
+                               any_hw).details["protocol"] for k in range(10, 34)}
+    assert protocols == {"ll", "ll128", "simple"}
+
+
+@pytest.mark.parametrize("hw_name", ["H100-SXM", "A100-SXM", "GB200", "H100-PCIe"])
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("gpus", [4, 8, 16])
+def test_nccl_and_auto_are_monotone_in_bytes_and_never_slower_than_a_fixed_choice(hw_name, kind,
+                                                                                  gpus):
+    hw = pm.hardware(hw_name)
+    explicit = list(_explicit(kind))
+    previous = {"nccl": 0.0, "auto": 0.0}
+    for k in range(0, 34):
+        nbytes = 2.0 ** k  # 1 B .. 8 GiB
+        for level in ("pipes", "roofline"):
+            auto = _time(hw, kind, level, bytes=nbytes, gpus=gpus, algorithm="auto")
+            for algorithm, protocol in explicit:
+                try:
+                    fixed = _time(hw, kind, level, bytes=nbytes, gpus=gpus, algorithm=algorithm,
+                                  protocol=protocol)
+                except pm.InputError:  # NVLS without NVLink SHARP, oneshot across domains
+                    continue
+                assert auto <= fixed * (1 + 1e-12), (nbytes, algorithm, protocol, level)
+        for algorithm in previous:
+            t = _time(hw, kind, bytes=nbytes, gpus=gpus, algorithm=algorithm)
+            assert t >= previous[algorithm] * (1 - 1e-12), (algorithm, nbytes)
+            previous[algorithm] = t
+
+
+def test_auto_adds_the_one_shot_all_reduce_to_nccls_choice(h100):
+    assert _time(h100, bytes=1e4, gpus=8, algorithm="oneshot") < _time(h100, bytes=1e4, gpus=8)
+    small = pm.predict_op(pm.ops.Allreduce(bytes=1e4, gpus=8, algorithm="auto"), h100)
+    assert small.details["algorithm"] == "oneshot"
+    default = pm.predict_op(pm.ops.Allreduce(bytes=1e4, gpus=8), h100)  # nccl: no custom AR
+    assert default.details["algorithm"] == "ring" and default.details["protocol"] == "ll"
+    assert _time(h100, bytes=1e9, gpus=8, algorithm="oneshot") > _time(h100, bytes=1e9, gpus=8,
+                                                                        algorithm="auto")
     with pytest.raises(pm.InputError, match="'oneshot' is not an algorithm of allgather"):
         pm.ops.Allgather(bytes=1e6, gpus=8, algorithm="oneshot")
+    with pytest.raises(pm.InputError, match="'tree' is not an algorithm of reduce_scatter"):
+        pm.ops.ReduceScatter(bytes=1e6, gpus=8, algorithm="tree")
+
+
+def test_the_latency_is_nccls_base_plus_a_hop_per_step(h100):
+    """Cross-check: the engine's latency floor, from the spec's ring hops and nccl.py's ratios,
+    equals tuning.cc's formula written out with its own microseconds."""
+    us = 1e-6
+    for protocol in nccl.PROTOCOLS:
+        for algorithm, hops in (("ring", 14), ("tree", 14)):  # 8 GPUs: 2(G−1) either way
+            est = pm.predict_op(pm.ops.Allreduce(bytes=8, gpus=8, algorithm=algorithm,
+                                                 protocol=protocol), h100)
+            want = (nccl.BASE_LAT_US[(algorithm, protocol)]
+                    + hops * nccl.HW_LAT_US["nvlink"][(algorithm, protocol)]) * us
+            assert est.resource_time_s["latency"] == pytest.approx(want), (algorithm, protocol)
+            assert est.resource_time_s.get("launch", 0.0) == 0.0  # NCCL's base covers it
+    nvls = pm.predict_op(pm.ops.Allreduce(bytes=8, gpus=8, algorithm="nvls"), h100)
+    assert nvls.resource_time_s["latency"] == pytest.approx(
+        nccl.HW_LAT_US["nvlink"][("nvls", "simple")] * us)
+    # one GPU per node on the network: a binary tree of 2·log2(G) network hops
+    tree = pm.predict_op(pm.ops.Allreduce(bytes=8, gpus=8, algorithm="tree", protocol="ll",
+                                          link="network"), h100)
+    assert tree.resource_time_s["latency"] == pytest.approx(
+        (nccl.BASE_LAT_US[("tree", "ll")] + 6 * nccl.HW_LAT_US["network"][("tree", "ll")]) * us)
+
+
+def test_protocols_put_their_line_format_and_nccls_factors_on_the_wire(h100):
+    def wire(**kw):
+        return pm.ops.Allreduce(bytes=1e8, gpus=8, **kw).demand(h100).work["link:nvlink"]
+    simple = wire(algorithm="ring", protocol="simple")
+    assert wire(algorithm="ring", protocol="ll") == pytest.approx(4 * simple)   # 1/4 of Simple
+    assert wire(algorithm="ring", protocol="ll128") == pytest.approx(simple / 0.92)
+    ag = pm.ops.Allgather(bytes=1e8, gpus=8, algorithm="ring", protocol="ll").demand(h100)
+    assert ag.details["wire_bytes_per_gpu"] == pytest.approx(3 * ag.details["bytes_sent_per_gpu"]
+                                                             / h100.link("nvlink")
+                                                             .achievable_fraction)
+    # every protocol's efficiency is at most its line format's
+    for kind in KINDS:
+        for algorithm in ("ring", "tree"):
+            for protocol in nccl.PROTOCOLS:
+                for across in (False, True):
+                    assert nccl.bus_efficiency(kind, algorithm, protocol, across, across) <= \
+                        nccl.LINE_EFFICIENCY[protocol]
+
+
+# Tuning.cc's LL bus-bandwidth caps (llMaxBws, GB/s: one node, two, more) by compute capability:
+# the model leaves them out because no built-in GPU reaches them; this keeps that true.
+LL_MAX_BW = {"8": (87.7, 22.5, 19.0), "9": (141.0, 45.0, 35.0), "10": (282.0, 90.0, 70.0)}
+
+
+def test_nccls_ll_bandwidth_caps_never_bind_on_the_built_in_gpus(any_hw):
+    one_node, _, beyond = LL_MAX_BW[any_hw.compute_capability.split(".")[0]]
+    nv, net = any_hw.link("nvlink"), any_hw.link("network")
+    ll = max(nccl.bus_efficiency(k, "ring", "ll", False, False) for k in KINDS[:3])
+    assert nv.bandwidth_bytes_per_s * nv.achievable_fraction * ll < one_node * 1e9
+    assert net.bandwidth_bytes_per_s * nccl.bus_efficiency("allreduce", "ring", "ll", True,
+                                                           True) < beyond * 1e9
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(protocol="ll256"), "protocol: expected one of auto, ll, ll128, simple, got 'll256'"),
+    (dict(algorithm="nvls", protocol="ll"), "protocol: NVLS runs only NCCL's simple protocol"),
+    (dict(algorithm="oneshot", protocol="ll128"), "protocol: the oneshot all-reduce is not NCCL"),
+    (dict(algorithm="dbtree"), "algorithm: expected one of ring, tree, nvls, oneshot, nccl, auto"),
+])
+def test_bad_protocols_are_one_line_input_errors_naming_the_parameter(params, message):
+    with pytest.raises(pm.InputError) as e:
+        pm.ops.Allreduce(bytes=1e6, gpus=8, **params)
+    assert str(e.value).count("\n") == 0 and message in str(e.value)
+
+
+def test_protocols_a_collective_or_link_does_not_run_are_refused(h100):
+    with pytest.raises(pm.InputError, match="protocol: 'll128' is not a protocol of alltoall"):
+        pm.ops.Alltoall(bytes=1e6, gpus=8, protocol="ll128")
+    with pytest.raises(pm.InputError, match="enables the ll128 protocol only over NVLink"):
+        pm.ops.Allreduce(bytes=1e6, gpus=2, link="pcie", protocol="ll128").demand(h100)
+    on_pcie = pm.ops.Allreduce(bytes=1e6, gpus=2, link="pcie").demand(h100)
+    assert {o.details["protocol"] for o in on_pcie.options} == {"ll", "simple"}
+
+
+def test_every_builtin_spec_declares_nvls_and_nccls_link_numbers(any_hw):
+    cap = any_hw.capabilities["topology.nvls"]
+    assert cap.provenance and cap.value == (any_hw.name in NVLS_GPUS)
+    for name in ("nvlink", "pcie", "network"):
+        for protocol in nccl.PROTOCOLS:
+            q = any_hw.quantities[f"links.{name}.{protocol}_latency_s"]
+            assert q.provenance.get("source") == "NCCL-tuning"
+            assert q.value == pytest.approx(
+                nccl.HW_LAT_US[name][("ring", protocol)] * 1e-6)
+    assert 0.75 <= any_hw.link("nvlink").achievable_fraction <= 0.9
+    assert "nvls" not in any_hw.summary()["isa"]
 
 
 # ------------------------------------------------------- groups that span NVLink domains --
@@ -38,6 +242,7 @@ def test_a_16_gpu_allreduce_on_h100_is_slower_than_8_and_bound_by_the_network(h1
     assert e8.bound == "link:nvlink" and "link:network" not in e8.resource_time_s
     assert e16.bound == "link:network"
     assert e16.details["nvlink_domains"] == 2 and e16.details["gpus_per_domain"] == 8
+    assert (e16.details["algorithm"], e16.details["protocol"]) == ("ring", "simple")
     # NCCL's ring over 2 nodes, one ring per NIC: each NIC carries 1/8 of the ring bytes
     ring = 2 * 15 / 16 * 1e9
     assert e16.details["network_bytes_per_gpu"] == pytest.approx(ring / 8)
@@ -45,19 +250,28 @@ def test_a_16_gpu_allreduce_on_h100_is_slower_than_8_and_bound_by_the_network(h1
         ring / 8 / h100.link("network").bandwidth_bytes_per_s)
 
 
-def test_ring_steps_split_between_nvlink_and_the_network(h100):
-    d = pm.ops.Allreduce(bytes=1e6, gpus=32).demand(h100)  # 4 domains of 8
-    assert d.link_steps == {"network": 2 * 3, "nvlink": 2 * 31 - 2 * 3}
-    t = pm.ops.Allreduce(bytes=1e6, gpus=32, algorithm="tree").demand(h100)
-    assert t.link_steps == {"network": 2 * 2, "nvlink": 2 * 7}  # node chain, log2(4) levels
-    assert t.work == d.work  # the tree moves the ring's bytes
+def test_ring_hops_split_between_nvlink_and_the_network(h100):
+    d = pm.ops.Allreduce(bytes=1e6, gpus=32, algorithm="ring", protocol="simple").demand(h100)
+    assert d.details["hops"] == {"network": 2 * 3, "nvlink": 2 * 31 - 2 * 3}  # 4 domains of 8
+    t = pm.ops.Allreduce(bytes=1e6, gpus=32, algorithm="tree", protocol="simple").demand(h100)
+    assert t.details["hops"] == {"network": 2 * 2, "nvlink": 2 * 7}  # node chain, log2(4) levels
+    for link in ("link:nvlink", "link:network"):  # the tree moves 2·S, the ring 2(G−1)/G·S
+        assert t.work[link] * 0.92 == pytest.approx(d.work[link] * 32 / 31)
+    # each hop at its own link's NCCL latency, NVLink hops of a ring at least the net overhead
+    us = 1e-6
+    ring_latency = (8.4 + 56 * max(3.4, 3 * nccl.NET_OVERHEAD_US) + 6 * 14.0) * us
+    assert pm.predict_op(pm.ops.Allreduce(bytes=1, gpus=32, algorithm="ring", protocol="simple"),
+                         h100).resource_time_s["latency"] == pytest.approx(ring_latency)
+    ll = pm.predict_op(pm.ops.Allreduce(bytes=1, gpus=32, algorithm="ring", protocol="ll"), h100)
+    assert ll.resource_time_s["latency"] == pytest.approx(
+        (6.6 + 56 * max(0.6, nccl.NET_OVERHEAD_US) + 6 * 2.7) * us)
 
 
 def test_gb200_keeps_72_gpus_on_nvlink_and_crosses_racks_beyond():
     gb = pm.hardware("GB200")
-    for kind in ("allreduce", "allgather", "reduce_scatter", "alltoall"):
-        auto = pm.predict_op(pm.ops.op(kind, bytes=1e8, gpus=72, algorithm="auto"), gb)
-        named = pm.predict_op(pm.ops.op(kind, bytes=1e8, gpus=72, algorithm="auto",
+    for kind in KINDS:
+        auto = pm.predict_op(pm.ops.op(kind, bytes=1e9, gpus=72, algorithm="auto"), gb)
+        named = pm.predict_op(pm.ops.op(kind, bytes=1e9, gpus=72, algorithm="auto",
                                         link="nvlink"), gb)
         assert auto.bound == "link:nvlink" and "link:network" not in auto.resource_time_s
         assert auto.time_s == named.time_s
@@ -66,10 +280,14 @@ def test_gb200_keeps_72_gpus_on_nvlink_and_crosses_racks_beyond():
         assert across.details["nvlink_domains"] == 2
 
 
-@pytest.mark.parametrize("kind", ["allreduce", "allgather", "reduce_scatter", "alltoall"])
-@pytest.mark.parametrize("algorithm", ["ring", "tree", "auto"])
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("algorithm", ["ring", "tree", "nvls", "nccl", "auto"])
 def test_a_group_inside_one_domain_is_priced_exactly_as_on_nvlink(any_hw, kind, algorithm):
     """link: auto is the default; inside one NVLink domain it is bit-identical to link=nvlink."""
+    cls = pm.ops.REGISTRY[kind]
+    if algorithm not in (*cls.ALGORITHMS, "nccl", "auto") or (algorithm == "nvls"
+                                                               and not any_hw.nvls):
+        return
     for gpus in sorted({2, any_hw.nvlink_domain_gpus} - {1}):
         for nbytes in (1e3, 1e8):
             auto = pm.ops.op(kind, bytes=nbytes, gpus=gpus, algorithm=algorithm)
@@ -82,32 +300,43 @@ def test_a_group_inside_one_domain_is_priced_exactly_as_on_nvlink(any_hw, kind, 
 
 def test_one_gpu_per_domain_is_the_plain_collective_on_the_network(h100):
     """A data-parallel group with one GPU in each node (TP8 fills the node): placement 8x8."""
-    for kind in ("allreduce", "reduce_scatter", "allgather", "alltoall"):
-        for algorithm in ("ring", "tree"):
-            spread = pm.ops.op(kind, bytes=1e8, gpus=8, algorithm=algorithm, placement="8x8")
-            flat = spread.with_params(link="network", placement=None)
-            d, f = spread.demand(h100), flat.demand(h100)
-            assert d.work == f.work and d.link_steps == f.link_steps, (kind, algorithm)
+    for kind in KINDS:
+        for algorithm in pm.ops.REGISTRY[kind].ALGORITHMS:
+            if algorithm == "nvls":
+                continue
+            for protocol in pm.ops.REGISTRY[kind].PROTOCOLS:
+                spread = pm.ops.op(kind, bytes=1e8, gpus=8, algorithm=algorithm,
+                                   protocol=protocol, placement="8x8")
+                flat = spread.with_params(link="network", placement=None)
+                d, f = spread.demand(h100), flat.demand(h100)
+                assert d.work == pytest.approx(f.work), (kind, algorithm, protocol)
+                assert d.link_steps == pytest.approx(f.link_steps), (kind, algorithm, protocol)
 
 
 def test_expert_parallel_all_to_all_over_64_h100s_crosses_the_network(h100):
     e = pm.predict_op(pm.ops.Alltoall(bytes=1e8, gpus=64), h100)
-    assert e.bound == "link:network"
+    assert e.bound == "link:network" and e.details["protocol"] == "simple"
     assert e.details["network_bytes_per_gpu"] == pytest.approx((64 - 8) / 64 * 1e8)
+    nv = h100.link("nvlink")
     assert e.resource_time_s["link:nvlink"] == pytest.approx(
-        7 / 64 * 1e8 / h100.link("nvlink").bandwidth_bytes_per_s)
+        7 / 64 * 1e8 / (nv.bandwidth_bytes_per_s * nv.achievable_fraction))
 
 
 def test_a_named_link_still_carries_the_whole_group(h100):
-    d = pm.ops.Allreduce(bytes=1e8, gpus=16, link="nvlink").demand(h100)
-    assert set(d.work) == {"link:nvlink", "hbm"} and d.link_steps == {"nvlink": 30}
+    d = pm.ops.Allreduce(bytes=1e8, gpus=16, link="nvlink", algorithm="ring",
+                         protocol="simple").demand(h100)
+    assert set(d.work) == {"link:nvlink", "hbm"} and d.details["hops"] == {"nvlink": 30}
+    # 16 GPUs named onto NVLink are more than one domain: NCCL's NVLS is not offered
+    choice = pm.ops.Allreduce(bytes=1e8, gpus=16, link="nvlink").demand(h100)
+    assert "nvls" not in {o.details["algorithm"] for o in choice.options}
 
 
 def test_oneshot_needs_one_domain_and_auto_does_not_offer_it_across_domains(h100):
     with pytest.raises(pm.InputError, match="one-shot algorithm needs the group in one NVLink"):
         pm.predict_op(pm.ops.Allreduce(bytes=1e5, gpus=16, algorithm="oneshot"), h100)
     choice = pm.ops.Allreduce(bytes=1e5, gpus=16, algorithm="auto").demand(h100)
-    assert [o.details["algorithm"] for o in choice.options] == ["ring", "tree"]
+    assert {o.details["algorithm"] for o in choice.options} == {"ring", "tree"}
+    assert len(choice.options) == 2 * len(nccl.PROTOCOLS)
 
 
 def test_sendrecv_crosses_the_network_when_the_pipeline_leaves_the_domain(h100):
@@ -131,3 +360,16 @@ def test_bad_placements_are_input_errors(placement, message):
     with pytest.raises(pm.InputError, match=message) as e:
         pm.ops.Allreduce(bytes=1e6, gpus=8, placement=placement)
     assert "placement" in str(e.value)
+
+
+def test_nvls_bytes_and_tree_bytes_are_counted_not_fitted():
+    """NVLS: G+1 shards of S/G each way per GPU; the tree: S up the reduction, S down the
+    broadcast. Both against the ring's 2(G−1)/G·S."""
+    b200 = pm.hardware("B200")
+    for gpus in (2, 4, 8):
+        nvls = pm.ops.Allreduce(bytes=1e8, gpus=gpus, algorithm="nvls").demand(b200)
+        assert nvls.details["bytes_sent_per_gpu"] == pytest.approx((gpus + 1) / gpus * 1e8)
+        tree = pm.ops.Allreduce(bytes=1e8, gpus=gpus, algorithm="tree",
+                                protocol="simple").demand(b200)
+        assert tree.details["bytes_sent_per_gpu"] == pytest.approx(2e8)
+        assert math.isclose(tree.details["steps"], 2 * (gpus - 1))  # one chain in the node

@@ -1,10 +1,15 @@
-"""The GEMM model: cuBLAS-class tiles, GEMV at HBM speed, split-K, weight-only quantization, and
-block-scaled GEMM cost (the NVFP4 study's cost side)."""
+"""The GEMM model: cuBLAS-class tiles, GEMV at HBM speed, split-K, weight-only quantization,
+block-scaled GEMM cost (the NVFP4 study's cost side), and the fixed costs (prologue, epilogue) of
+persistent and non-persistent kernels."""
 from __future__ import annotations
+
+import math
 
 import pytest
 
 import perfmodel as pm
+from perfmodel.demand import Demand, LaunchShape
+from perfmodel.engine import resolve
 
 
 def test_gemm_8192_bf16_h100_matches_cublas(h100):
@@ -38,6 +43,7 @@ def test_skinny_deep_gemm_uses_split_k(h100):
     est = pm.predict_op(pm.ops.Gemm(m=64, n=1024, k=65536, dtype="bf16"), h100)
     assert est.details["split_k"] > 1
     assert est.details["busiest_sm_ctas"] == 1
+    assert est.details["persistent"]  # wgmma's default
 
 
 def test_count_repeats_time_exactly(h100):
@@ -91,3 +97,71 @@ def test_fp8_block_scaling_costs_promotion_on_hopper_only():
     b = pm.hardware("B200")
     assert pm.predict_op(pm.ops.Gemm(**BIG, dtype="fp8", fp8_scaling="block"),
                          b).time_s < 1.1 * t("fp8", b)
+
+
+# ------------------------------------------------------------------ fixed costs --
+
+
+def gemm_demand(hw, **kw):
+    hw = pm.hardware(hw)
+    return resolve(pm.ops.Gemm(**{"dtype": "bf16", **kw}).demand(hw), hw)
+
+
+@pytest.mark.parametrize("hw, default", [("H100-SXM", True), ("H200-SXM", True), ("B200", True),
+                                         ("GB200", True), ("A100-SXM", False)])
+def test_persistence_defaults_by_mma_instruction(hw, default):
+    """wgmma/tcgen05: persistent warp-specialized (CUTLASS's sm90 KernelScheduleAuto, sm100
+    kernels); mma_sync: one tile per CTA (CUTLASS 2.x sm80); the parameter overrides it."""
+    assert gemm_demand(hw, m=4096, n=4096, k=4096).details["persistent"] is default
+    assert gemm_demand(hw, m=4096, n=4096, k=4096,
+                       persistent=not default).details["persistent"] is (not default)
+    assert gemm_demand(hw, m=4096, n=4096, k=4096, dtype="fp32").details["persistent"] is False
+
+
+def test_fixed_costs_are_exposed_once_per_sm_or_once_per_round():
+    """Serial work: one k-block stage in and the output tile out, for each SM's first and last
+    tile (persistent) or for every tile (non-persistent, one CTA per SM), which also waits a DRAM
+    round trip per round after the first."""
+    hw = pm.hardware("H100-SXM")
+    shape = dict(m=8192, n=8192, k=8192)
+    per_sm = gemm_demand(hw, **shape, persistent=True)
+    per_round = gemm_demand(hw, **shape, persistent=False)
+    assert per_sm.details["tile"] == per_round.details["tile"]  # the ranking is the main loop's
+    tiles = per_sm.details["tiles"]
+    rounds = math.ceil(tiles / hw.sm_count)
+    tm, tn, kb = (int(x) for x in per_sm.details["tile"].split()[0].split("x"))
+    stage_l2 = (tm + tn / 2) * kb * 2.0  # B multicast once per 2x1 cluster
+    c_tile = tm * tn * 2.0
+    assert per_round.serial_work["l2"] == pytest.approx(tiles * (stage_l2 + c_tile))
+    assert per_sm.serial_work["l2"] == pytest.approx(tiles / rounds * (stage_l2 + c_tile))
+    assert per_round.serial_work["smem"] == pytest.approx(
+        tiles * ((tm + tn) * kb * 2.0 + 2 * c_tile))
+    assert per_sm.serial_round_trips == 0 and per_round.serial_round_trips == rounds - 1
+    # part of the work, which is the same either way
+    assert per_sm.work == per_round.work
+    for d in (per_sm, per_round):
+        assert all(d.serial_work[r] <= d.work[r] for r in d.serial_work)
+
+
+def test_a_single_wave_exposes_the_same_fixed_costs_either_way():
+    a = gemm_demand("H100-SXM", m=1024, n=1024, k=8192, persistent=True)
+    b = gemm_demand("H100-SXM", m=1024, n=1024, k=8192, persistent=False)
+    assert a.details["tiles"] <= 132 and a.serial_work == b.serial_work
+    assert a.serial_round_trips == b.serial_round_trips == 0
+
+
+def test_gemv_fixed_costs_count_only_the_real_output_rows():
+    """A 1-row GEMM's 64-row tile writes one row of C: the drain counts the bytes TMA stores."""
+    d = gemm_demand("H100-SXM", m=1, n=36864, k=7168)
+    assert d.serial_work["l2"] <= d.work["l2"]
+    tiles = d.details["tiles"]
+    exposed = min(tiles, 132)
+    c = 36864 * 2.0 / (tiles / d.details["split_k"])
+    assert d.serial_work["l2"] > exposed * c
+
+
+def test_serial_work_must_be_part_of_the_work():
+    with pytest.raises(ValueError, match="not part of the work"):
+        Demand(work={"l2": 1.0}, launch=LaunchShape(1, 32), serial_work={"l2": 2.0})
+    with pytest.raises(ValueError, match="unknown resource"):
+        Demand(work={"l2": 1.0}, launch=LaunchShape(1, 32), serial_work={"dram": 0.5})

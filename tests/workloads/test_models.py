@@ -10,7 +10,7 @@ MODELS = pm.list_models()
 
 
 def test_zoo_has_the_mission_models():
-    assert set(MODELS) == {"llama3-8b", "llama3-70b", "llama3-405b", "qwen3-30b-a3b",
+    assert set(MODELS) >= {"llama3-8b", "llama3-70b", "llama3-405b", "qwen3-30b-a3b",
                            "qwen3-235b-a22b", "deepseek-v3"}
 
 

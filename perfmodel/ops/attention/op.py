@@ -8,7 +8,15 @@ Shah et al. FlashAttention-3, arXiv:2407.08608 §3; FlashAttention-4, arXiv:2603
     bm × dv output accumulator once per key tile (FA2 Algorithm 1), dv / bn FMA ops per score;
   * the key tile is the widest that fits shared memory beside the Q tile with two K/V stages
     (kv_tile_width): 128 × 128 at head dim ≤ 128, 128 × 80 at 256 in 16-bit types;
-  * FA4 on Blackwell moves a fraction of the exps to a degree-3 polynomial on the FMA pipe;
+  * FA4 and cuDNN's tcgen05 kernels move a fraction of the exps to a degree-3 polynomial on the
+    FMA pipe, each by its own rule (fa4_emulated_fraction; CUDNN_TCGEN05_EMULATED_FRACTION);
+  * FA2's Ampere-style mma.sync runs at the GPU's own mma.sync rate
+    (isa.mma_sync_flop_per_sm_per_clk: on Hopper 2/3 of wgmma's, on Blackwell the legacy path,
+    not tcgen05's), times FA2's fitted share of it;
+  * cuDNN is its own family: on wgmma GPUs an FA3-like design, on tcgen05 GPUs an FA4-class one
+    ("cudnn_tcgen05": FA4's tile shape, cuDNN's own exp emulation and overlaps); each design has
+    its own forward and backward overlap constants, and none fitted on forward rows prices a
+    backward;
   * shared memory at 128 B/clk/SM: wgmma/tcgen05 kernels (FA3, FA4, cuDNN) use the FA4 tile
     roofline's 3 tile reads (Q, K, V) per pair forward and 13 backward; FA2's tiles and warp grids
     come from its launch templates, and each of its warps ldmatrix-loads the whole K and V tiles
@@ -21,7 +29,8 @@ Shah et al. FlashAttention-3, arXiv:2407.08608 §3; FlashAttention-4, arXiv:2603
     are memory-bound and scale with tokens, the main one with tokens², so they matter at short
     sequence lengths;
   * FP8: the FP32 probabilities P are packed to E4M3 for the PV MMA with cvt…e4m3x2 (two scores per
-    instruction), a conversion the XU pipe executes beside the exponentials;
+    instruction) on the pipe the spec's isa.fp8_convert_pipe names: the XU beside the
+    exponentials on Hopper, the ALU on Blackwell;
   * HBM: Q, K, V, O (+ LSE) forward; + dO, dQ, dK, dV backward; K/V read once per KV head
     (L2 serves the query tiles and GQA heads that share it); with GQA the backward's dK, dV are
     written per query head and summed (FA2) or accumulated in FP32 and converted (FA3-style);
@@ -44,7 +53,7 @@ from perfmodel import fitted
 from perfmodel.demand import Demand, LaunchShape, Overlap, add_work
 from perfmodel.errors import InputError
 from perfmodel.units import bytes_per_element, tensor_dtype
-from perfmodel.ops.attention.tiles import (FA4_FWD_Q_STAGES, KV_STAGES, Tiling,
+from perfmodel.ops.attention.tiles import (FA4_CLASS, FA4_FWD_Q_STAGES, KV_STAGES, Tiling,
                                            fa2_bwd_smem_elements, tile_smem_bytes, tiling)
 from perfmodel.ops.base import Op, Param, positive
 from perfmodel.ops.rng import GENERATOR_ROUNDS, rng_instruction_work
@@ -59,10 +68,10 @@ KERNEL_MMA = {"fa2": ("mma_sync", "wgmma", "tcgen05"), "fa3": ("wgmma",),
               "fa4": ("tcgen05",), "cudnn": ("mma_sync", "wgmma", "tcgen05")}
 SOFTMAX_FMA_PER_SCORE = {"fwd": 4.0, "bwd": 6.0}
 SOFTMAX_ALU_PER_SCORE = 1.0
-# P → FP8 for the PV MMA: cvt.rn.satfinite.e4m3x2.f32 converts two scores per instruction; the
-# CUDA throughput table puts such conversions at 16/clk/SM, the XU (docs/hardware-notes.md §4.1),
-# so they share the MUFU's slots (the spec's isa.fp8_convert_pipe names the pipe). FP16/BF16 packs
-# take the ALU's fast path and sit in the ALU count.
+# P → FP8 for the PV MMA: cvt.rn.satfinite.e4m3x2.f32 converts two scores per instruction, on the
+# pipe the spec's isa.fp8_convert_pipe names: the XU on Hopper (the CUDA throughput table's
+# 16/clk/SM for conversions, sharing the MUFU's slots), the ALU on Blackwell
+# (docs/hardware-notes.md §4.1). FP16/BF16 packs take the ALU's fast path and sit in the ALU count.
 FP8_PACK_XU_PER_SCORE = 0.5
 # Backward pre/postprocess kernels: FMA-pipe ops per element (dO·O product-accumulate; scale and
 # convert of the FP32 dQ accumulator).
@@ -89,6 +98,16 @@ FA4_E2E_FREQ = 16
 FA4_E2E_FREQ_PACKED_GQA = 10
 FA4_EMULATED_EXP_FMA = 6.0
 FA4_EMULATED_EXP_ALU = 3.0
+# cuDNN's tcgen05 forward emulates 32 of every 128 exps of a softmax row (of every 16 columns the
+# last 4; the row's rescale exp stays on MUFU) with the same degree-3 polynomial, FFMA2/FADD2 pairs
+# plus the exponent insert: cudnn-frontend 1.32.0 cudnn/sdpa/fwd/kernels/sm100/prefill_d128_f16.py
+# (_E2E_FREQ 16, _E2E_RES 4, _E2E_LIMIT = TILE_N; "the same SHAPE as the cuDNN backend fprop
+# kernel's", whose FP8 pattern (16, 8, 72) also emulates 32 columns, prefill_d128_fp8.py). Only on
+# parts whose MUFU is the softmax's longest pipe (cc 10.0: "its sign follows the part's MUFU rate";
+# the doubled MUFU of cc 10.3 keeps all exps there): here, when the MUFU's exps per clock do not
+# outpace the MMA's scores per clock. 16-bit kernels emulate in unmasked tiles of unmasked
+# ("dense band") attention only; FP8 kernels in every unmasked tile.
+CUDNN_TCGEN05_EMULATED_FRACTION = 32 / 128
 # Fitted: values, meanings and the rows they were fitted on live in perfmodel/fitted.yaml
 # (written by `python -m perfmodel.validation.fit`). Each family's overlap efficiency of its
 # softmax with its MMAs (demand.Overlap's power mean: 1 = fully hidden, 0 = serial), Hopper's
@@ -97,6 +116,25 @@ FA4_EMULATED_EXP_ALU = 3.0
 # warpgroups hide far more than FA3 does.
 SOFTMAX_OVERLAP = {f: fitted.value(f"attention.softmax_overlap.{f}")
                    for f in ("fa2", "fa3", "fa4", "cudnn")}
+
+
+def _fitted(key: str) -> float:
+    """A fitted constant's value; NaN until `python -m perfmodel.validation.fit` has first
+    written its key (the fit sets every constant it fits before it predicts)."""
+    return fitted.CONSTANTS[key].value if key in fitted.CONSTANTS else math.nan
+
+
+# Each design's own overlap per pass, where the forward's is not SOFTMAX_OVERLAP or the pass is the
+# backward: a constant fitted on forward rows is never used for a backward. cuDNN's tcgen05 kernels
+# have their own for both passes, fitted on cuDNN's Blackwell rows (CUDNN-PRE forward, CUDNN-TRN
+# backward); FA4 has no backward measurement, and its backward takes the tcgen05 backward constant
+# fitted on cuDNN's (both run FA4-class warp-specialized tcgen05 backward kernels).
+DESIGN_OVERLAP = {(d, p): _fitted(f"attention.softmax_overlap.{d}.{p}") for d, p in (
+    ("cudnn_tcgen05", "fwd"), ("fa2", "bwd"), ("fa3", "bwd"), ("cudnn", "bwd"),
+    ("cudnn_tcgen05", "bwd"))}
+BWD_OVERLAP_OF = {"fa4": "cudnn_tcgen05"}
+# FA2's share of the GPU's mma.sync rate (isa.mma_sync_flop_per_sm_per_clk) on GPUs whose native
+# MMA is wgmma or tcgen05 (fitted; on an mma.sync GPU FA2's MMAs are the native ones)
 MMA_SYNC_FRACTION = fitted.value("attention.mma_sync_fraction")
 MMA_SYNC_OPERAND_OVERLAP = fitted.value("attention.mma_sync_operand_overlap")
 # A non-persistent CTA's exposed start and drain, in DRAM round trips: the first Q/K/V tiles, the
@@ -267,10 +305,11 @@ class Attention(Op):
         b = bytes_per_element(self.dtype)
         kb = self._kv_bytes_per_element()
         tensor = f"tensor:{tensor_dtype(self.dtype)}"
-        # cuDNN's Blackwell SDPA kernels are tcgen05 warp-specialized designs of FA4's kind (AVO,
-        # arXiv 2603.24517, has cuDNN 9.19 within a few % of FA4 and ahead of it): on Blackwell
-        # cuDNN takes FA4's tile, packed FP32 math and overlap (judged: att-cudnn-b200-001)
-        design = "fa4" if (kernel == "cudnn" and hw.mma_instruction == "tcgen05") else kernel
+        # cuDNN's tcgen05 SDPA kernels are warp-specialized designs of FA4's class (tiles.TILE,
+        # FA4_CLASS) with parameters of their own: their exp emulation
+        # (CUDNN_TCGEN05_EMULATED_FRACTION) and overlaps fitted on cuDNN's own Blackwell rows
+        design = "cudnn_tcgen05" if (kernel == "cudnn" and hw.mma_instruction == "tcgen05") \
+            else kernel
         # FP8 wgmma (Hopper) wants V K-major: FA3-design kernels transpose each V tile in shared
         # memory (FA3 paper §3.3); tcgen05 reads either major-ness
         v_transposed = tensor == "tensor:fp8" and design in ("fa3", "cudnn")
@@ -317,23 +356,23 @@ class Attention(Op):
         b = bytes_per_element(self.dtype)
         tile_scores = t.tile_scores
         mma = self._mma_flop_per_score(direction) * tile_scores
-        # FA2 issues Ampere's mma.sync, which Hopper and Blackwell run below their wgmma/tcgen05
-        # rate: its tensor work counts at the native rate divided by that fraction
-        path = (MMA_SYNC_FRACTION if (kernel == "fa2" and hw.mma_instruction != "mma_sync")
-                else 1.0)
-        work: dict[str, float] = {tensor: mma / path}
+        work: dict[str, float] = {tensor: mma / self._mma_path(hw, kernel)}
         masked_scores = self._masked_scores(t)
         exps = tile_scores
+        emulated = 0.0
         if kernel == "fa4" and direction == "fwd":
             emulated = (tile_scores - masked_scores) * fa4_emulated_fraction(
                 t.bn, max(d, dv), self._fa4_e2e_freq(d))
+        elif design == "cudnn_tcgen05" and direction == "fwd":
+            emulated = (tile_scores - masked_scores) * self._cudnn_emulated_fraction(hw, direction)
+        if emulated:
             work["fma"] = emulated * FA4_EMULATED_EXP_FMA
             work["alu"] = emulated * FA4_EMULATED_EXP_ALU
             exps -= emulated
         work["xu"] = exps
         work = add_work(work, {"fma": SOFTMAX_FMA_PER_SCORE[direction] * tile_scores,
                                "alu": SOFTMAX_ALU_PER_SCORE * tile_scores})
-        if direction == "fwd" and design != "fa4":
+        if direction == "fwd" and design not in FA4_CLASS:
             # online softmax rescales the output accumulator at every key tile,
             # O ← diag(exp(m_old − m_new))·O + PV (FA2 paper Algorithm 1): tile_m × dv FP32
             # multiplies per tile pair, dv / bn per score. FA4 rescales only when a row max grows
@@ -347,7 +386,7 @@ class Attention(Op):
         elif direction == "fwd":
             # wgmma/tcgen05 read the Q, K and V tiles from shared memory; FA4's two query tiles
             # per CTA each run their own MMAs, so each reads K and V
-            kv_reads = FA4_FWD_Q_STAGES if design == "fa4" and not t.decode else 1
+            kv_reads = FA4_FWD_Q_STAGES if design in FA4_CLASS and not t.decode else 1
             work["smem"] = t.pairs * (t.tile_m * d + kv_reads * t.bn * (d + dv)) * b
         else:
             work["smem"] = SMEM_TILE_READS_BWD * t.pairs * t.bn * (d + dv) / 2 * b
@@ -362,9 +401,9 @@ class Attention(Op):
             convert = hw.fp8_convert_pipe
             work[convert] = work.get(convert, 0.0) + FP8_PACK_XU_PER_SCORE * tile_scores
         work["alu"] += 2.0 * masked_scores  # a compare and a select per score of masked tiles
-        # FA4 on Blackwell issues its FP32 softmax math as packed FFMA2/FADD2 (sm_100): one
+        # FA4-class kernels issue their FP32 softmax math as packed FFMA2/FADD2 (sm_100): one
         # instruction per two lanes' work
-        fma_per_instr = 2.0 if (design == "fa4" and hw.packed_fp32) else 1.0
+        fma_per_instr = 2.0 if (design in FA4_CLASS and hw.packed_fp32) else 1.0
         work["issue"] = (work.get("fma", 0.0) / fma_per_instr + work.get("alu", 0.0)
                          + work.get("xu", 0.0)) / 32.0
         if self.kv_dtype is not None and tensor_dtype(self.kv_dtype) != tensor_dtype(self.dtype):
@@ -377,6 +416,31 @@ class Attention(Op):
             work = add_work(work, {r: n * kv_elements for r, n in convert.items()},
                             {"issue": sum(convert.values()) * kv_elements / 32.0})
         return work
+
+    def _mma_path(self, hw, kernel: str) -> float:
+        """The MMAs' rate as a share of the native tensor rate the work is counted at: 1, except
+        for FA2's Ampere-style mma.sync on a GPU whose native MMA is wgmma or tcgen05, which runs
+        at the GPU's own mma.sync rate (isa.mma_sync_flop_per_sm_per_clk; on Blackwell the
+        legacy path, not tcgen05's) times FA2's share of it (MMA_SYNC_FRACTION)."""
+        if kernel != "fa2" or hw.mma_instruction == "mma_sync":
+            return 1.0
+        d = tensor_dtype(self.dtype)
+        if d not in hw.mma_sync_flop_per_sm_per_clk:
+            raise InputError(f"attention kernel 'fa2' issues mma.sync, for which {hw.name}'s spec "
+                             f"declares no {d} rate (isa.mma_sync_flop_per_sm_per_clk has: "
+                             f"{', '.join(sorted(hw.mma_sync_flop_per_sm_per_clk))})")
+        return (MMA_SYNC_FRACTION * hw.mma_sync_flop_per_sm_per_clk[d]
+                / hw.tensor_flop_per_sm_per_clk[d])
+
+    def _cudnn_emulated_fraction(self, hw, direction: str) -> float:
+        """Share of an unmasked tile's exps cuDNN's tcgen05 forward emulates on the FMA pipe
+        (CUDNN_TCGEN05_EMULATED_FRACTION): where the MUFU's exps per clock do not outpace the
+        MMA's scores per clock, in FP8 kernels always and in 16-bit kernels without a mask."""
+        d = tensor_dtype(self.dtype)
+        mufu_bound = (hw.pipes_per_sm_per_clk["xu"] * self._mma_flop_per_score(direction)
+                      <= hw.tensor_flop_per_sm_per_clk[d])
+        dense = not self.causal and not self.window
+        return CUDNN_TCGEN05_EMULATED_FRACTION if mufu_bound and (d == "fp8" or dense) else 0.0
 
     def _mma_flop_per_score(self, direction: str) -> float:
         """MMA FLOP per score: S = QKᵀ and O += PV forward; backward recomputes S and runs dP,
@@ -475,7 +539,10 @@ class Attention(Op):
         # between their MMAs and softmax; FA3-style kernels hand each dQ tile to a warp of their
         # own that adds it with TMA reduce-adds, a third stage overlapping the other two.
         softmax = ("xu", "fma", "alu", "issue")
-        eff = SOFTMAX_OVERLAP[design]
+        if direction == "fwd":
+            eff = SOFTMAX_OVERLAP.get(design, DESIGN_OVERLAP.get((design, "fwd")))
+        else:
+            eff = DESIGN_OVERLAP[(BWD_OVERLAP_OF.get(design, design), "bwd")]
         if direction == "bwd" and kernel == "fa2":
             return Overlap(mmas, softmax + ("l2",), eff)
         if direction == "bwd":

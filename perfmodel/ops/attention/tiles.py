@@ -13,13 +13,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# (block_m, block_n, threads, registers) per family: FA3 128x128 with 3 warpgroups (1 producer,
+# (block_m, block_n, threads, registers) per design: FA3 128x128 with 3 warpgroups (1 producer,
 # 2 consumers); FA4 128x128 MMA tiles with 512 threads (MMA, softmax, correction and load warps;
-# its forward CTA takes two query tiles, FA4_FWD_Q_STAGES); cuDNN
-# similar to FA3/FA4 on its architecture; FA2's tiles depend on head dim and GPU (fa2_tile).
+# its forward CTA takes two query tiles, FA4_FWD_Q_STAGES); cuDNN on wgmma like FA3; cuDNN on
+# tcgen05 ("cudnn_tcgen05") the same shape as FA4: two 128-row query tiles per CTA, two softmax
+# warpgroups, four correction warps, 16 warps / 512 threads (cudnn-frontend 1.32.0,
+# cudnn/sdpa/fwd/kernels/sm100/prefill_d128_f16.py, "TILES_Q=2 ... 16 warps / 512 threads",
+# mirroring cuDNN's C++ SM100 prefill); FA2's tiles depend on head dim and GPU (fa2_tile).
 # block_n is the widest key tile; kv_tile_width narrows it to what shared memory holds.
 TILE = {"fa2": (128, 64, 128, 255), "fa3": (128, 128, 384, 168), "fa4": (128, 128, 512, 128),
-        "cudnn": (128, 128, 384, 168)}
+        "cudnn": (128, 128, 384, 168), "cudnn_tcgen05": (128, 128, 512, 128)}
+# Designs built like FA4: tcgen05 MMAs issued by one warp, two query tiles per forward CTA, FP32
+# softmax math as packed FFMA2/FADD2, the output rescaled by a correction warpgroup only when a
+# row maximum grows past a threshold
+FA4_CLASS = ("fa4", "cudnn_tcgen05")
 # FA4's forward CTA holds two 128-row query tiles, one per softmax warpgroup (flash_fwd_sm100.py:
 # q_stage = 2, cta_tiler = (q_stage * m_block_size, n_block_size, head_dim))
 FA4_FWD_Q_STAGES = 2
@@ -181,7 +188,7 @@ def tiling(hw, kernel: str, design: str, direction: str, *, batch: int, heads: i
     if kernel == "fa2":
         bm, bn, threads = fa2_tile(hw, d, direction, dropout)
     elif direction == "fwd":
-        if design == "fa4":
+        if design in FA4_CLASS:
             bm *= FA4_FWD_Q_STAGES
         bn = kv_tile_width(hw, DECODE_TILE_M if decode else bm, bn, d, dv, element_bytes,
                            v_transposed, shared_kv, kv_element_bytes)

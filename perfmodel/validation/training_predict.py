@@ -1,0 +1,345 @@
+"""The published training rows (`perfmodel.validation.training`) replayed on the training planner
+(`perfmodel.plan.training.plan_training`), with the plain roofline beside it.
+
+    python -m perfmodel.validation.training_predict   # error tables by source, GPU, model, layout
+
+What a row becomes: plan_training(model, hardware, batch = global batch / dp, seq, tp, pp, dp,
+dtype = the recipe's GEMM policy, ep, microbatches = batch / micro-batch, virtual_stages = VP,
+recompute (the planner's default, "selective", where the row states none), zero = the row's ZeRO
+stage, allow_oversubscribed=False), once at level "pipes" (the planner) and once at "roofline"
+(the speed-of-light baseline: datasheet peaks, no kernel model). A plan whose memory estimate
+exceeds the usable HBM, or a layout the planner refuses, is a row not predicted, with the reason.
+
+Compared metrics: tokens/s per GPU (the plan's tokens/s over the row's GPUs) and step time. A
+model-TFLOP/s or MFU row is not compared on its FLOPs, whose counts differ between frameworks
+(validate/data/training_SOURCES.md): where its configuration has a tokens/s or step-time row,
+that row is the comparison; otherwise it is converted to tokens/s only under a FLOP convention the
+row states (`TrainingCase.tokens_per_s_per_gpu_from_flops`), and left out where it states none.
+Peak-memory rows are not compared. Context parallelism (CP > 1), blockwise FP8 and an expert
+tensor parallelism other than the planner's (tp/ep) have no counterpart in the planner: not
+predicted.
+
+Errors are in throughput terms, so that one sign means one thing across metrics: predicted /
+measured − 1 of tokens/s, and measured / predicted − 1 of a step time (+ is a planner faster
+than the run). Nothing here is fitted, and no training row informs a fitted constant (checked
+against perfmodel/fitted.yaml).
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from statistics import median
+from typing import Callable, Iterable
+
+from perfmodel import fitted
+from perfmodel.errors import InputError
+from perfmodel.plan.memory import DEFAULT_RECOMPUTE
+from perfmodel.plan.training import TrainingPlan, plan_training
+from perfmodel.report.progress import Progress
+from perfmodel.report.tables import format_table
+from perfmodel.validation.training import (FLOP_METRICS, TrainingCase, load_training_cases)
+
+COMPARED = ("tokens_per_s_per_gpu", "step_time_s")
+LEVELS = ("pipes", "roofline")
+NOT_FIT = "does not fit in memory (plan_training's estimate, allow_oversubscribed=False)"
+_METRIC_LABEL = {"model_flop_per_s_per_gpu": "model TFLOP/s", "flop_per_s_per_gpu": "TFLOP/s",
+                 "mfu": "MFU"}
+
+
+def throughput_rows(cases: Iterable[TrainingCase]) -> dict[str, TrainingCase]:
+    """The compared row of each configuration: its tokens/s row, else its step-time row."""
+    out: dict[str, TrainingCase] = {}
+    for c in cases:
+        if c.metric in COMPARED and (c.config not in out or c.metric == "tokens_per_s_per_gpu"):
+            out[c.config] = c
+    return out
+
+
+def why_not(case: TrainingCase, compared: dict[str, TrainingCase]) -> str | None:
+    """Why the planner cannot replay this row, or None if it can (module docstring).
+    `compared`: `throughput_rows` of all cases."""
+    if case.metric == "peak_memory_bytes":
+        return ("peak memory is not compared (the planner's memory estimate admits or refuses "
+                "a plan; it is not a peak-memory model)")
+    if case.metric in FLOP_METRICS:
+        label = _METRIC_LABEL[case.metric]
+        twin = compared.get(case.config)
+        if twin is not None:
+            return (f"{label}: the framework's own FLOP count; its configuration is compared on "
+                    f"its {'tokens/s' if twin.metric == 'tokens_per_s_per_gpu' else 'step-time'}"
+                    f" row")
+        if case.tokens_per_s_per_gpu_from_flops() is None:
+            return f"{label} without a stated FLOP convention (and no tokens/s or step-time row)"
+    if case.cp > 1:
+        return "context parallelism (CP > 1) is not modelled by plan_training"
+    if case.dtype is None:
+        return f"recipe {case.recipe}: no whole-model GEMM policy in the planner"
+    if case.expert_tp is not None and case.expert_tp != max(1, case.tp // case.ep):
+        return (f"expert tensor parallelism ETP={case.expert_tp} differs from the planner's "
+                f"tp/ep = {max(1, case.tp // case.ep)}")
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _plan(model: str, hw: str, batch: int, seq: int, tp: int, pp: int, dp: int, dtype: str,
+          ep: int, microbatches: int, vp: int, level: str, recompute: str,
+          zero: int) -> TrainingPlan | str:
+    """The plan, or the one-line reason plan_training refused it (memory or layout)."""
+    try:
+        return plan_training(model, hw, batch=batch, seq=seq, tp=tp, pp=pp, dp=dp, dtype=dtype,
+                             ep=ep, microbatches=microbatches, virtual_stages=vp, level=level,
+                             recompute=recompute, zero=zero, allow_oversubscribed=False)
+    except InputError as e:
+        return str(e).splitlines()[0]
+
+
+def plan_case(case: TrainingCase, level: str = "pipes") -> TrainingPlan | str:
+    """plan_training for the row's layout at `level`, or the reason it was refused."""
+    return _plan(case.model, case.hw, case.batch_per_replica, case.seq, case.tp, case.pp,
+                 case.dp, case.dtype, case.ep, case.microbatches, case.vp, level,
+                 case.recompute or DEFAULT_RECOMPUTE, case.zero)
+
+
+def refusal_reason(message: str) -> str:
+    """The reason class of a plan_training refusal, for counting."""
+    if "GB per GPU" in message and "usable" in message:
+        return NOT_FIT
+    return f"planner refused the layout: {message.split(': ', 1)[-1]}"
+
+
+@dataclass(frozen=True)
+class TrainingComparison:
+    case: TrainingCase
+    metric: str                  # the compared metric (a converted FLOP row: tokens/s)
+    measured: float | None       # SI, in `metric`
+    predicted: float | None      # level "pipes"; None: not predicted
+    roofline: float | None       # level "roofline"
+    reason: str | None = None    # why not predicted (None: predicted)
+    detail: str = ""             # the planner's message for a refusal
+    fitted: bool = False
+
+    def _error(self, p: float | None) -> float | None:
+        if p is None or self.measured is None:
+            return None
+        if self.metric == "step_time_s":
+            return self.measured / p - 1.0
+        return p / self.measured - 1.0
+
+    @property
+    def error(self) -> float | None:
+        """Signed throughput error of the planner (module docstring)."""
+        return self._error(self.predicted)
+
+    @property
+    def roofline_error(self) -> float | None:
+        return self._error(self.roofline)
+
+
+def _predicted(case: TrainingCase, plan: TrainingPlan, metric: str) -> float:
+    if metric == "step_time_s":
+        return plan.step_time_s
+    return plan.tokens_per_s / case.gpus
+
+
+def compare_case(case: TrainingCase, compared: dict[str, TrainingCase],
+                 fitted_rows: frozenset[str] = frozenset()) -> TrainingComparison:
+    """One row against the planner and the roofline (or the reason it is not predicted)."""
+    reason = why_not(case, compared)
+    metric, measured = case.metric, case.value
+    if reason is None and case.metric in FLOP_METRICS:
+        metric, measured = "tokens_per_s_per_gpu", case.tokens_per_s_per_gpu_from_flops()
+    if reason is not None:
+        return TrainingComparison(case, metric, None, None, None, reason,
+                                  fitted=case.id in fitted_rows)
+    plans = {lv: plan_case(case, lv) for lv in LEVELS}
+    refused = next((p for p in plans.values() if isinstance(p, str)), None)
+    if refused is not None:
+        return TrainingComparison(case, metric, measured, None, None, refusal_reason(refused),
+                                  refused, fitted=case.id in fitted_rows)
+    return TrainingComparison(case, metric, measured, _predicted(case, plans["pipes"], metric),
+                              _predicted(case, plans["roofline"], metric),
+                              fitted=case.id in fitted_rows)
+
+
+def training_fitted_rows(cases: Iterable[TrainingCase]) -> frozenset[str]:
+    """Training rows named in any fitted constant's `fitted_on` (none so far: judged only)."""
+    ids = {c.id for c in cases}
+    return frozenset(r for c in fitted.CONSTANTS.values() for r in c.fitted_on if r in ids)
+
+
+def run(cases: list[TrainingCase], progress: bool = True) -> list[TrainingComparison]:
+    """Comparisons of every case, unpredicted ones included (with their reason)."""
+    compared = throughput_rows(cases)
+    fitted_rows = training_fitted_rows(cases)
+    bar = Progress(len(cases), "training rows") if progress else None
+    out = []
+    for c in cases:
+        out.append(compare_case(c, compared, fitted_rows))
+        if bar:
+            bar.update()
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables
+
+GROUP_KEYS: dict[str, Callable[[TrainingCase], str]] = {
+    "source": lambda c: c.source,
+    "hardware": lambda c: c.hw,
+    "model": lambda c: c.model,
+    "parallelism": lambda c: c.parallelism,
+    "metric": lambda c: c.metric,
+    "recipe": lambda c: c.recipe,
+}
+
+
+def _stats(errors: list[float]) -> tuple[float | None, float | None, float | None]:
+    """(MAPE, median |error|, bias) of signed errors."""
+    if not errors:
+        return None, None, None
+    ape = [abs(e) for e in errors]
+    return sum(ape) / len(ape), median(ape), sum(errors) / len(errors)
+
+
+def one_per_configuration(comparisons: Iterable[TrainingComparison]) -> list[TrainingComparison]:
+    """The predicted comparisons with one per configuration (its tokens/s row, else its
+    step-time row): a configuration's step-time and tokens/s rows carry the same throughput
+    error up to the published rounding, so counting both would weight the sources that print
+    both (dgxc-benchmarking, AutoModel) twice."""
+    best: dict[str, TrainingComparison] = {}
+    for c in comparisons:
+        if c.error is None:
+            continue
+        kept = best.get(c.case.config)
+        if kept is None or (c.metric == "tokens_per_s_per_gpu" != kept.metric):
+            best[c.case.config] = c
+    return list(best.values())
+
+
+def summarize(comparisons: list[TrainingComparison],
+              by: str | tuple[str, ...] = "source") -> list[dict]:
+    """One row per group × judged|fitted: n_rows (predicted rows), n (configurations, one
+    comparison each: `one_per_configuration`), n_unpredicted (rows), the planner's MAPE, median
+    |error| and bias over the configurations, and the roofline's on the same ones."""
+    names = (by,) if isinstance(by, str) else tuple(by)
+    unknown = [n for n in names if n not in GROUP_KEYS]
+    if unknown:
+        raise ValueError(f"unknown group keys {unknown}; known: {sorted(GROUP_KEYS)}")
+    groups: dict[tuple, list[TrainingComparison]] = {}
+    for cmp in comparisons:
+        key = (*(GROUP_KEYS[n](cmp.case) for n in names), "fitted" if cmp.fitted else "judged")
+        groups.setdefault(key, []).append(cmp)
+    rows = []
+    for key, cs in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        n_rows = sum(c.error is not None for c in cs)
+        done = one_per_configuration(cs)
+        mape, med, bias = _stats([c.error for c in done])
+        r_mape, r_med, r_bias = _stats([c.roofline_error for c in done])
+        rows.append({**dict(zip(names, key[:-1])), "rows": key[-1], "n": len(done),
+                     "n_rows": n_rows, "n_unpredicted": len(cs) - n_rows, "mape": mape,
+                     "median_ape": med, "bias": bias, "roofline_mape": r_mape,
+                     "roofline_median_ape": r_med, "roofline_bias": r_bias})
+    return rows
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.1%}" if x < 0 else f"{x:.1%}"
+
+
+def error_table(comparisons: list[TrainingComparison], by: str | tuple[str, ...]) -> str:
+    names = (by,) if isinstance(by, str) else tuple(by)
+    rows = summarize(comparisons, names)
+    # groups with no comparable row at all are noise in an error table
+    rows = [r for r in rows if r["n"]]
+    return format_table([*names, "kind", "configs", "n rows", "not pred.", "MAPE", "median",
+                         "bias", "roofline MAPE", "roofline median", "roofline bias"],
+                        [[*(r[n] for n in names), r["rows"], r["n"], r["n_rows"],
+                          r["n_unpredicted"],
+                          _pct(r["mape"]), _pct(r["median_ape"]), _pct(r["bias"]),
+                          _pct(r["roofline_mape"]), _pct(r["roofline_median_ape"]),
+                          _pct(r["roofline_bias"])] for r in rows])
+
+
+def _fmt(metric: str, v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.3g} s" if metric == "step_time_s" else f"{v:,.0f}"
+
+
+def worst_rows(comparisons: list[TrainingComparison], n: int = 10) -> list[TrainingComparison]:
+    """The n configurations furthest from their measurement, by |log(predicted / measured)|
+    of throughput (one comparison each)."""
+    return sorted(one_per_configuration(comparisons),
+                  key=lambda c: -abs(math.log1p(c.error)))[:n]
+
+
+def worst_table(comparisons: list[TrainingComparison], n: int = 10) -> str:
+    rows = []
+    for c in worst_rows(comparisons, n):
+        k = c.case
+        layout = (f"tp{k.tp} pp{k.pp} vp{k.vp} ep{k.ep} dp{k.dp} mbs{k.micro_batch} "
+                  f"mb{k.microbatches} {k.sharding} rc={k.recompute or 'n/s'}")
+        rows.append([k.id, k.model, k.hw, k.recipe, k.seq, layout, _fmt(c.metric, c.measured),
+                     _fmt(c.metric, c.predicted), _pct(c.error), _pct(c.roofline_error)])
+    return format_table(["row", "model", "GPU", "recipe", "seq", "layout", "measured",
+                         "predicted", "error", "roofline error"], rows)
+
+
+def reasons_table(comparisons: list[TrainingComparison]) -> str:
+    n: dict[str, list[str]] = {}
+    for c in comparisons:
+        if c.reason is not None:
+            n.setdefault(c.reason, []).append(c.case.source)
+    rows = []
+    for reason, sources in sorted(n.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        counts: dict[str, int] = {}
+        for s in sources:
+            counts[s] = counts.get(s, 0) + 1
+        rows.append([reason, len(sources), ", ".join(f"{s} {k}" for s, k in sorted(
+            counts.items(), key=lambda kv: (-kv[1], kv[0])))])
+    return format_table(["reason", "rows", "sources"], rows)
+
+
+def memory_table(comparisons: list[TrainingComparison]) -> str:
+    """The rows refused for memory, with the planner's estimate (one line per configuration)."""
+    rows, seen = [], set()
+    for c in comparisons:
+        if c.reason == NOT_FIT and c.case.config not in seen:
+            seen.add(c.case.config)
+            rows.append([c.case.config, c.case.model, c.case.hw, c.case.parallelism,
+                         c.detail.rsplit(": ", 1)[-1].split("; shard more")[0]])
+    return format_table(["configuration", "model", "GPU", "layout", "plan_training memory"], rows)
+
+
+def report(comparisons: list[TrainingComparison], skipped: int = 0) -> str:
+    done = [c for c in comparisons if c.error is not None]
+    configs = one_per_configuration(done)
+    out = [f"Published training rows replayed on plan_training (level pipes) beside the roofline "
+           f"(nothing fitted): {len(done)} rows of {len(configs)} configurations predicted, "
+           f"{len(comparisons) - len(done)} expressible rows not predicted, {skipped} rows "
+           f"skipped as inexpressible (python -m perfmodel.validation.training).",
+           "error = predicted/measured - 1 of throughput (a step-time row: measured/predicted "
+           "- 1); + is faster than the run. Statistics count each configuration once (its "
+           "tokens/s row, else its step-time row).\n"]
+    for g in ("source", ("source", "hardware"), "hardware", "model", "parallelism", "recipe"):
+        out.append(error_table(comparisons, g))
+        out.append("")
+    out.append("10 configurations furthest from their measurement")
+    out.append(worst_table(comparisons))
+    out.append("\nexpressible rows not predicted, by reason")
+    out.append(reasons_table(comparisons))
+    if any(c.reason == NOT_FIT for c in comparisons):
+        out.append("\nconfigurations refused for memory (these runs happened: the estimate is "
+                   "above what the frameworks need)")
+        out.append(memory_table(comparisons))
+    return "\n".join(out)
+
+
+def main() -> None:
+    cases, skipped = load_training_cases()
+    print(report(run(cases), len(skipped)))
+
+
+if __name__ == "__main__":
+    main()
