@@ -56,6 +56,10 @@ class Estimate:
     level: str
     roofline_time_s: float
     details: Mapping[str, object] = field(default_factory=dict)
+    # an 80 % band from the cross-validated residuals of the op's class (perfmodel.intervals),
+    # attached by perfmodel.predict.predict_op; None for a bare Demand's estimate
+    interval_s: tuple[float, float] | None = None
+    interval_basis: str | None = None
 
     @property
     def utilization(self) -> dict[str, float]:
@@ -75,7 +79,9 @@ class Estimate:
         return {"time_s": self.time_s, "bound": self.bound, "flop": self.flop,
                 "hbm_bytes": self.hbm_bytes, "level": self.level,
                 "roofline_time_s": self.roofline_time_s,
-                "resource_time_s": dict(self.resource_time_s)}
+                "resource_time_s": dict(self.resource_time_s),
+                **({"interval_s": list(self.interval_s), "interval_basis": self.interval_basis}
+                   if self.interval_s is not None else {})}
 
 
 @functools.lru_cache(maxsize=1024)

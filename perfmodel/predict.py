@@ -1,6 +1,9 @@
 """The two entry points: one op on one GPU (`predict_op`), a whole graph scheduled (`predict`)."""
 from __future__ import annotations
 
+import dataclasses
+
+from perfmodel import intervals
 from perfmodel.engine import LEVELS, Estimate, estimate
 from perfmodel.errors import InputError
 from perfmodel.graph import OpGraph
@@ -10,9 +13,14 @@ from perfmodel.schedule import Prediction, schedule
 
 
 def predict_op(op: Op, hw: Hardware | str, level: str = "pipes") -> Estimate:
-    """Predict one op's time and bound on one GPU."""
+    """Predict one op's time and bound on one GPU; at the pipes level the Estimate carries the
+    80 % band of its op class's cross-validated error (`interval_s`, perfmodel.intervals)."""
     hw = hardware(hw)
-    return estimate(op.demand(hw), hw, level)
+    est = estimate(op.demand(hw), hw, level)
+    band = intervals.band(op, hw) if level == "pipes" else None
+    if band is None:
+        return est
+    return dataclasses.replace(est, interval_s=band.around(est.time_s), interval_basis=band.basis)
 
 
 def predict(graph: OpGraph, hw: Hardware | str | None = None,

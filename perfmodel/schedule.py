@@ -86,7 +86,15 @@ class Prediction:
                 "total_time_s": self.total_time_s,
                 "total_flop": sum(o.estimate.flop for o in self.ops),
                 "total_hbm_bytes": sum(o.estimate.hbm_bytes for o in self.ops),
-                "meta": meta, "ops": [o.to_dict() for o in self.ops]}
+                "meta": meta, "ops": [o.to_dict() for o in self.ops],
+                **(self.interval() or {})}
+
+    def interval(self) -> dict[str, Any] | None:
+        """The makespan's 80 % band from the ops' own (perfmodel.intervals), pipes level only."""
+        if self.level != "pipes":
+            return None
+        from perfmodel.intervals import graph_interval
+        return graph_interval(self)
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)

@@ -9,11 +9,12 @@ import argparse
 import sys
 from typing import Sequence
 
-from perfmodel.cli import build, hw, models, moe, op, ops, overlap, plan, predict, validate
+from perfmodel.cli import (build, calibrate, hw, models, moe, op, ops, overlap, plan, predict,
+                           validate)
 from perfmodel.errors import InputError
 
 # Every command, in `perfmodel --help` order: each module registers its own subparser.
-COMMANDS = (hw, models, ops, op, predict, build, validate, overlap, moe, plan)
+COMMANDS = (hw, models, ops, op, predict, build, validate, calibrate, overlap, moe, plan)
 
 
 class _Parser(argparse.ArgumentParser):

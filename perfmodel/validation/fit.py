@@ -32,6 +32,7 @@ own Blackwell rows, the forward on one source (CUDNN-PRE, B200) and judged on th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import difflib
 import json
@@ -51,6 +52,7 @@ from perfmodel.validation.measurements import (BLACKWELL_CSV, BLACKWELL_MEASUREM
                                                PUBLIC_CSV, Case, load_cases)
 
 MAMF_ROW = "gemm-mamf-001"
+STREAM_ROW = "CUTLASS2917-001"
 FA4_ROW = "att-fa4-b200-001"
 FAMILIES = ("fa2", "fa3", "cudnn")
 # the attention fit's result names -> fitted.yaml keys
@@ -78,6 +80,12 @@ SPECS = {
         (0.3, 1.0), 3,
         "B300's own sustained SM clock share (Blackwell Ultra is strongly power-limited); its "
         "hwspec takes it with `fitted: tensor_sustained_fraction.b300`"),
+    "hbm_achievable_fraction.b200": (
+        (0.7, 0.95), 3,
+        "the share of B200-class HBM3e's peak bandwidth a well-written streaming kernel sustains "
+        "(read + write, refresh and bank/turnaround losses); B200 and GB200 take it with "
+        "`fitted: hbm_achievable_fraction.b200`, B300 and GB300 (the same 8 TB/s HBM3e) carry it "
+        "over"),
     "serving.step_overhead_s.sglang": (
         (0.0, 0.05), 5,
         "SGLang's CPU time per engine step (scheduling, batch preparation, sampling, "
@@ -151,6 +159,12 @@ SUSTAINED_RULE = (
     "H100 SXM (794.5 TFLOPS at 2048x2048x13312, L2 flushed), the row that measures the sustained "
     "rate with the least shape overhead; bisection for the fraction at which the pipes-level "
     "prediction equals it ({fit:.4f}), kept to 2 decimals. Every other GEMM row is judged")
+HBM_RULE = (
+    f"the one row {STREAM_ROW} (blackwell_measurements.csv: NVIDIA/cutlass PR 2917's CuTe DSL "
+    "RMSNorm on B200, 32768 x 16384 BF16, 2.15 GB read and written in 329.5 us, a kernel written "
+    "for bandwidth and the largest pure stream of the Blackwell rows): bisection for the fraction "
+    "at which the pipes-level prediction equals it ({fit:.4f}), kept to 3 decimals. Judged on the "
+    "other streaming rows (cuDNN's GB200 norms, PyTorch's B200 cross-entropy, torchao's casts)")
 STEP_OVERHEAD_RULE = (
     "the DataCrunch SGLang rows of median inter-token latency at the lightest load, 1 request/s "
     "(serving_measurements.csv; Llama 3.3 70B TP4 and Llama 3.1 405B TP8 on H200, where queueing "
@@ -161,6 +175,24 @@ B300_RULE = (
     "(te_b300_gemm_profile.csv; fprop, dgrad, wgrad): bisection for the fraction at which the "
     "predicted BF16 kernel-only layer total equals the measured 12.835 ms ({fit:.4f}), kept to "
     "3 decimals. The FP8-block, MXFP8, NVFP4 and autocast rows are judged only")
+# What a constant is when none of its rows may inform it (a cross-validation fold that holds out
+# its source, perfmodel.validation.calibrate): the value its meaning implies without a fit.
+PRIORS = {
+    "tensor_sustained_fraction": 1.0,          # the datasheet clock: no throttling assumed
+    "tensor_sustained_fraction.b300": 1.0,
+    "hbm_achievable_fraction.b200": 0.90,      # the GH200 measurement hwspecs carried before
+    "serving.step_overhead_s.sglang": 0.0,     # no CPU time per step
+}
+
+
+def prior(key: str) -> float:
+    """PRIORS[key], else the midpoint of the constant's range."""
+    if key in PRIORS:
+        return PRIORS[key]
+    lo, hi = SPECS[key][0]
+    return (lo + hi) / 2
+
+
 HEADER = """\
 # Fitted constants of the model: written by `python -m perfmodel.validation.fit`, not by hand.
 # Refit and rewrite with that command; `--check` exits 1 if this file differs from a fresh fit.
@@ -212,13 +244,33 @@ def cudnn_tcgen05_bwd_rows(cases: list[Case]) -> list[Case]:
             and c.op.head_dim == 128 and c.op.seq_q >= 8192]
 
 
+# hwspec quantities a fitted constant can feed -> the Hardware field it sets
+HARDWARE_FIELDS = {"clocks.tensor_sustained_fraction": "tensor_sustained_fraction",
+                   "hbm.achievable_fraction": "hbm_achievable_fraction"}
+# hardware constants of the fit in progress (fit_all sets them before the fits that depend on them)
+_FRESH_HW: dict[str, float] = {}
+
+
+def with_fitted(hw: Hardware, values: dict[str, float]) -> Hardware:
+    """hw as it loads when fitted.yaml holds `values` (key -> value) for the quantities its spec
+    takes with `fitted: KEY` (HARDWARE_FIELDS); hw itself when none applies."""
+    changes = {}
+    for path, name in HARDWARE_FIELDS.items():
+        q = hw.quantities.get(path)
+        key = q.provenance.get("fitted") if q is not None else None
+        if key in values and values[key] is not None:
+            changes[name] = values[key]
+    return dataclasses.replace(hw, **changes) if changes else hw
+
+
 def _with_sustained(hw: Hardware, sustained: float | None) -> Hardware:
     """hw as it loads when fitted.yaml's tensor_sustained_fraction is `sustained` (the GPUs whose
-    spec takes it with `fitted:`); hw itself when `sustained` is None."""
-    q = hw.quantities.get("clocks.tensor_sustained_fraction")
-    if sustained is None or q is None or q.provenance.get("fitted") != "tensor_sustained_fraction":
-        return hw
-    return dataclasses.replace(hw, tensor_sustained_fraction=sustained)
+    spec takes it with `fitted:`) and the hardware constants fitted so far in this run
+    (_FRESH_HW) hold; `sustained` None: as loaded."""
+    values = dict(_FRESH_HW)
+    if sustained is not None:
+        values["tensor_sustained_fraction"] = sustained
+    return with_fitted(hw, values)
 
 
 def _set_attention(values: dict[str, float]) -> None:
@@ -242,6 +294,23 @@ def _restore_attention(saved: tuple[dict, dict[str, float]]) -> None:
     attention.DESIGN_OVERLAP.update(saved[0][1])
     for n, v in saved[1].items():
         setattr(attention, n, v)
+
+
+@contextlib.contextmanager
+def applied(entries: dict[str, dict]):
+    """The attention module's fitted values set to `entries` (fit_all's result) for the block,
+    as if fitted.yaml held them; yields the values by key, for `with_fitted` on each case's
+    hardware (perfmodel.validation.calibrate predicts its cross-validation folds so)."""
+    values = {k: e["value"] for k, e in entries.items()}
+    saved = _saved_attention()
+    try:
+        _set_attention({name: values[key] for name, key in ATTENTION_KEYS.items()})
+        attention.SOFTMAX_OVERLAP["fa4"] = values["attention.softmax_overlap.fa4"]
+        for key, design in CUDNN_TCGEN05_KEYS.items():
+            attention.DESIGN_OVERLAP[design] = values[key]
+        yield values
+    finally:
+        _restore_attention(saved)
 
 
 def fit_attention(cases: list[Case], sustained: float | None = None) -> dict:
@@ -270,7 +339,8 @@ def fit_attention(cases: list[Case], sustained: float | None = None) -> dict:
             "rms_log_error": float(np.sqrt(np.mean(np.square(fit.fun))))}
 
 
-def fit_cudnn_tcgen05(constants: dict[str, float], sustained: float | None = None
+def fit_cudnn_tcgen05(constants: dict[str, float], sustained: float | None = None,
+                      exclude: frozenset[str] = frozenset()
                       ) -> dict[str, tuple[float, list[str]]]:
     """cuDNN's tcgen05 overlaps, forward and backward, each on its own rows (CUDNN_TCGEN05_*_RULE)
     by a bounded least-squares fit of the log errors, with the other attention constants at
@@ -286,8 +356,12 @@ def fit_cudnn_tcgen05(constants: dict[str, float], sustained: float | None = Non
                 ("attention.softmax_overlap.cudnn_tcgen05.bwd", cudnn_tcgen05_bwd_rows)):
             hws = {}
             rows = [(c, hws.setdefault(id(c.hardware), _with_sustained(c.hardware, sustained)))
-                    for c in select(cases)]
+                    for c in select(cases) if c.id not in exclude]
             lo, hi = SPECS[key][0]
+            if not rows:  # every row held out: the prior
+                out[key] = (prior(key), [], None)
+                attention.DESIGN_OVERLAP[CUDNN_TCGEN05_KEYS[key]] = prior(key)
+                continue
 
             def residuals(x, rows=rows, key=key):
                 attention.DESIGN_OVERLAP[CUDNN_TCGEN05_KEYS[key]] = float(x[0])
@@ -333,6 +407,19 @@ def fit_fa4_overlap(row_id: str = FA4_ROW, tol: float = 1e-5,
         return _solve_falling(time_at, case.measured_time_s, lo, hi, tol)
     finally:
         _restore_attention(saved)
+
+
+def fit_hbm_fraction(row_id: str = STREAM_ROW, tol: float = 1e-5) -> float:
+    """B200-class HBM's achievable share on its one streaming row (HBM_RULE)."""
+    cases, _ = load_cases(BLACKWELL_MEASUREMENTS_CSV)
+    case = next(c for c in cases if c.id == row_id)
+
+    def time_at(fraction: float) -> float:
+        hw = dataclasses.replace(case.hardware, hbm_achievable_fraction=fraction)
+        return estimate(case.op.demand(hw), hw, "pipes").time_s
+
+    lo, hi = SPECS["hbm_achievable_fraction.b200"][0]
+    return _solve_falling(time_at, case.measured_time_s, lo, hi, tol)
 
 
 def fit_sustained_fraction(row_id: str = MAMF_ROW, tol: float = 1e-5) -> float:
@@ -389,19 +476,49 @@ def _entry(key: str, value: float, rows: list[str], rule: str,
     return out
 
 
-def fit_all() -> dict[str, dict]:
-    """Every fitted constant from a fresh fit, as fitted.yaml holds it (key -> entry)."""
-    raw_sustained = fit_sustained_fraction()
+def fit_all(exclude: frozenset[str] = frozenset(), serving: bool = True) -> dict[str, dict]:
+    """Every fitted constant from a fresh fit, as fitted.yaml holds it (key -> entry). `exclude`:
+    row ids no rule may select (a cross-validation fold's held-out source): a constant left
+    with no rows takes its prior (PRIORS) and fits on none. `serving=False` keeps the serving
+    constants as fitted.yaml has them (no kernel row informs them)."""
+    _FRESH_HW.clear()
+    try:
+        return _fit_all(frozenset(exclude), serving)
+    finally:
+        _FRESH_HW.clear()
+
+
+def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
+    if MAMF_ROW in exclude:
+        raw_sustained, sustained_rows = prior("tensor_sustained_fraction"), []
+    else:
+        raw_sustained, sustained_rows = fit_sustained_fraction(), [MAMF_ROW]
     sustained = round(raw_sustained, SPECS["tensor_sustained_fraction"][1])
+    if STREAM_ROW in exclude:
+        raw_hbm, hbm_rows = prior("hbm_achievable_fraction.b200"), []
+    else:
+        raw_hbm, hbm_rows = fit_hbm_fraction(), [STREAM_ROW]
+    _FRESH_HW["hbm_achievable_fraction.b200"] = round(
+        raw_hbm, SPECS["hbm_achievable_fraction.b200"][1])
     cases, _ = load_cases(PUBLIC_CSV)
-    att = fit_attention(cases, sustained)
-    fa4 = fit_fa4_overlap(constants=att, sustained=sustained)
-    cudnn_tcgen05 = fit_cudnn_tcgen05(att, sustained)
+    att = fit_attention([c for c in cases if c.id not in exclude], sustained)
+    if FA4_ROW in exclude:
+        fa4, fa4_rows = prior("attention.softmax_overlap.fa4"), []
+    else:
+        fa4 = fit_fa4_overlap(constants=att, sustained=sustained)
+        fa4_rows = [FA4_ROW]
+    cudnn_tcgen05 = fit_cudnn_tcgen05(att, sustained, exclude)
     raw_b300 = te_profile.fit_b300_sustained_fraction()
-    overhead, overhead_rows = fit_sglang_step_overhead()
+    if serving:
+        overhead, overhead_rows = fit_sglang_step_overhead()
+    else:
+        c = fitted.CONSTANTS["serving.step_overhead_s.sglang"]
+        overhead, overhead_rows = c.value, list(c.fitted_on)
     entries = {"tensor_sustained_fraction": _entry(
-        "tensor_sustained_fraction", sustained, [MAMF_ROW],
+        "tensor_sustained_fraction", sustained, sustained_rows,
         SUSTAINED_RULE.format(fit=raw_sustained)),
+        "hbm_achievable_fraction.b200": _entry(
+        "hbm_achievable_fraction.b200", raw_hbm, hbm_rows, HBM_RULE.format(fit=raw_hbm)),
         "tensor_sustained_fraction.b300": _entry(
         "tensor_sustained_fraction.b300", raw_b300, list(te_profile.FIT_ROWS),
         B300_RULE.format(fit=raw_b300)),
@@ -410,7 +527,7 @@ def fit_all() -> dict[str, dict]:
     for name, key in ATTENTION_KEYS.items():
         entries[key] = _entry(key, att[name], att["rows"], ATTENTION_RULE, att["rms_log_error"])
     entries["attention.softmax_overlap.fa4"] = _entry(
-        "attention.softmax_overlap.fa4", fa4, [FA4_ROW], FA4_RULE)
+        "attention.softmax_overlap.fa4", fa4, fa4_rows, FA4_RULE)
     for key, rule in (("attention.softmax_overlap.cudnn_tcgen05.fwd", CUDNN_TCGEN05_FWD_RULE),
                       ("attention.softmax_overlap.cudnn_tcgen05.bwd", CUDNN_TCGEN05_BWD_RULE)):
         value, rows, rms = cudnn_tcgen05[key]
