@@ -15,7 +15,7 @@ from perfmodel.cli.main import main
 from perfmodel.hardware import MMA_INSTRUCTIONS, PROVENANCE_KINDS, builtin_spec_dir, parse_spec
 
 
-EXPECTED = {"A100-SXM", "H100-SXM", "H100-PCIe", "H200-SXM", "B200", "GB200", "B300"}
+EXPECTED = {"A100-SXM", "H100-SXM", "H100-PCIe", "H200-SXM", "B200", "GB200", "B300", "GB300"}
 
 
 def test_catalogue_has_every_gpu_of_the_mission():
@@ -158,7 +158,8 @@ def test_all_problems_are_reported_at_once(tmp_path):
 
 
 EXPECTED_MMA = {"A100-SXM": "mma_sync", "H100-SXM": "wgmma", "H100-PCIe": "wgmma",
-            "H200-SXM": "wgmma", "B200": "tcgen05", "GB200": "tcgen05", "B300": "tcgen05"}
+            "H200-SXM": "wgmma", "B200": "tcgen05", "GB200": "tcgen05", "B300": "tcgen05",
+            "GB300": "tcgen05"}
 
 
 def _raw(name: str) -> dict:
@@ -258,7 +259,8 @@ def test_hw_show_lists_capabilities(capsys):
 
 NETWORK = {  # NVLink domain (GPUs), NIC per GPU per direction (bytes/s)
     "A100-SXM": (8, 25e9), "H100-SXM": (8, 50e9), "H100-PCIe": (2, 50e9),
-    "H200-SXM": (8, 50e9), "B200": (8, 50e9), "GB200": (72, 50e9), "B300": (8, 100e9)}
+    "H200-SXM": (8, 50e9), "B200": (8, 50e9), "GB200": (72, 50e9), "B300": (8, 100e9),
+    "GB300": (72, 100e9)}
 
 
 def test_every_builtin_spec_has_a_network_link_and_an_nvlink_domain():
@@ -400,3 +402,15 @@ def test_a_spec_without_fa2_s_mma_sync_rate_is_rejected(tmp_path):
     with pytest.raises(pm.InputError) as e:
         pm.load_spec(_spec(tmp_path, text))
     assert "isa.mma_sync_flop_per_sm_per_clk.bf16: missing required key" in str(e.value)
+
+
+def test_gb300_is_b300s_die_at_1400_w_in_one_nvl72_domain():
+    """GB300 shares B300's per-SM rates and clocks, but its 1400 W lifts the power cap behind
+    HGX B300's own sustained fraction, so its BF16 GEMM is not slower than B200's; its NVLink
+    domain is the rack."""
+    gb300, b300, b200 = pm.hardware("GB300"), pm.hardware("B300"), pm.hardware("B200")
+    assert gb300.tensor_flop_per_sm_per_clk == b300.tensor_flop_per_sm_per_clk
+    assert gb300.nvlink_domain_gpus == 72 and b300.nvlink_domain_gpus == 8
+    gemm = pm.ops.op("gemm", m=8192, n=8192, k=8192, dtype="bf16")
+    t = {h.name: pm.predict_op(gemm, h).time_s for h in (gb300, b300, b200)}
+    assert t["GB300"] <= t["B200"] * 1.001 < t["B300"]

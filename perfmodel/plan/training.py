@@ -106,6 +106,9 @@ def _zero3_extra_comm_s(graph, hw: Hardware, level: str, microbatches: int) -> f
     step: per microbatch a parameter all-gather before its forward and its backward and a
     gradient reduce-scatter (module docstring)."""
     ops = {n.name: n.op for n in graph.nodes}
-    gather = predict_op(ops["param_allgather"], hw, level).time_s
-    scatter = predict_op(ops["grad_reduce_scatter"], hw, level).time_s
+    gather = scatter = 0.0
+    for prefix in ("", "expert_"):  # dense, and the routed experts over their own group
+        if f"{prefix}param_allgather" in ops:
+            gather += predict_op(ops[f"{prefix}param_allgather"], hw, level).time_s
+            scatter += predict_op(ops[f"{prefix}grad_reduce_scatter"], hw, level).time_s
     return (2 * microbatches - 1) * gather + (microbatches - 1) * scatter

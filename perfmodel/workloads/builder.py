@@ -397,17 +397,28 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
             _stage_transfer(out, "send_grads", tokens * h * ACT_BYTES, tp, ranks["pp"])
     per_microbatch = len(out.nodes)
     if phase == "train":
-        stage_params = _stage_params(model, stage_layers) / tp
-        if dp > 1:
-            grad_bytes = float(stage_params * ACT_BYTES)
-            out.add("grad_reduce_scatter", "reduce_scatter", bytes=grad_bytes, gpus=dp,
-                    placement=ranks["dp"])
-        out.add("optimizer", "elementwise", elements=int(math.ceil(stage_params / dp)),
+        # Dense parameters are sharded by tp and reduced over the dp replicas; routed experts
+        # are sharded by ep (and each split moe_tp ways) and reduced over the expert-data-
+        # parallel group of tp·dp / (ep·moe_tp) GPUs that hold the same experts (Megatron-Core's
+        # expert_data_parallel_size): with EP each GPU syncs only its own experts' gradients.
+        dense_params, expert_params = _stage_params_split(model, stage_layers)
+        dense = dense_params / tp
+        expert = expert_params / (ep * w.moe_tp) if model.is_moe else 0.0
+        edp = max(1, tp * dp // (ep * w.moe_tp)) if model.is_moe else dp
+        syncs = [("", dense, dp, ranks["dp"])] + (
+            [("expert_", expert, edp, ranks["edp"])] if expert else [])
+        for prefix, params, group, where in syncs:
+            if group > 1:
+                out.add(f"{prefix}grad_reduce_scatter", "reduce_scatter",
+                        bytes=float(params * ACT_BYTES), gpus=group, placement=where)
+        out.add("optimizer", "elementwise",
+                elements=int(math.ceil(sum(p / g for _, p, g, _ in syncs))),
                 dtype="fp32", inputs=4, outputs=3, flop_per_element=ADAM_FLOP_PER_PARAM,
                 xu_per_element=1)
-        if dp > 1:
-            out.add("param_allgather", "allgather", bytes=float(stage_params * ACT_BYTES),
-                    gpus=dp, placement=ranks["dp"])
+        for prefix, params, group, where in syncs:
+            if group > 1:
+                out.add(f"{prefix}param_allgather", "allgather",
+                        bytes=float(params * ACT_BYTES), gpus=group, placement=where)
     meta = {"model": model.name, **{k: v for k, v in asdict(w).items() if v is not None},
             "tokens_per_microbatch": tokens, "microbatches": mb}
     # the step repeats the microbatch's ops: 1F1B over pp stages, or plain gradient accumulation
@@ -472,19 +483,34 @@ def group_placements(tp: int, ep: int, pp: int, dp: int) -> dict[str, str | None
     DeepSeek-V3's 64-way EP spans 8 whole nodes (arXiv:2412.19437 §3.2). So TP and EP groups are
     consecutive (a TP group larger than the domain is priced across domains, not refused),
     pipeline neighbours are max(tp, ep) GPUs apart, and a data-parallel group is the replicas
-    inside one EP group plus the rest, max(tp, ep)·pp apart."""
+    inside one EP group plus the rest, max(tp, ep)·pp apart; the expert-data-parallel group
+    (`edp`) only the rest."""
     block = max(tp, ep)                 # GPUs of one stage replica: TP × EP's attention replicas
     inner = math.gcd(block // tp, dp)   # data-parallel replicas inside that block
 
     def levels(*lv: tuple[int, int]) -> str | None:
         return ",".join(f"{c}x{s}" for c, s in lv if c > 1) or None
-    return {"pp": levels((pp, block)), "dp": levels((inner, tp), (dp // inner, block * pp))}
+    dp_levels = levels((inner, tp), (dp // inner, block * pp))
+    # the expert-data-parallel group (the GPUs holding the same experts): with ep > tp the same
+    # position in every EP block, max(tp, ep)·pp apart; else the data-parallel group itself
+    edp = levels((dp // inner, block * pp)) if ep > tp else dp_levels
+    return {"pp": levels((pp, block)), "dp": dp_levels, "edp": edp}
 
 
 def _stage_params(model: ModelSpec, layers) -> float:
     """Parameters held by one pipeline stage (before tensor/expert sharding)."""
     p = sum(model.attention_params() + model.ffn_params(i) for i in layers)
     return float(p + model.vocab * model.hidden)  # LM head (last stage)
+
+
+def _stage_params_split(model: ModelSpec, layers) -> tuple[float, float]:
+    """(dense, routed-expert) parameters of one pipeline stage, before sharding: the routed
+    experts are what expert parallelism shards; attention, shared experts, routers, dense FFNs
+    and the LM head are the rest."""
+    total = _stage_params(model, layers)
+    per_expert = model.ffn_matrices * model.hidden * model.expert_hidden
+    routed = float(sum(model.experts * per_expert for i in layers if model.is_moe_layer(i)))
+    return total - routed, routed
 
 
 def kv_cache_bytes_per_token(model: ModelSpec, tp: int = 1, kv_dtype: str | None = None) -> float:

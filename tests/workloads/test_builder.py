@@ -178,9 +178,26 @@ def _links(graph, hw: str, op_name: str) -> set[str]:
 
 def test_group_placements_follow_tp_ep_pp_dp_order():
     from perfmodel.workloads.builder import group_placements
-    assert group_placements(8, 1, 16, 64) == {"pp": "16x8", "dp": "64x128"}   # Llama 3 405B
-    assert group_placements(1, 64, 16, 128) == {"pp": "16x64", "dp": "64x1,2x1024"}  # DS-V3
-    assert group_placements(2, 1, 1, 4) == {"pp": None, "dp": "4x2"}
+    assert group_placements(8, 1, 16, 64) == {"pp": "16x8", "dp": "64x128",   # Llama 3 405B
+                                              "edp": "64x128"}
+    assert group_placements(1, 64, 16, 128) == {"pp": "16x64", "dp": "64x1,2x1024",  # DS-V3
+                                                 "edp": "2x1024"}
+    assert group_placements(2, 1, 1, 4) == {"pp": None, "dp": "4x2", "edp": "4x2"}
+
+
+def test_experts_sync_their_gradients_over_the_expert_data_parallel_group():
+    """With EP each GPU reduces only its own experts' gradients, over the GPUs holding the same
+    experts (tp·dp / ep of them); the dense parameters over the dp replicas."""
+    m = pm.load_model("deepseek-v3")
+    g = build_graph(m, "train", batch=16, seq=1024, tp=1, ep=8, pp=4, dp=16)
+    ops = {n.name: n.op for n in g.nodes}
+    assert ops["grad_reduce_scatter"].gpus == 16 and ops["expert_grad_reduce_scatter"].gpus == 2
+    stage = range(m.layers - -(-m.layers // 4), m.layers)
+    experts = sum(m.experts for i in stage if m.is_moe_layer(i)) * (
+        m.ffn_matrices * m.hidden * m.expert_hidden)
+    assert ops["expert_grad_reduce_scatter"].bytes == pytest.approx(experts / 8 * 2)
+    full = build_graph(m, "train", batch=16, seq=1024, tp=1, ep=128, pp=4, dp=128)
+    assert "expert_grad_reduce_scatter" not in {n.name for n in full.nodes}  # one copy each
 
 
 def test_the_builder_puts_ep_64_on_the_network_and_ep_8_on_nvlink():
