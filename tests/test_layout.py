@@ -21,7 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("workloads",),                   # models, builder, recipes
     ("report",),                      # tables, progress, plots
     ("plan",),                        # memory, serving, training
-    ("studies", "validation"),
+    ("studies", "validation", "sol"),
     ("cli",),
 )
 SCHEDULE_MODULES = {"graph", "contention", "schedule", "predict"}

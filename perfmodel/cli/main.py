@@ -10,11 +10,12 @@ import sys
 from typing import Sequence
 
 from perfmodel.cli import (build, calibrate, hw, models, moe, op, ops, overlap, plan, predict,
-                           validate)
+                           sol, validate)
 from perfmodel.errors import InputError
 
 # Every command, in `perfmodel --help` order: each module registers its own subparser.
-COMMANDS = (hw, models, ops, op, predict, build, validate, calibrate, overlap, moe, plan)
+COMMANDS = (hw, models, ops, op, predict, build, validate, calibrate, overlap, moe, plan,
+            sol)
 
 
 class _Parser(argparse.ArgumentParser):

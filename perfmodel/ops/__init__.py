@@ -6,14 +6,19 @@ YAML name.
 from perfmodel.ops.attention.op import Attention
 from perfmodel.ops.base import REGISTRY, Op, Param, op
 from perfmodel.ops.comm import Allgather, Allreduce, Alltoall, ReduceScatter, SendRecv
+from perfmodel.ops.conv import Conv
 from perfmodel.ops.gemm import Gemm
 from perfmodel.ops.grouped_gemm import GroupedGemm
+from perfmodel.ops.groupnorm import GroupNorm
+from perfmodel.ops.indexing import Embedding, Gather, Scatter
 from perfmodel.ops.losses import CrossEntropy
 from perfmodel.ops.moe.op import Moe
 from perfmodel.ops.quantize import Quantize
 from perfmodel.ops.rng import Rng
 from perfmodel.ops.streaming import Elementwise, Memcpy, Norm, Softmax
+from perfmodel.ops.topk import TopK
 
 __all__ = ["REGISTRY", "Op", "Param", "op", "Gemm", "Attention", "Elementwise", "Norm",
            "Softmax", "GroupedGemm", "Rng", "Quantize", "Moe", "Memcpy", "Allreduce", "Allgather",
-           "ReduceScatter", "Alltoall", "SendRecv", "CrossEntropy"]
+           "ReduceScatter", "Alltoall", "SendRecv", "CrossEntropy",
+           "Conv", "GroupNorm", "Gather", "Scatter", "Embedding", "TopK"]

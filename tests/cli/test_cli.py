@@ -21,7 +21,7 @@ def run(capsys, *argv):
      "not supported by H100-SXM"),
     (["op", "gemm", "m=-1", "n=1", "k=1", "dtype=bf16", "--hw", "h100"], "m: expected"),
     (["op", "gemm", "m=1", "--hw", "h900"], "unknown hardware 'h900'"),
-    (["op", "conv", "x=1", "--hw", "h100"], "unknown op 'conv'"),
+    (["op", "fft", "x=1", "--hw", "h100"], "unknown op 'fft'"),
     (["op", "gemm", "m", "--hw", "h100"], "expected key=value"),
     (["frobnicate"], "usage:"),
     (["hw", "show"], "usage:"),
