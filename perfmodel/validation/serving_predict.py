@@ -10,7 +10,9 @@ as one scheduler per attention group: `layout`), weights and KV-cache dtypes (an
 dtype is the engine default, the activation dtype), its lengths (a "random uniform lo..hi" draw
 as such; other dataset means taken as fixed lengths, flagged by the `lengths` column) and its
 load (offline, saturated and sweep maxima as offline; a fixed concurrency; a Poisson rate), split
-over the replicas and attention groups. One constant is fitted on these rows: SGLang's step overhead
+over the replicas and attention groups. A row that measures one pool of a disaggregated
+deployment alone is replayed as that pool: a prefill pool's prompts (one output token each) or
+a decode pool's requests arriving with their KV cache (`Workload(prefilled=True)`). One constant is fitted on these rows: SGLang's step overhead
 (perfmodel/fitted.yaml `serving.step_overhead_s.sglang`, on its two named light-load rows, which
 the tables report apart); the other engines' stays 0.
 """
@@ -46,9 +48,15 @@ def why_not(case: ServingCase) -> str | None:
         if spec_acceptance(case) is None:
             return (f"speculative decoding ({case.spec_decoding}) without a stated acceptance "
                     f"rate")
-    if case.disaggregated or case.phase != "both":
-        return "disaggregated prefill/decode pools are not simulated"
-    if case.isl is None or case.osl is None:
+    if case.phase == "prefill":  # a prefill pool alone (the decode side assumed unlimited)
+        if case.isl is None:
+            return "no input length"
+    elif case.phase == "decode":  # a decode pool alone, its requests' KV arriving prefilled
+        if case.isl is None or case.osl is None:
+            return "decode pool alone without an output length (its contexts are unknown)"
+    elif case.disaggregated:
+        return "disaggregated deployment whose prefill/decode pool split is not stated"
+    elif case.isl is None or case.osl is None:
         return "no input or output length"
     if case.mode not in (*OFFLINE_MODES, "concurrency", "rate"):
         return f"load mode {case.mode} (MLPerf server/interactive scheduling) is not simulated"
@@ -104,8 +112,17 @@ def _lengths(value: float, span: tuple[int, int] | None):
 
 
 def _workload(case: ServingCase) -> Workload:
-    isl, osl = _lengths(case.isl, case.isl_range), _lengths(case.osl, case.osl_range)
+    isl = _lengths(case.isl, case.isl_range)
     k = schedulers(case)
+    if case.phase == "prefill":  # one output token each: the pool's prompt throughput
+        n = case.num_requests or MAX_REQUESTS
+        return Workload("offline", requests=max(MIN_REQUESTS, min(MAX_REQUESTS, n // k)),
+                        isl=isl, osl=1)
+    osl = _lengths(case.osl, case.osl_range)
+    if case.phase == "decode":  # requests arrive with their prompt's KV cache
+        n = case.num_requests or MAX_REQUESTS
+        return Workload("offline", requests=max(MIN_REQUESTS, min(MAX_REQUESTS, n // k)),
+                        isl=isl, osl=osl, prefilled=True)
     if case.mode in OFFLINE_MODES:
         n = case.num_requests or MAX_REQUESTS
         return Workload("offline", requests=max(MIN_REQUESTS, min(MAX_REQUESTS, n // k)),

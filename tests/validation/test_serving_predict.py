@@ -21,7 +21,7 @@ def test_every_row_is_replayed_or_has_a_reason():
     assert len(replayable) >= 50  # DataCrunch, TensorRT-LLM and vLLM rows with lengths
 
 
-def test_speculative_rows_replay_with_their_drafts_and_disaggregated_rows_do_not():
+def test_speculative_rows_replay_with_their_drafts_and_disaggregated_pools_alone():
     for c in CASES:
         if c.spec_decoding in ("mtp", "eagle"):
             reason = sp.why_not(c)
@@ -31,6 +31,12 @@ def test_speculative_rows_replay_with_their_drafts_and_disaggregated_rows_do_not
                 settings = sp.engine_settings(c)
                 assert settings["spec_tokens"] == c.draft_tokens
                 assert 0 < settings["spec_acceptance"] <= 1
+        elif c.phase != "both":  # one pool of a disaggregated deployment, alone
+            reason = sp.why_not(c)
+            assert reason is None or "length" in reason
+            if reason is None:
+                w = sp._workload(c)
+                assert (w.osl == 1) if c.phase == "prefill" else w.prefilled
         elif c.disaggregated:
             assert "disaggregated" in sp.why_not(c)
     mtp = BY_ID["TRT-0269"]  # DeepSeek-R1 MTP3 on B200, no acceptance rate stated
