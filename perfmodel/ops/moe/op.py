@@ -1,9 +1,19 @@
 """Mixture-of-experts FFN layer under expert parallelism (METRO, arXiv:2512.09277).
 
-Tokens pick `top_k` of `experts` (seeded synthetic routing: uniform, or Zipf-skewed popularity;
-or a trace file; `perfmodel.ops.moe.traces`). Experts, and with replication > 1 extra replicas of
-the most loaded ones (EPLB placement), sit on `gpus`; a routing policy (`perfmodel.ops.moe.routing`)
-sends each expert's tokens to replicas:
+Tokens pick `top_k` of `experts`: seeded synthetic routing (uniform, or Zipf-skewed popularity),
+a trace file (`perfmodel.ops.moe.traces`), or draws from a recorded expert-loads file (`loads`,
+one `layer` of it; DeepSeek's group-limited routing with `expert_groups` / `group_top_k` and
+batch-to-batch `variation`; `perfmodel.ops.moe.loads`). Experts, plus redundant replicas
+(`replication` or `redundant_experts`), sit on `gpus` by a placement:
+  contiguous      no replication: expert e on GPU ⌊e·G/E⌋;
+  balanced        replicas in proportion to this step's load, largest first onto the least loaded
+                  GPU, at most one replica of an expert per GPU (`routing.place_eplb`);
+  eplb            DeepSeek's published EPLB (`perfmodel.ops.moe.eplb`): groups packed to nodes of
+                  `gpus_per_node`, hot experts replicated, replicas packed to GPUs; from the loads
+                  file's long-run statistics of the layer (what SGLang deploys from these files),
+                  else from this step's load;
+  auto            contiguous without redundancy, else eplb with a loads file, else balanced.
+A routing policy (`perfmodel.ops.moe.routing`) sends each expert's tokens to replicas:
   token_balanced  split every expert's tokens evenly over its replicas (EPLB);
   metro           each active expert goes whole to the replica whose GPU has the fewest activated
                   replicas so far (METRO, Algorithm 1);
@@ -24,6 +34,8 @@ import numpy as np
 from perfmodel.demand import Choice, Demand, LaunchShape
 from perfmodel.errors import InputError
 from perfmodel.units import bytes_per_element, tensor_dtype
+from perfmodel.ops.moe.eplb import eplb_placement, nodes_for, route_token_balanced_slots
+from perfmodel.ops.moe.loads import LoadsRouting, check_group_limit, load_expert_loads
 from perfmodel.ops.moe.routing import POLICIES, Routing, place_contiguous, place_eplb
 from perfmodel.ops.moe.routing import route as route_tokens
 from perfmodel.ops.moe.traces import load_trace, popularity, synthetic_trace
@@ -34,6 +46,7 @@ from perfmodel.ops.base import Op, Param, positive
 EXACT_ROUTING_LIMIT = 1 << 21
 MMA_ROWS = 64  # smallest MMA tile in M (Hopper wgmma m64; tcgen05 M = 64)
 TILE_N = 128
+PLACEMENTS = ("auto", "contiguous", "balanced", "eplb")
 
 
 def routed_counts(tokens: int, experts: int, top_k: int, skew: float, seed: int) -> np.ndarray:
@@ -65,20 +78,92 @@ class Moe(Op):
                       doc="Zipf exponent of expert popularity (0: uniform)"),
         "seed": Param("int", default=0, lo=0),
         "trace": Param("path", default=None, nullable=True, doc="routing trace (CSV or NPZ)"),
+        "loads": Param("path", default=None, nullable=True,
+                       doc="expert-loads JSON (SGLang logical_count), sampled per batch"),
+        "layer": Param("int", default=None, nullable=True, lo=0,
+                       doc="layer of the loads file (default: its first MoE layer)"),
+        "expert_groups": Param("int", default=1, lo=1,
+                               doc="expert groups of group-limited routing (DeepSeek-V3: 8)"),
+        "group_top_k": Param("int", default=None, nullable=True, lo=1,
+                             doc="groups a token may use (DeepSeek-V3: 4; default: all)"),
+        "variation": Param("float", default=0.0, lo=0.0, hi=4.0,
+                           doc="batch-to-batch log-normal sigma of expert popularity (loads)"),
+        "placement": Param("choice", default="auto", choices=PLACEMENTS),
+        "redundant_experts": Param("int", default=None, nullable=True, lo=0,
+                                   doc="extra expert slots (instead of replication)"),
+        "gpus_per_node": Param("int", default=8, lo=1, unit="GPUs",
+                               doc="GPUs per node (NVLink domain), for EPLB's node packing"),
     }
     SIZE_PARAMS = ("hidden", "expert_hidden")
 
     def check(self, v):
         out = []
-        if v["top_k"] > v["experts"]:
-            out.append(("top_k", f"top_k ({v['top_k']}) exceeds experts ({v['experts']})"))
-        if v["experts"] % v["gpus"]:
-            out.append(("gpus", f"experts ({v['experts']}) must divide evenly over gpus "
-                                f"({v['gpus']})"))
+        e, g = v["experts"], v["gpus"]
+        if v["top_k"] > e:
+            out.append(("top_k", f"top_k ({v['top_k']}) exceeds experts ({e})"))
+        if v["trace"] and v["loads"]:
+            out.append(("loads", "give a routing trace or an expert-loads file, not both"))
+        if not v["loads"]:
+            for key, default in (("layer", None), ("variation", 0.0)):
+                if v[key] != default:
+                    out.append((key, "applies to an expert-loads file (loads) only"))
+        try:
+            check_group_limit(e, min(v["top_k"], e), v["expert_groups"], v["group_top_k"])
+        except ValueError as err:
+            out.append(("expert_groups", str(err)))
+        if v["redundant_experts"] is not None and v["replication"] != 1.0:
+            out.append(("redundant_experts", "give replication or redundant_experts, not both"))
+        redundant = _redundant(v)
+        if redundant > e * (g - 1):
+            out.append(("redundant_experts", f"{redundant} redundant replicas of {e} experts "
+                                             f"need more than one replica per GPU ({g} GPUs)"))
+        kind = _placement(v, redundant)
+        if kind == "contiguous" and redundant:
+            out.append(("placement", "contiguous placement has no redundant replicas"))
+        if kind == "eplb":
+            nodes = nodes_for(g, v["gpus_per_node"])
+            if (e + redundant) % g:
+                out.append(("gpus", f"experts + redundant ({e} + {redundant}) must divide "
+                                    f"evenly over gpus ({g}) for EPLB's equal slots per GPU"))
+            elif g % nodes:
+                out.append(("gpus", f"{g} GPUs do not fill {nodes} nodes of "
+                                    f"{v['gpus_per_node']} evenly (EPLB packs per node)"))
+        elif e % g:
+            out.append(("gpus", f"experts ({e}) must divide evenly over gpus ({g})"))
         return out
 
+    @property
+    def redundant(self) -> int:
+        """Redundant replicas beyond one per expert (from `redundant_experts` or
+        `replication`)."""
+        return _redundant(self.params)
+
+    @property
+    def placement_kind(self) -> str:
+        """The placement used: contiguous, balanced or eplb (`auto` resolved)."""
+        return _placement(self.params, self.redundant)
+
+    @functools.cached_property
+    def loads_source(self) -> LoadsRouting | None:
+        """The expert-loads trace source (None without a loads file)."""
+        if not self.loads:
+            return None
+        loads = load_expert_loads(self.loads)
+        loads.check_experts(self.experts)
+        return LoadsRouting(loads, self.top_k, self.expert_groups, self.group_top_k,
+                            self.variation)
+
+    @property
+    def loads_layer(self) -> int | None:
+        """The loads file's layer this op routes (None without a loads file)."""
+        src = self.loads_source
+        return None if src is None else src.loads.check_layer(self.layer)
+
     def expert_counts(self) -> np.ndarray:
-        """Tokens routed to each expert in this step (trace, or seeded synthetic routing)."""
+        """Tokens routed to each expert in this step (trace, loads file, or seeded synthetic
+        routing)."""
+        if self.loads:
+            return self.loads_source.counts(self.loads_layer, self.tokens, self.seed)
         if self.trace:
             ids = load_trace(self.trace, self.top_k, self.experts)
         elif self.tokens * self.experts <= EXACT_ROUTING_LIMIT:
@@ -90,11 +175,28 @@ class Moe(Op):
 
     @functools.cached_property
     def routing_result(self) -> Routing:
-        """EPLB placement (replicas from this step's load: an oracle for EPLB's statistics) and
-        the routing policy's assignment of tokens to replicas."""
+        """The placement (module docstring; without a loads file its statistics are this step's
+        load, an oracle for EPLB's) and the routing policy's assignment of tokens to replicas.
+        On an EPLB placement, token balancing runs over EPLB's slots (`eplb`); the other
+        policies send an expert's tokens whole to one replica, so slots of one expert on one
+        GPU are one replica to them."""
         counts = self.expert_counts()
-        placement = (place_contiguous(self.experts, self.gpus) if self.replication == 1.0
-                     else place_eplb(counts.astype(float), self.gpus, self.replication))
+        kind = self.placement_kind
+        if kind == "contiguous":
+            placement = place_contiguous(self.experts, self.gpus)
+        elif kind == "balanced":
+            placement = place_eplb(counts.astype(float), self.gpus,
+                                   (self.experts + self.redundant) / self.experts)
+        elif self.loads:  # EPLB from the file's statistics: one placement per layer
+            ep = _file_eplb(self.loads_source.loads, self.loads_layer, self.gpus, self.redundant,
+                            self.expert_groups, self.gpus_per_node)
+        else:
+            ep = eplb_placement(counts.astype(float), self.gpus, self.redundant,
+                                self.expert_groups, self.gpus_per_node)
+        if kind == "eplb":
+            if self.routing == "token_balanced":
+                return route_token_balanced_slots(counts, ep)
+            placement = ep.placement
         return route_tokens(self.routing, counts, placement, self.seed)
 
     def per_gpu_rows(self) -> list[list[int]]:
@@ -104,8 +206,9 @@ class Moe(Op):
         if not hw.supports(self.dtype):
             raise InputError(f"moe dtype '{self.dtype}' is not supported by {hw.name}'s tensor "
                              f"cores")
-        return Choice(tuple(self._gpu_demand(rows) for rows in self.per_gpu_rows()),
-                      pick="slowest")
+        # GPUs with the same row groups (as a multiset) do the same work: price each once
+        distinct = dict.fromkeys(tuple(sorted(rows)) for rows in self.per_gpu_rows())
+        return Choice(tuple(self._gpu_demand(list(rows)) for rows in distinct), pick="slowest")
 
     def _gpu_demand(self, rows: list[int]) -> Demand:
         h, f = self.hidden, self.expert_hidden
@@ -128,3 +231,34 @@ class Moe(Op):
         return Demand(work=work, launch=launch, flop=2.0 * tokens * 3 * h * f, hbm_bytes=hbm,
                       kernels=2,  # grouped GEMM gate/up, grouped GEMM down
                       details={"activated_replicas": len(rows), "tokens_on_gpu": tokens})
+
+
+def _redundant(v) -> int:
+    """Redundant replicas of a parameter dict: redundant_experts, else round(E·replication) − E
+    (the rounding `routing.replica_counts` uses)."""
+    if v["redundant_experts"] is not None:
+        return int(v["redundant_experts"])
+    return int(math.floor(v["experts"] * v["replication"] + 0.5)) - v["experts"]
+
+
+def _placement(v, redundant: int) -> str:
+    if v["placement"] != "auto":
+        return v["placement"]
+    if redundant == 0:
+        return "contiguous"
+    return "eplb" if v["loads"] else "balanced"
+
+
+_EPLB_CACHE: dict = {}
+
+
+def _file_eplb(loads, layer: int, gpus: int, redundant: int, groups: int, gpus_per_node: int):
+    """EPLB placement of a loads file's layer, cached per file and layout (it depends on nothing
+    else, and a study prices the same layer many times)."""
+    key = (loads.key or (loads.path, id(loads)), layer, gpus, redundant, groups, gpus_per_node)
+    if key not in _EPLB_CACHE:
+        if len(_EPLB_CACHE) > 4096:
+            _EPLB_CACHE.clear()
+        _EPLB_CACHE[key] = eplb_placement(loads.counts[layer], gpus, redundant, groups,
+                                          gpus_per_node)
+    return _EPLB_CACHE[key]

@@ -80,6 +80,10 @@ class Routing:
     replica_tokens: np.ndarray
     activated_per_gpu: np.ndarray
     tokens_per_gpu: np.ndarray
+    # Per GPU, the tokens of each activated physical slot, where that differs from one row per
+    # replica: DeepSeek's EPLB can put two slots of one expert on a GPU, and token balancing
+    # feeds (and reads the weights of) both (`perfmodel.ops.moe.eplb`). None: gpu_rows() below.
+    slot_rows: tuple | None = None
 
     @classmethod
     def from_replica_tokens(cls, placement: Placement, policy: str, replica_tokens) -> Routing:
@@ -107,6 +111,8 @@ class Routing:
 
     def gpu_rows(self) -> list[list[int]]:
         """Per GPU, the token count of each activated replica (the grouped GEMM's row groups)."""
+        if self.slot_rows is not None:
+            return [list(r) for r in self.slot_rows]
         x, g = self.replica_tokens, self.placement.replica_gpu
         rows: list[list[int]] = [[] for _ in range(self.placement.gpus)]
         for j in np.flatnonzero(x):
@@ -282,6 +288,26 @@ def route_metro(load, placement: Placement) -> Routing:
         chosen.append(best)
     return _whole(p, counts, np.concatenate([chosen_single, np.array(chosen, np.int64)]),
                   "metro")
+
+
+def route_metro_forced_first(load, placement: Placement) -> Routing:
+    """METRO's greedy (§2.4) with the counters L[g] started from every single-replica active
+    expert (they have no choice) before the replicated ones choose, in expert id order. Not
+    the paper's order: Algorithm 1 runs all experts in parallel, so a replicated expert with a
+    low id sees few of the forced ones. Used by the study to show how much of METRO's gap to
+    the optimum on recorded loads is that ordering (docs/studies.md §2.8)."""
+    p = placement
+    counts = expert_counts(load, p.experts)
+    chosen_single, multi, _ = _metro_forced(p, counts)
+    load_per_gpu = np.bincount(p.replica_gpu[chosen_single], minlength=p.gpus).tolist()
+    offsets, replica_gpu = p.offsets.tolist(), p.replica_gpu.tolist()
+    chosen = []
+    for i in multi.tolist():
+        best = min(range(offsets[i], offsets[i + 1]), key=lambda j: load_per_gpu[replica_gpu[j]])
+        load_per_gpu[replica_gpu[best]] += 1
+        chosen.append(best)
+    return _whole(p, counts, np.concatenate([chosen_single, np.array(chosen, np.int64)]),
+                  "metro_forced_first")
 
 
 def route_optimal(load, placement: Placement, flow_func=None) -> Routing:
