@@ -6,7 +6,8 @@ from typing import Any, Sequence
 
 from perfmodel import yamlio
 from perfmodel.cli.format import add_sm_clock_option, fmt_si, resolve_hardware
-from perfmodel.engine import LEVELS, estimate
+from perfmodel.engine import LEVELS
+from perfmodel.predict import predict_op
 from perfmodel.errors import InputError
 from perfmodel.ops import op
 from perfmodel.report.tables import format_table
@@ -37,7 +38,7 @@ def parse_assignments(items: Sequence[str]) -> dict[str, Any]:
 def run_op(args) -> int:
     hw = resolve_hardware(args.hw, args.sm_clock)
     o = op(args.name, **parse_assignments(args.params))
-    est = estimate(o.demand(hw), hw, args.level)
+    est = predict_op(o, hw, args.level)  # with its 80 % band (perfmodel.intervals)
     if args.format == "json":
         print(json.dumps({"op": o.to_dict(), "hardware": hw.name, **est.to_dict(),
                           "details": {k: v for k, v in est.details.items()}}, indent=2,
@@ -47,6 +48,10 @@ def run_op(args) -> int:
     print(f"{o!r} on {hw.name} ({args.level}{lock})")
     print(f"  time      {est.time_s * 1e6:.4g} us   bound: {est.bound}   "
           f"{est.fraction_of_roofline:.0%} of roofline ({est.roofline_time_s * 1e6:.4g} us)")
+    if est.interval_s is not None:
+        lo, hi = est.interval_s
+        print(f"  80 % band {lo * 1e6:.4g} - {hi * 1e6:.4g} us (cross-validated residuals of "
+              f"{est.interval_basis})")
     if est.flop:
         print(f"  achieved  {fmt_si(est.achieved_flop_per_s, 'FLOP/s')}")
     print(f"  HBM       {fmt_si(est.hbm_bytes, 'B')}  "
