@@ -24,7 +24,6 @@ loop across both pools, not modelled (an InputError says so).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +32,7 @@ import numpy as np
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.plan.memory import as_model
+from perfmodel.plan.simulator.result import distribution, flat_metrics
 from perfmodel.plan.simulator.sim import simulate
 from perfmodel.plan.simulator.workload import Workload
 from perfmodel.workloads.builder import kv_cache_bytes_per_token
@@ -120,14 +120,9 @@ class DisaggResult:
         return self.output_tokens_per_s / self.gpus
 
     def summary(self) -> dict[str, dict[str, float]]:
-        out = {}
-        for k in ("ttft_s", "tpot_s", "itl_s", "e2e_s", "transfer_s"):
-            v = getattr(self, k)
-            v = v[np.isfinite(v)]
-            out[k] = ({"mean": float(v.mean()), "p50": float(np.percentile(v, 50)),
-                       "p90": float(np.percentile(v, 90)), "p99": float(np.percentile(v, 99))}
-                      if len(v) else {q: math.nan for q in ("mean", "p50", "p90", "p99")})
-        return out
+        """mean, p50, p90, p99 of TTFT, TPOT, ITL, E2E and the KV transfer, in seconds."""
+        return {k: distribution(getattr(self, k))
+                for k in ("ttft_s", "tpot_s", "itl_s", "e2e_s", "transfer_s")}
 
     def metrics(self) -> dict[str, float]:
         """The names SimResult.metrics uses, for the whole deployment."""
@@ -138,10 +133,7 @@ class DisaggResult:
                / self.gpus}
         tpot = self.tpot_s[np.isfinite(self.tpot_s) & (self.tpot_s > 0)]
         out["output_tokens_per_s_per_user"] = float(np.mean(1.0 / tpot)) if len(tpot) else 0.0
-        for k, v in self.summary().items():
-            base = k[:-2]
-            out.update({f"{base}_mean_s": v["mean"], f"{base}_median_s": v["p50"],
-                        f"{base}_p90_s": v["p90"], f"{base}_p99_s": v["p99"]})
+        out.update(flat_metrics(self.summary()))
         return out
 
     def to_dict(self) -> dict[str, Any]:

@@ -20,6 +20,25 @@ from perfmodel.plan.simulator.engines import Engine
 from perfmodel.plan.simulator.kv import KvBudget
 
 
+def distribution(values: np.ndarray) -> dict[str, float]:
+    """mean, p50, p90, p99 of the finite values (NaN each where there is none)."""
+    v = values[np.isfinite(values)]
+    if not len(v):
+        return {"mean": math.nan, "p50": math.nan, "p90": math.nan, "p99": math.nan}
+    return {"mean": float(v.mean()), "p50": float(np.percentile(v, 50)),
+            "p90": float(np.percentile(v, 90)), "p99": float(np.percentile(v, 99))}
+
+
+def flat_metrics(summary: dict[str, dict[str, float]]) -> dict[str, float]:
+    """`summary()` flattened under the validation names: ttft_mean_s, ttft_median_s, ..."""
+    out = {}
+    for k, v in summary.items():
+        base = k[:-2]
+        out.update({f"{base}_mean_s": v["mean"], f"{base}_median_s": v["p50"],
+                    f"{base}_p90_s": v["p90"], f"{base}_p99_s": v["p99"]})
+    return out
+
+
 @dataclass
 class SimResult:
     """What one simulation measured (see the module docstring for the definitions)."""
@@ -86,15 +105,7 @@ class SimResult:
 
     def summary(self) -> dict[str, dict[str, float]]:
         """mean, p50, p90, p99 of TTFT, TPOT, ITL and E2E in seconds."""
-        out = {}
-        for k in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
-            v = getattr(self, k)
-            v = v[np.isfinite(v)]
-            out[k] = ({"mean": float(v.mean()), "p50": float(np.percentile(v, 50)),
-                       "p90": float(np.percentile(v, 90)), "p99": float(np.percentile(v, 99))}
-                      if len(v) else {"mean": math.nan, "p50": math.nan, "p90": math.nan,
-                                      "p99": math.nan})
-        return out
+        return {k: distribution(getattr(self, k)) for k in ("ttft_s", "tpot_s", "itl_s", "e2e_s")}
 
     def metrics(self) -> dict[str, float]:
         """Flat metrics under the names of `perfmodel.validation.serving.METRICS`: throughputs
@@ -115,10 +126,7 @@ class SimResult:
         e2e = self.e2e_s > 0
         out["output_tokens_per_s_per_user_with_ctx"] = (
             float(np.mean(self.osl[e2e] / self.e2e_s[e2e])) if e2e.any() else 0.0)
-        for k, v in self.summary().items():
-            base = k[:-2]
-            out.update({f"{base}_mean_s": v["mean"], f"{base}_median_s": v["p50"],
-                        f"{base}_p90_s": v["p90"], f"{base}_p99_s": v["p99"]})
+        out.update(flat_metrics(self.summary()))
         return out
 
     def to_dict(self, per_request: bool = True) -> dict[str, Any]:
