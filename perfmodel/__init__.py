@@ -5,24 +5,38 @@
     est = pm.predict_op(pm.ops.Gemm(m=8192, n=8192, k=8192, dtype="bf16"), hw)
     est.time_s, est.bound, est.resource_time_s
 
-This module only re-exports the public API; docs/api.md describes it.
+This module only re-exports the public API; docs/api.md describes it. Each name's module is
+imported on first use (perfmodel.lazy), so `import perfmodel` is cheap.
 """
 from __future__ import annotations
 
-from perfmodel import ops
-from perfmodel.demand import Demand, LaunchShape
-from perfmodel.engine import LEVELS, Estimate, estimate
-from perfmodel.errors import InputError
-from perfmodel.graph import OpGraph, load_graph, parse_graph
-from perfmodel.hardware import Hardware, hardware, list_hardware, load_spec
-from perfmodel.predict import predict, predict_op
-from perfmodel.schedule import Prediction
-from perfmodel.workloads.builder import Workload, build_graph
-from perfmodel.workloads.models import ModelSpec, list_models, load_model
+import sys
+
+from perfmodel.lazy import LazyPackage
 
 __version__ = "0.1.0"
 
-__all__ = ["predict", "predict_op", "OpGraph", "load_graph", "parse_graph", "build_graph",
-           "Workload", "ModelSpec", "load_model", "list_models", "Prediction", "ops", "Demand",
-           "LaunchShape", "Estimate", "estimate", "LEVELS", "InputError", "Hardware",
-           "hardware", "list_hardware", "load_spec", "__version__"]
+# public name -> the module that defines it (`ops`: the subpackage itself)
+EXPORTS = {
+    "ops": "perfmodel.ops",
+    "Demand": "perfmodel.demand", "LaunchShape": "perfmodel.demand",
+    "LEVELS": "perfmodel.engine", "Estimate": "perfmodel.engine", "estimate": "perfmodel.engine",
+    "InputError": "perfmodel.errors",
+    "OpGraph": "perfmodel.graph", "load_graph": "perfmodel.graph",
+    "parse_graph": "perfmodel.graph",
+    "Hardware": "perfmodel.hardware", "hardware": "perfmodel.hardware",
+    "list_hardware": "perfmodel.hardware", "load_spec": "perfmodel.hardware",
+    "predict": "perfmodel.predict", "predict_op": "perfmodel.predict",
+    "predict_ops": "perfmodel.predict", "clear_cache": "perfmodel.predict",
+    "Prediction": "perfmodel.schedule",
+    "Workload": "perfmodel.workloads.builder", "build_graph": "perfmodel.workloads.builder",
+    "ModelSpec": "perfmodel.workloads.models", "list_models": "perfmodel.workloads.models",
+    "load_model": "perfmodel.workloads.models",
+}
+
+__all__ = ["predict", "predict_op", "predict_ops", "clear_cache", "OpGraph", "load_graph",
+           "parse_graph", "build_graph", "Workload", "ModelSpec", "load_model", "list_models",
+           "Prediction", "ops", "Demand", "LaunchShape", "Estimate", "estimate", "LEVELS",
+           "InputError", "Hardware", "hardware", "list_hardware", "load_spec", "__version__"]
+
+sys.modules[__name__].__class__ = LazyPackage

@@ -568,12 +568,24 @@ def _key(name: str) -> str:
     return name.strip().lower().replace("_", "-").replace(" ", "-")
 
 
+@functools.lru_cache(maxsize=None)
+def _builtin_spec(path: Path) -> Hardware:
+    """One built-in spec file, loaded once: the catalogue and name lookups share the object."""
+    return load_spec(path)
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin_files() -> dict[str, Path]:
+    """The built-in spec files by the key of their file name (a spec's canonical name)."""
+    return {_key(f.stem): f for f in sorted(builtin_spec_dir().glob("*.yaml"))}
+
+
 @functools.lru_cache(maxsize=1)
 def builtin_catalogue() -> dict[str, Hardware]:
     """All built-in specs keyed by canonical name (loads each file once)."""
     specs = {}
-    for f in sorted(builtin_spec_dir().glob("*.yaml")):
-        hw = load_spec(f)
+    for f in _builtin_files().values():
+        hw = _builtin_spec(f)
         specs[hw.name] = hw
     return specs
 
@@ -600,7 +612,13 @@ def hardware(name_or_path: "str | Path | Hardware", sm_clock_hz: float | None = 
     s = str(name_or_path)
     if s.endswith((".yaml", ".yml")) or Path(s).is_file():
         return load_spec(s).locked(sm_clock_hz)
-    hit = _name_index().get(_key(s))
+    key = _key(s)
+    file = _builtin_files().get(key)
+    if file is not None:  # a canonical name: its file alone, not every spec (start-up time)
+        hw = _builtin_spec(file)
+        if _key(hw.name) == key:
+            return hw.locked(sm_clock_hz)
+    hit = _name_index().get(key)
     if hit is None:
         known = ", ".join(sorted(builtin_catalogue()))
         raise InputError(f"unknown hardware '{s}' (built-in: {known}; or give a spec path)")

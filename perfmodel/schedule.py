@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,55 @@ from perfmodel.graph import OpGraph, Pipeline
 from perfmodel.hardware import Hardware
 
 JSON_SCHEMA_VERSION = 1
+# Memoized op predictions, shared by every graph and call (`op_entry`): keyed by the op's
+# parameters (Op.cache_key), the Hardware object (identity: a clock-locked or refitted spec is
+# another object) and the level, and valid while the module state its demand reads
+# (Op.cache_state: fitted constants) is what it was; least recently used entries go first.
+CACHE_SIZE = 1 << 14  # entries of a few kB each (Demand, Estimate, Load)
+
+
+class OpEntry:
+    """One op's memoized prediction on one GPU at one level: the Demand that runs (alternatives
+    resolved), its Estimate, and, filled on first use, its contention Load and the Estimate with
+    its prediction band (perfmodel.predict.predict_op)."""
+
+    __slots__ = ("state", "demand", "estimate", "load", "banded")
+
+    def __init__(self, state: tuple, demand, est: Estimate):
+        self.state, self.demand, self.estimate = state, demand, est
+        self.load = self.banded = None
+
+    def load_on(self, hw: Hardware) -> contention.Load:
+        if self.load is None:
+            self.load = contention.load_of(self.demand, self.estimate, hw)
+        return self.load
+
+
+_ENTRIES: OrderedDict = OrderedDict()
+
+
+def clear_cache() -> None:
+    """Forget every memoized op prediction (keys already cover parameters, hardware, level and
+    the fitted constants an op declares in `cache_state`; for anything else changed by hand)."""
+    _ENTRIES.clear()
+
+
+def op_entry(op: Any, hw: Hardware, level: str) -> OpEntry:
+    """The memoized prediction of `op` on `hw` at `level` (computed on first use)."""
+    key = (op.cache_key(), hw, level)
+    state = op.cache_state()
+    hit = _ENTRIES.get(key)
+    if hit is not None and hit.state == state:  # an entry of other constants is replaced
+        try:
+            _ENTRIES.move_to_end(key)
+        except KeyError:  # evicted meanwhile by another thread
+            pass
+        return hit
+    d = resolve(op.demand(hw), hw, level)
+    hit = _ENTRIES[key] = OpEntry(state, d, estimate(d, hw, level))
+    while len(_ENTRIES) > CACHE_SIZE:
+        _ENTRIES.popitem(last=False)
+    return hit
 
 
 @dataclass(slots=True)
@@ -143,9 +193,8 @@ def schedule(graph: OpGraph, hw: Hardware, level: str = "pipes",
         key = id(n.op)  # builders reuse one op object for every identical layer
         hit = cache.get(key)
         if hit is None:
-            d = resolve(n.op.demand(hw), hw, level)
-            est = estimate(d, hw, level)
-            hit = cache[key] = (est, contention.load_of(d, est, hw) if concurrent else None)
+            e = op_entry(n.op, hw, level)
+            hit = cache[key] = (e.estimate, e.load_on(hw) if concurrent else None)
         ops.append(ScheduledOp(n.name, n.op, n.stream, hit[0]))
         loads.append(hit[1])
     meta = dict(graph.meta)

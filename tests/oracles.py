@@ -10,6 +10,9 @@ MoE routing (perfmodel/ops/moe/routing.py; METRO, Yu et al., arXiv 2512.09277):
                           benchmark shows it slower than `route_metro` at decode sizes);
   route_optimal_milp      MIN-EXP-ROUTING as the paper's integer program (scipy's MILP), the
                           reference for `routing.route_optimal` (max-flow) on small cases.
+Attention tiles (perfmodel/ops/attention/tiles.py):
+  visited_by_rows         the tile pairs and unmasked scores of a mask counted row by row (the
+                          reference for the closed form `tiles.visited`).
 They use only the public API of perfmodel.ops.moe.routing (`Placement`, `Routing`,
 `expert_counts`); the METRO helpers below are their own copies, so a bug in the product's helpers
 cannot hide in an oracle that shares it.
@@ -140,3 +143,19 @@ def route_optimal_milp(load, placement: Placement) -> Routing:
     x = np.zeros(p.replica_gpu.size, np.int64)
     x[reps] = np.round(res.x[:n]).astype(np.int64)
     return Routing.from_replica_tokens(p, "optimal", x)
+
+
+def visited_by_rows(seq_q: int, seq_kv: int, causal: bool, window: int | None, bm: int, bn: int
+                    ) -> tuple[int, int]:
+    """(tile pairs computed, unmasked scores) for one head, bottom-right aligned masks, from
+    every query row's key range (O(seq_q)): the reference for `tiles.visited`."""
+    rows = np.arange(seq_q, dtype=np.int64)
+    offset = seq_kv - seq_q
+    hi = np.minimum(rows + offset, seq_kv - 1) if causal else np.full(seq_q, seq_kv - 1)
+    lo = np.maximum(rows + offset - window + 1, 0) if window else np.zeros(seq_q, np.int64)
+    scores = int(np.clip(hi - lo + 1, 0, None).sum())
+    starts = rows[::bm]
+    ends = np.minimum(starts + bm, seq_q) - 1
+    t_lo, t_hi = lo[starts] // bn, hi[ends] // bn
+    pairs = int(np.clip(t_hi - t_lo + 1, 0, None)[hi[ends] >= lo[starts]].sum())
+    return pairs, scores

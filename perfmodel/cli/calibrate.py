@@ -22,6 +22,7 @@ def register(sub) -> None:
 
 def run_calibrate(args) -> int:
     from perfmodel import fitted, intervals
+    from perfmodel.predict import clear_cache
     from perfmodel.validation import calibrate as cal_mod
     from perfmodel.validation import fit
     readme = Path(args.readme) if args.readme else None
@@ -52,6 +53,7 @@ def run_calibrate(args) -> int:
         except OSError as e:
             raise InputError(f"{path}: cannot write ({e.strerror})") from None
     intervals.reload()
+    clear_cache()  # memoized Estimates carry the bands just rewritten
     if args.format == "json":
         print(json.dumps(doc, indent=2))
     else:

@@ -6,16 +6,14 @@ expectation; never a traceback); 1 internal error.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from typing import Sequence
 
-from perfmodel.cli import (build, calibrate, hw, models, moe, op, ops, overlap, plan, predict,
-                           sol, validate)
 from perfmodel.errors import InputError
 
-# Every command, in `perfmodel --help` order: each module registers its own subparser.
-COMMANDS = (hw, models, ops, op, predict, build, validate, calibrate, overlap, moe, plan,
-            sol)
+COMMANDS = ("hw", "models", "ops", "op", "predict", "build", "validate", "calibrate", "overlap",
+            "moe", "plan", "sol")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -25,18 +23,20 @@ class _Parser(argparse.ArgumentParser):
         raise InputError(f"usage: {message} (see `{self.prog} --help`)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p = _Parser(prog="perfmodel", description="Analytical GPU performance model for AI "
                 "workloads (Hopper, Blackwell).")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for command in COMMANDS:
-        command.register(sub)
+    first = next((a for a in (argv or ()) if not a.startswith("-")), None)
+    for command in (first,) if first in COMMANDS else COMMANDS:
+        importlib.import_module(f"perfmodel.cli.{command}").register(sub)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(argv).parse_args(argv)
         return args.fn(args)
     except InputError as e:
         for line in e.problems:

@@ -7,6 +7,7 @@ compute time, and they read the GPU only through its capacities and declared ISA
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -160,6 +161,41 @@ class Op:
 
     def __hash__(self) -> int:
         return hash((self.name, tuple(sorted((k, repr(v)) for k, v in self.params.items()))))
+
+    def cache_key(self) -> int:
+        """A small integer naming the op's class and parameter values, the same for equal ops
+        (their parameters compared by type and value, -0.0 apart from 0.0, lists by items): the
+        key of the prediction caches (perfmodel.schedule.op_entry). Made once per object; ops
+        are not changed after construction."""
+        key = self.__dict__.get("_cache_key")
+        if key is None:
+            # repr tells the parameter kinds' values apart exactly (1, 1.0, True, '1'; -0.0 from
+            # 0.0; lists by their items), as __hash__ does
+            frozen = (type(self), *map(repr, self.params.values()))
+            key = _INTERNED.get(frozen)
+            if key is None:
+                if len(_INTERNED) >= INTERNED_KEYS:
+                    _INTERNED.clear()  # ids are never reused: old keys stay unique
+                key = _INTERNED[frozen] = next(_NEXT_KEY)
+            self.__dict__["_cache_key"] = key
+        return key
+
+    def cache_state(self) -> tuple:
+        """Module state besides the parameters that `demand` reads when called (fitted constants
+        a calibration may set), as a hashable value: part of the prediction caches' key. An op
+        whose demand depends on nothing else returns ()."""
+        return ()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_cache_key", None)  # an id of this process's table, meaningless elsewhere
+        return state
+
+
+# Parameter tuples -> cache ids (Op.cache_key); cleared when full, the ids counting on
+INTERNED_KEYS = 1 << 16  # a few times the estimate cache (perfmodel.schedule.CACHE_SIZE)
+_INTERNED: dict[tuple, int] = {}
+_NEXT_KEY = itertools.count(1)
 
 
 def op(name: str, _context: str = "", **params: Any) -> Op:

@@ -32,7 +32,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import binom
 
 from perfmodel.demand import Demand, KernelCandidates, LaunchShape, Overlap
 from perfmodel.errors import InputError
@@ -190,6 +189,7 @@ class GroupedGemm(Op):
 
     def _tail(self, x: np.ndarray) -> np.ndarray:
         """P(X > x) for a ragged group's rows X ~ Binomial(m, 1/G)."""
+        from scipy.stats import binom  # imported on use: scipy.stats costs ~1 s of start-up
         return binom.sf(x, self.total_rows, 1.0 / self.group_count)
 
     @property

@@ -56,3 +56,60 @@ def test_fa2_splits_the_kv_cache_by_its_own_heuristic():
     assert few.details["kv_splits"] == tiles.fa2_num_splits(2 * 8, slots, 8192 // 128) > 1
     assert few.kernels == 2 and few.launch.threads_per_cta == 128  # + the combine kernel
     assert many.details["kv_splits"] == 1 and many.kernels == 1    # 512 CTAs fill the GPU
+
+
+LENGTHS = (1, 2, 15, 16, 17, 63, 64, 65, 127, 128, 129, 200, 255, 256, 257, 1000, 2048, 4097)
+WINDOWS = (None, 1, 2, 63, 64, 65, 127, 128, 129, 1000, 5000)
+TILE_SHAPES = ((128, 128), (64, 64), (128, 64), (64, 128), (256, 128), (128, 80), (192, 32),
+               (1, 1), (3, 5))
+
+
+@pytest.mark.parametrize("bm, bn", TILE_SHAPES)
+def test_visited_closed_form_equals_the_row_by_row_count(bm, bn):
+    """tiles.visited (closed form) and the oracle's row-by-row count agree exactly on every
+    causal, windowed and bottom-right (seq_kv != seq_q) mask of a grid of lengths."""
+    from perfmodel.ops.attention import tiles
+    from tests.oracles import visited_by_rows
+    for q in LENGTHS:
+        for k in LENGTHS:
+            for causal in (False, True):
+                for w in WINDOWS:
+                    assert tiles.visited.__wrapped__(q, k, causal, w, bm, bn) \
+                        == visited_by_rows(q, k, causal, w, bm, bn), (q, k, causal, w, bm, bn)
+
+
+def test_visited_closed_form_equals_the_row_by_row_count_on_random_shapes():
+    import random
+    from perfmodel.ops.attention import tiles
+    from tests.oracles import visited_by_rows
+    rng = random.Random(17)
+    for _ in range(3000):
+        q = rng.randint(1, 20000)
+        k = rng.choice([q, rng.randint(1, 20000)])
+        w = rng.choice([None, rng.randint(1, 30000)])
+        bm, bn = rng.choice([64, 128, 256, rng.randint(1, 300)]), rng.choice(
+            [32, 64, 80, 128, rng.randint(1, 300)])
+        causal = rng.random() < 0.5
+        assert tiles.visited.__wrapped__(q, k, causal, w, bm, bn) \
+            == visited_by_rows(q, k, causal, w, bm, bn), (q, k, causal, w, bm, bn)
+
+
+def test_visited_is_constant_time_in_the_length():
+    """A million-token causal mask: exact integers, no per-row work (tens of µs, not ms)."""
+    from perfmodel.ops.attention import tiles
+    q = 1 << 20
+    pairs, scores = tiles.visited.__wrapped__(q, q, True, None, 128, 128)
+    t = q // 128
+    assert pairs == t * (t + 1) // 2 and scores == q * (q + 1) // 2
+    assert tiles.visited.__wrapped__(q, q, True, 4096, 128, 128)[1] \
+        == 4096 * q - 4095 * 4096 // 2
+
+
+def test_floor_sum_equals_the_sum():
+    import random
+    from perfmodel.ops.attention.tiles import floor_sum
+    rng = random.Random(3)
+    for _ in range(2000):
+        n, m = rng.randint(0, 60), rng.randint(1, 50)
+        a, b = rng.randint(-200, 200), rng.randint(-500, 500)
+        assert floor_sum(n, m, a, b) == sum((a * i + b) // m for i in range(n))

@@ -280,6 +280,12 @@ class Attention(Op):
                                      f"(forward) cache; the backward needs K and V in dtype")]
         return []
 
+    def cache_state(self) -> tuple:
+        """The fitted constants the demand reads when called (perfmodel.validation.fit sets them
+        while it fits): the prediction caches key on them."""
+        return (MMA_SYNC_FRACTION, MMA_SYNC_OPERAND_OVERLAP, CTA_ROUND_TRIPS,
+                *SOFTMAX_OVERLAP.values(), *DESIGN_OVERLAP.values())
+
     def demand(self, hw):
         kernel = self.kernel or DEFAULT_KERNEL[hw.mma_instruction]
         if hw.mma_instruction not in KERNEL_MMA[kernel]:

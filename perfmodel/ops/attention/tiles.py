@@ -137,17 +137,70 @@ def fa2_bwd_smem_elements(bm: int, bn: int, d: int, dv: int, warps: int) -> floa
 @functools.lru_cache(maxsize=4096)
 def visited(seq_q: int, seq_kv: int, causal: bool, window: int | None, bm: int, bn: int
             ) -> tuple[int, int]:
-    """(tile pairs computed, unmasked scores) for one head, bottom-right aligned masks."""
-    rows = np.arange(seq_q, dtype=np.int64)
-    offset = seq_kv - seq_q
-    hi = np.minimum(rows + offset, seq_kv - 1) if causal else np.full(seq_q, seq_kv - 1)
-    lo = np.maximum(rows + offset - window + 1, 0) if window else np.zeros(seq_q, np.int64)
-    scores = int(np.clip(hi - lo + 1, 0, None).sum())
-    starts = rows[::bm]
-    ends = np.minimum(starts + bm, seq_q) - 1
-    t_lo, t_hi = lo[starts] // bn, hi[ends] // bn
-    pairs = int(np.clip(t_hi - t_lo + 1, 0, None)[hi[ends] >= lo[starts]].sum())
+    """(tile pairs computed, unmasked scores) for one head, bottom-right aligned masks, in
+    closed form (O(log) in the lengths; tests/oracles.py `visited_by_rows` counts row by row).
+
+    Query row r (0 ≤ r < Q) sees keys lo_r..hi_r of K with o = K − Q: hi_r = r + o (causal;
+    never above K − 1) or K − 1, lo_r = max(0, r + o − window + 1) or 0. Its unmasked scores
+    are hi_r − lo_r + 1 when positive: causal min(window, max(0, r + o + 1)), else
+    K − max(0, r + o − window + 1). Query tile j (rows s_j..e_j) computes the key tiles
+    ⌊lo_{s_j} / bn⌋..⌊hi_{e_j} / bn⌋ where hi_{e_j} ≥ lo_{s_j}: sums of floors of linear
+    functions of j (`floor_sum`)."""
+    o = seq_kv - seq_q
+    a = o + 1  # a causal row r sees r + a keys before the window
+    if causal:
+        scores = ramp_sum(seq_q, a) - (ramp_sum(seq_q, a - window) if window else 0)
+    else:
+        scores = seq_q * seq_kv - (ramp_sum(seq_q, a - window) if window else 0)
+    tiles = -(-seq_q // bm)
+    full = tiles - 1  # tiles 0..full-1 end at row j·bm + bm − 1, the last one at row Q − 1
+    last_lo = max(0, (full * bm) + o - window + 1) if window else 0
+    pairs = (seq_kv - 1) // bn - last_lo // bn + 1  # the last tile ends at hi = K − 1
+    # full tiles with keys: causal needs hi_{e_j} = j·bm + bm − 1 + o ≥ 0 (lo_{s_j} ≤ hi_{e_j}
+    # then holds); without a causal mask every tile has keys
+    j0 = min(full, max(0, -(-(1 - bm - o) // bm))) if causal else 0
+    n = full - j0
+    if n > 0:
+        if causal:
+            pairs += floor_sum(n, bn, bm, j0 * bm + bm - 1 + o)
+        else:
+            pairs += n * ((seq_kv - 1) // bn)
+        pairs += n
+        if window:  # lo_{s_j} = j·bm + o − window + 1 once positive
+            jz = max(j0, -(-(window - o) // bm))  # first j with j·bm + o − window + 1 > 0
+            if jz < full:
+                pairs -= floor_sum(full - jz, bn, bm, jz * bm + o - window + 1)
     return pairs, scores
+
+
+def ramp_sum(n: int, c: int) -> int:
+    """Σ_{r=0}^{n-1} max(0, r + c), integers."""
+    start = max(0, 1 - c)  # first r with r + c ≥ 1
+    if start >= n:
+        return 0
+    count = n - start
+    return count * ((start + c) + (n - 1 + c)) // 2
+
+
+def floor_sum(n: int, m: int, a: int, b: int) -> int:
+    """Σ_{i=0}^{n-1} ⌊(a·i + b) / m⌋ for n ≥ 0, m ≥ 1 and any integers a, b, in O(log m) steps
+    (the Euclidean-like reduction of AtCoder Library's floor_sum)."""
+    if n <= 0:
+        return 0
+    total = (n * (n - 1) // 2) * (a // m) + n * (b // m)
+    a, b = a % m, b % m
+    while True:
+        if a >= m:
+            total += (n * (n - 1) // 2) * (a // m)
+            a %= m
+        if b >= m:
+            total += n * (b // m)
+            b %= m
+        y_max = a * n + b
+        if y_max < m:
+            return total
+        n, b = divmod(y_max, m)
+        m, a = a, m
 
 
 @dataclass(frozen=True)

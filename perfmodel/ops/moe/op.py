@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+from collections import OrderedDict
 
 import numpy as np
 
@@ -35,7 +37,8 @@ from perfmodel.demand import Choice, Demand, LaunchShape
 from perfmodel.errors import InputError
 from perfmodel.units import bytes_per_element, tensor_dtype
 from perfmodel.ops.moe.eplb import eplb_placement, nodes_for, route_token_balanced_slots
-from perfmodel.ops.moe.loads import LoadsRouting, check_group_limit, load_expert_loads
+from perfmodel.ops.moe.loads import (LoadsRouting, check_group_limit, load_expert_loads,
+                                     resolve_loads_path)
 from perfmodel.ops.moe.routing import POLICIES, Routing, place_contiguous, place_eplb
 from perfmodel.ops.moe.routing import route as route_tokens
 from perfmodel.ops.moe.traces import load_trace, popularity, synthetic_trace
@@ -47,6 +50,13 @@ EXACT_ROUTING_LIMIT = 1 << 21
 MMA_ROWS = 64  # smallest MMA tile in M (Hopper wgmma m64; tcgen05 M = 64)
 TILE_N = 128
 PLACEMENTS = ("auto", "contiguous", "balanced", "eplb")
+# Routings kept per process (`Moe.routing_result`), keyed by every parameter but the expert
+# shapes and dtype (hidden, expert_hidden, dtype, shared_experts: the routing does not read them)
+# and the trace/loads files' size and modification time: a new op of the same routing, or of
+# another layer shape, does not draw again. Entries are shared, so read only.
+ROUTING_CACHE = 1024
+ROUTING_FREE_PARAMS = ("hidden", "expert_hidden", "dtype", "shared_experts")
+_ROUTINGS: OrderedDict = OrderedDict()
 
 
 def routed_counts(tokens: int, experts: int, top_k: int, skew: float, seed: int) -> np.ndarray:
@@ -179,7 +189,38 @@ class Moe(Op):
         load, an oracle for EPLB's) and the routing policy's assignment of tokens to replicas.
         On an EPLB placement, token balancing runs over EPLB's slots (`eplb`); the other
         policies send an expert's tokens whole to one replica, so slots of one expert on one
-        GPU are one replica to them."""
+        GPU are one replica to them. Memoized per routing (ROUTING_CACHE)."""
+        key = self._routing_key()
+        hit = _ROUTINGS.get(key) if key is not None else None
+        if hit is not None:
+            try:
+                _ROUTINGS.move_to_end(key)
+            except KeyError:  # evicted meanwhile by another thread
+                pass
+            return hit
+        hit = self._route()
+        if key is not None:
+            _ROUTINGS[key] = hit
+            while len(_ROUTINGS) > ROUTING_CACHE:
+                _ROUTINGS.popitem(last=False)
+        return hit
+
+    def _routing_key(self) -> tuple | None:
+        """What the routing depends on: the parameters but ROUTING_FREE_PARAMS, and the
+        trace/loads files as they are now (None where one cannot be read: no memo, the read
+        reports it)."""
+        files = []
+        for path in (self.trace, self.loads):
+            if path:
+                try:
+                    st = os.stat(resolve_loads_path(path) if path == self.loads else path)
+                except (OSError, ValueError):
+                    return None
+                files.append((st.st_mtime_ns, st.st_size))
+        return (tuple(v for k, v in self.params.items() if k not in ROUTING_FREE_PARAMS),
+                tuple(files))
+
+    def _route(self) -> Routing:
         counts = self.expert_counts()
         kind = self.placement_kind
         if kind == "contiguous":

@@ -1,0 +1,65 @@
+"""Start-up: `import perfmodel` and `perfmodel hw list` import only what they use (perfmodel.lazy,
+the CLI's one command module, one spec file per canonical name). What is imported is checked, not
+how long it takes."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import perfmodel as pm
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys, json\n"
+                          "print(json.dumps(sorted(sys.modules)))"], cwd=ROOT, check=True,
+                         capture_output=True, text=True).stdout.splitlines()[-1]
+    return set(json.loads(out))
+
+
+def test_import_perfmodel_imports_no_model():
+    loaded = _modules_after("import perfmodel")
+    assert "numpy" not in loaded and "perfmodel.ops" not in loaded and "yaml" not in loaded
+
+
+def test_hw_list_needs_neither_numpy_nor_the_ops():
+    loaded = _modules_after("from perfmodel.cli.main import main\n"
+                            "import contextlib, io\n"
+                            "with contextlib.redirect_stdout(io.StringIO()):\n"
+                            "    main(['hw', 'list'])")
+    assert "perfmodel.hardware" in loaded
+    assert not {"numpy", "scipy", "perfmodel.ops", "perfmodel.plan"} & loaded
+
+
+def test_a_canonical_name_loads_its_spec_alone():
+    """H100-SXM is a file name: no other spec is read (the catalogue is not built) until an
+    alias is asked for, and then the object is the catalogue's."""
+    subprocess.run([sys.executable, "-c", (
+        "import sys, perfmodel as pm\n"
+        "hw = pm.hardware('H100-SXM')\n"
+        "h = sys.modules['perfmodel.hardware']\n"
+        "assert h.builtin_catalogue.cache_info().currsize == 0\n"
+        "assert pm.hardware('h100') is hw is h.builtin_catalogue()['H100-SXM']\n")],
+        check=True, cwd=ROOT)
+
+
+def test_names_resolve_to_the_catalogue_objects():
+    for hw in pm.list_hardware():
+        assert pm.hardware(hw.name) is hw
+        for alias in hw.aliases:
+            assert pm.hardware(alias) is hw
+
+
+def test_public_names_are_the_functions_not_their_modules():
+    import importlib
+    importlib.import_module("perfmodel.predict")
+    importlib.import_module("perfmodel.hardware")
+    assert callable(pm.predict) and callable(pm.hardware)
+    assert pm.predict.__module__ == "perfmodel.predict"
+    assert pm.engine.__name__ == "perfmodel.engine"  # submodules resolve as attributes
+    assert set(pm.__all__) <= set(dir(pm))
+    for name in pm.__all__:
+        assert getattr(pm, name) is not None
