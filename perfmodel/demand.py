@@ -138,6 +138,11 @@ class Demand:
     # DRAM round trips the busiest SM waits for outside its main loop beyond the one first-load
     # round trip of the kernel (the first k-block of each later exposed CTA round)
     serial_round_trips: float = 0.0
+    # The useful part of `work` on resources where `work` counts padded tiles (an FP32 GEMM's
+    # FFMAs on the FMA pipe: its tiles' padding is work the kernel does, not work the problem
+    # needs): what the roofline counts. A resource not named here is useful in full; tensor
+    # pipes are counted from `flop` instead.
+    roofline_work: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self):
         for r, w in self.work.items():

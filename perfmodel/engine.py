@@ -207,7 +207,10 @@ def roofline(demand: Demand, hw: Hardware) -> Estimate:
     times: dict[str, float] = {}
     rates = _peak_rates(hw)
     tensor_work = sum(w for r, w in demand.work.items() if r.startswith("tensor:"))
+    useful = demand.roofline_work
     for r, w in demand.work.items():
+        if r in useful:  # padded-tile work: the roofline counts what the problem needs
+            w = useful[r]
         if w <= 0:
             continue
         rate = rates.get(r)
@@ -351,10 +354,15 @@ def candidate_times_s(c: KernelCandidates, hw: Hardware) -> np.ndarray:
     """Pipes-level time of every candidate launch at once (inf where it cannot run): the
     resource times of `kernel_resource_times`, the overlap, the first DRAM round trip and the
     launch floors, i.e. what `pipes` gives each candidate's Demand."""
-    ctas_per_sm = np.array([
-        occupancy(LaunchShape(1, int(t), int(r), int(sm)), hw)[0] if ok else 1
-        for t, r, sm, ok in zip(c.threads_per_cta, c.registers_per_thread,
-                                c.smem_per_cta_bytes, c.valid)])
+    # occupancy per distinct launch (a tile's split-K candidates share its launch)
+    keys = list(zip(*(np.asarray(a).tolist() for a in (
+        c.threads_per_cta, c.registers_per_thread, c.smem_per_cta_bytes, c.valid))))
+    seen: dict[tuple, int] = {}
+    for key in keys:
+        if key not in seen:
+            t, r, sm, ok = key
+            seen[key] = occupancy(LaunchShape(1, int(t), int(r), int(sm)), hw)[0] if ok else 1
+    ctas_per_sm = np.array([seen[key] for key in keys])
     times = kernel_resource_times(hw, c.work, c.ctas, ctas_per_sm, c.bytes_in_flight_per_cta)
     times = at_clock(times, hw.sustained_sm_clock_hz, kernel_clock_hz(hw, times, c.overlap))
     busy = np.maximum.reduce(list(times.values()))

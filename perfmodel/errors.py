@@ -18,3 +18,22 @@ def where(file: str | None, path: str) -> str:
     """Format `file: key.path` for error messages; either part may be empty."""
     parts = [p for p in (file, path) if p]
     return ": ".join(parts) if parts else "<input>"
+
+
+def show(value: object, limit: int = 60) -> str:
+    """`repr(value)` for a message, short: a huge integer as its leading digits and exponent
+    (1.000e+400, not 401 digits), anything else cut at `limit` characters."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
+        digits = str(abs(value))
+        return f"{'-' if value < 0 else ''}{digits[0]}.{digits[1:4]}e+{len(digits) - 1}"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def printable(line: str) -> str:
+    """`line` safe to print as one line: control and format characters, line and paragraph
+    separators (which `str.splitlines` and terminals break on: \\n, \\r, \\x1c-\\x1e, \\x85,
+    \\u2028, ...) written as escapes; the text a user wrote may hold any of them."""
+    import unicodedata
+    return "".join(c if c == " " or unicodedata.category(c)[0] not in "CZ"
+                   else ascii(c)[1:-1] for c in str(line))

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from perfmodel import fitted, yamlio
-from perfmodel.errors import InputError, where
+from perfmodel.errors import InputError, show, where
 from perfmodel.units import tensor_dtype
 
 SCHEMA_VERSION = 1
@@ -65,7 +65,10 @@ SCHEMA: dict[str, Any] = {
         "tensor_clock_hz": Q(1e8, 5e9),
         "tensor_sustained_fraction": Q(0.3, 1.0),
     },
-    "pipes_per_sm_per_clk": {p: Q(0, 1024) for p in PIPES},
+    # at least half an operation per SM per clock: every SM since Kepler runs each of these
+    # instruction classes in hardware (the narrowest, FP64 on B300 and consumer parts, 2 per
+    # clock); a zero or denormal rate would make an op's time infinite or absurd
+    "pipes_per_sm_per_clk": {p: Q(0.5, 1024) for p in PIPES},
     "issue_per_sm_per_clk": Q(1, 16, integer=True),
     "tensor_flop_per_sm_per_clk": {
         d: Q(1, 1e6, optional=d not in ("fp16", "bf16", "tf32", "int8")) for d in TENSOR_DTYPES
@@ -320,7 +323,11 @@ class Hardware:
 
 # ---- loading -----------------------------------------------------------------------------
 def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    """A finite int or float (an integer literal of any size compares exactly, never converted
+    to float: 1 followed by 400 zeros is a number, out of every range)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    return math.isfinite(x) if isinstance(x, float) else True
 
 
 def _fitted_value(raw: dict, at: str, problems: list[str]) -> float | None:
@@ -346,20 +353,23 @@ def _check_quantity(raw: Any, q: Q, path: str, file: str, sources: Mapping[str, 
     if value is None and "fitted" in raw:
         return None
     if not _is_number(value):
-        problems.append(f"{at}.value: expected a number, got {value!r}")
+        problems.append(f"{at}.value: expected a number, got {show(value)}")
         return None
-    if q.integer and float(value) != int(value):
+    if q.integer and isinstance(value, float) and not value.is_integer():
         problems.append(f"{at}.value: expected an integer, got {value!r}")
     if not q.lo <= value <= q.hi:
-        problems.append(f"{at}.value: {value!r} out of range [{q.lo:g}, {q.hi:g}]")
+        problems.append(f"{at}.value: {show(value)} out of range [{q.lo:g}, {q.hi:g}]")
+        value = None  # reported; the rest of the entry is still checked
     prov = _check_provenance(raw, at, sources, problems)
     rng = raw.get("range")
-    if rng is not None:
+    if rng is not None and value is not None:
         if not (isinstance(rng, list) and len(rng) == 2 and all(_is_number(x) for x in rng)
                 and rng[0] <= value <= rng[1]):
             problems.append(f"{at}.range: expected [lo, hi] numbers with lo <= value <= hi, "
-                            f"got {rng!r}")
+                            f"got {show(rng)}")
             rng = None
+    if value is None:
+        return None
     note = raw.get("note", "")
     return Quantity(float(value), prov, tuple(rng) if rng else None, str(note))
 
@@ -475,6 +485,43 @@ def _check_header(raw: dict, file: str, problems: list[str]) -> None:
                 problems.append(f"{where(file, f'sources.{sid}')}: expected {{title, url}}")
 
 
+# Quantities that bound one another: (key, at most this key, why)
+CONSISTENCY = (
+    ("sm_resources.smem_per_cta_bytes", "sm_resources.smem_per_sm_bytes",
+     "a CTA's shared memory lives in one SM"),
+    ("sm_resources.max_registers_per_thread", "sm_resources.registers_per_sm",
+     "a thread's registers live in one SM's register file"),
+)
+
+
+def _check_consistency(found: Mapping[str, Any], file: str, problems: list[str]) -> None:
+    """Quantities valid alone but not together (CONSISTENCY), and threads per CTA within the
+    warps an SM holds."""
+    def value(key: str) -> float | None:
+        q = found.get(key)
+        return q.value if isinstance(q, Quantity) else None
+    for key, limit, why in CONSISTENCY:
+        a, b = value(key), value(limit)
+        if a is not None and b is not None and a > b:
+            problems.append(f"{where(file, key)}.value: {a:g} exceeds {limit} ({b:g}): {why}")
+    boost, tensor = value("clocks.boost_clock_hz"), value("clocks.tensor_clock_hz")
+    fraction = value("clocks.tensor_sustained_fraction")
+    if None not in (boost, tensor, fraction) and tensor * fraction < boost / 2:
+        # the pipes level moves a kernel's SM clock between boost and the sustained clock by
+        # its tensor utilization; with the sustained clock below half of boost, a kernel with
+        # some tensor work would run it faster than the datasheet peak (the roofline)
+        problems.append(f"{where(file, 'clocks.tensor_clock_hz')}.value: the sustained clock "
+                        f"tensor_clock_hz x tensor_sustained_fraction = "
+                        f"{tensor * fraction / 1e6:.0f} MHz is below half of boost_clock_hz "
+                        f"({boost / 1e6:.0f} MHz); real GPUs sustain 0.6-0.95 of boost")
+    threads = value("sm_resources.max_threads_per_cta")
+    warps = value("sm_resources.max_warps_per_sm")
+    if threads is not None and warps is not None and threads > 32 * warps:
+        problems.append(f"{where(file, 'sm_resources.max_threads_per_cta')}.value: {threads:g} "
+                        f"threads exceed max_warps_per_sm ({warps:g}) x 32: a CTA runs on one "
+                        f"SM")
+
+
 def parse_spec(raw: Any, file: str = "") -> Hardware:
     """Validate a parsed spec mapping and build a Hardware; raises InputError with all problems."""
     if not isinstance(raw, dict):
@@ -486,6 +533,8 @@ def parse_spec(raw: Any, file: str = "") -> Hardware:
     body = {k: v for k, v in raw.items() if k not in HEADER_KEYS}
     found: dict[str, Quantity | Capability] = {}
     _walk(body, SCHEMA, "", file, sources, found, problems)
+    if not problems:
+        _check_consistency(found, file, problems)
     if problems:
         raise InputError(problems)
     qs = {k: q for k, q in found.items() if isinstance(q, Quantity)}
@@ -610,7 +659,7 @@ def hardware(name_or_path: "str | Path | Hardware", sm_clock_hz: float | None = 
     if isinstance(name_or_path, Hardware):
         return name_or_path.locked(sm_clock_hz)
     s = str(name_or_path)
-    if s.endswith((".yaml", ".yml")) or Path(s).is_file():
+    if s.endswith((".yaml", ".yml")) or yamlio.is_file(s):
         return load_spec(s).locked(sm_clock_hz)
     key = _key(s)
     file = _builtin_files().get(key)

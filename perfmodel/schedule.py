@@ -200,8 +200,9 @@ def schedule(graph: OpGraph, hw: Hardware, level: str = "pipes",
     meta = dict(graph.meta)
     pipeline = graph.pipeline
     if pipeline is None:
-        return Prediction(graph.name, hw, level, ops, _simulate(graph, ops, loads, slot_limits),
-                          meta)
+        total = _simulate(graph, ops, loads, slot_limits)
+        _settle_rounding(ops)
+        return Prediction(graph.name, hw, level, ops, total, meta)
     # 1F1B pipeline (Narayanan et al. 2021, §2.2): this stage's per-microbatch work runs once
     # per microbatch, plus a bubble of (stages − 1)/virtual_stages microbatch times; the
     # per-step tail (gradient sync, optimizer) runs once. Listed op times are one microbatch's.
@@ -216,8 +217,25 @@ def schedule(graph: OpGraph, hw: Hardware, level: str = "pipes",
     for o in ops[k:]:
         o.start_s += offset
         o.end_s += offset
+    _settle_rounding(ops)
     return Prediction(graph.name, hw, level, ops, offset + tail_time, meta, pipeline,
                       microbatch_time_s=mb_time, pipeline_bubble_s=bubble)
+
+
+# Relative rounding of event times (each a sum of many op times, in floating point): an op's
+# exposed time may exceed its end − start by this much of the times involved without meaning
+# anything
+ROUNDING = 1e-9
+
+
+def _settle_rounding(ops: list[ScheduledOp]) -> None:
+    """An op is exposed at most for its duration. Where rounding of the event times puts its
+    exposed time a hair above end − start (within ROUNDING), it is the duration, so `hidden_s`
+    is 0 and never slightly negative (−4e-21 s); a larger excess is left visible."""
+    for o in ops:
+        d = o.end_s - o.start_s
+        if d < o.exposed_s <= d + ROUNDING * max(abs(o.end_s), abs(o.start_s)):
+            o.exposed_s = d
 
 
 def _simulate(graph: OpGraph, ops: list[ScheduledOp], loads: list[contention.Load],

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from perfmodel.cli.workload import add_workload_options, graph_from
+from perfmodel.cli.format import check_output, resolve_hardware, write_output
+from perfmodel.cli.workload import add_workload_options, read_input, warn
+from perfmodel.errors import InputError
 
 
 def register(sub) -> None:
@@ -17,10 +18,19 @@ def register(sub) -> None:
 
 
 def run_build(args) -> int:
-    graph = graph_from(args)
+    if args.output:
+        check_output(args.output, "--output")
+    if args.hw is not None:  # the name recorded must resolve when the graph is predicted
+        try:
+            resolve_hardware(args.hw, None)
+        except InputError as e:
+            raise InputError([f"--hw: {p}" for p in e.problems]) from None
+    inp = read_input(args)
+    warn(inp.warnings)
+    graph = inp.graph
     text = graph.dump()
     if args.output:
-        Path(args.output).write_text(text)
+        write_output(args.output, text, "--output")
         print(f"wrote {args.output} ({len(graph)} ops)", file=sys.stderr)
     else:
         print(text, end="")

@@ -10,10 +10,31 @@ import importlib
 import sys
 from typing import Sequence
 
-from perfmodel.errors import InputError
+from perfmodel.errors import InputError, printable
 
+# Every command, in `perfmodel --help` order: each module (perfmodel.cli.<command>) registers its
+# own subparser. A run imports only its command's module (the others' imports would cost start-up
+# time: numpy, the op models, the planners); help and usage errors import them all.
 COMMANDS = ("hw", "models", "ops", "op", "predict", "build", "validate", "calibrate", "overlap",
             "moe", "plan", "sol")
+
+
+def package_version() -> str:
+    """The installed distribution's version (its metadata), else the source's: the version in
+    the checkout's pyproject.toml (run without installing)."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("perfmodel")
+    except PackageNotFoundError:
+        import re
+        from pathlib import Path
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        try:
+            m = re.search(r'^version\s*=\s*"([^"]+)"', pyproject.read_text(encoding="utf-8"),
+                          re.M)
+        except OSError:
+            m = None
+        return m.group(1) if m else "unknown (not installed)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -24,8 +45,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or, given the arguments of a run, of its command alone."""
     p = _Parser(prog="perfmodel", description="Analytical GPU performance model for AI "
                 "workloads (Hopper, Blackwell).")
+    p.add_argument("--version", action="version", version=f"perfmodel {package_version()}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     first = next((a for a in (argv or ()) if not a.startswith("-")), None)
     for command in (first,) if first in COMMANDS else COMMANDS:
@@ -39,8 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser(argv).parse_args(argv)
         return args.fn(args)
     except InputError as e:
-        for line in e.problems:
-            print(f"perfmodel: error: {line}", file=sys.stderr)
+        for line in e.problems:  # one line each, whatever characters the input held
+            print(f"perfmodel: error: {printable(line)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0

@@ -18,7 +18,9 @@ def register(sub) -> None:
     m.add_argument("--gpus", type=int, default=8, help="expert-parallel GPUs")
     m.add_argument("--tokens-per-gpu", type=int, nargs="+", default=[32, 128],
                    help="decode tokens per GPU (data-parallel attention)")
-    m.add_argument("--replication", type=float, nargs="+", default=[1.0, 1.125, 1.5])
+    m.add_argument("--replication", type=float, nargs="+", default=None,
+                   help="expert replicas / experts (default 1.0 1.125 1.5; 1.0 on one GPU, "
+                        "where no expert has a second GPU to be replicated on)")
     m.add_argument("--skew", type=float, default=None,
                    help="Zipf exponent of synthetic expert popularity (default 1; not with "
                         "--loads)")
@@ -37,12 +39,42 @@ def register(sub) -> None:
     m.set_defaults(fn=run_moe)
 
 
+DEFAULT_REPLICATION = [1.0, 1.125, 1.5]
+
+
+def _check_layout(args, experts: int) -> None:
+    """--gpus, --tokens-per-gpu and --replication against one another and the model: one line
+    naming the flag per problem (before any op is built, whose errors would name its keys)."""
+    from perfmodel.ops.base import MAX_ELEMENTS, MAX_GPUS, MAX_SEED, bound_text
+    if not 1 <= args.gpus <= MAX_GPUS:
+        raise InputError(f"--gpus: expected an integer in [1, {bound_text(MAX_GPUS)}], "
+                         f"got {args.gpus}")
+    if args.replication is None:
+        args.replication = DEFAULT_REPLICATION if args.gpus > 1 else [1.0]
+    problems = [f"--tokens-per-gpu: expected integers in [1, {bound_text(MAX_ELEMENTS)}], "
+                f"got {t}" for t in args.tokens_per_gpu if not 1 <= t <= MAX_ELEMENTS]
+    if args.skew is not None and not 0.0 <= args.skew <= 8.0:
+        problems.append(f"--skew: expected a Zipf exponent in [0, 8], got {args.skew}")
+    if not 0 <= args.seed <= MAX_SEED:
+        problems.append(f"--seed: expected an integer in [0, 2^63 - 1], got {args.seed}")
+    for r in args.replication:
+        if not 1.0 <= r <= 8.0:  # nan fails too
+            problems.append(f"--replication: expected numbers in [1, 8] (replicas per expert), "
+                            f"got {r}")
+        elif int(experts * r + 0.5) - experts > experts * (args.gpus - 1):
+            problems.append(f"--replication: {r} needs more than one replica of an expert per "
+                            f"GPU with --gpus {args.gpus} (at most {args.gpus})")
+    if problems:
+        raise InputError(problems)
+
+
 def run_moe(args) -> int:
     from perfmodel.workloads.models import load_model
     from perfmodel.studies.moe_decode import study_rows
     model = load_model(args.model)
     if not model.is_moe:
         raise InputError(f"--model: {model.name} has no experts")
+    _check_layout(args, model.experts)
     if args.loads is not None:
         return _run_loads(args, model)
     for flag, value in (("--layers", args.layers), ("--variation", args.variation or None)):
@@ -77,13 +109,8 @@ def _run_loads(args, model) -> int:
     from perfmodel.studies.moe_decode import REAL_DTYPE, real_layers, redundant_slots
     if args.skew is not None:
         raise InputError("--skew: synthetic popularity; --loads routes from the file instead")
-    if args.gpus < 1:
-        raise InputError(f"--gpus: expected a positive integer, got {args.gpus}")
     if not 0 <= args.variation <= 4:
         raise InputError(f"--variation: expected a number in [0, 4], got {args.variation}")
-    bad = [t for t in args.tokens_per_gpu if t < 1] + [r for r in args.replication if r < 1]
-    if bad:
-        raise InputError(f"--tokens-per-gpu / --replication: expected values >= 1, got {bad[0]}")
     loads = load_expert_loads(args.loads)
     loads.check_experts(model.experts)
     for layer in args.layers or []:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from perfmodel.ops import REGISTRY
+from perfmodel.ops.base import MAX_ELEMENTS
 
 
 def register(sub) -> None:
@@ -15,5 +16,7 @@ def run_ops(args) -> int:
         for key, p in cls.PARAMS.items():
             req = "required" if p.required else f"default {p.default!r}"
             unit = f" [{p.unit}]" if p.unit else ""
-            print(f"    {key:20s} {p.expectation()}{unit}; {req}" + (f" — {p.doc}" if p.doc else ""))
+            limit = f", {p.limit()}" if p.hi_why and p.hi != MAX_ELEMENTS else ""
+            print(f"    {key:20s} {p.expectation()}{limit}{unit}; {req}"
+                  + (f" — {p.doc}" if p.doc else ""))
     return 0

@@ -38,10 +38,16 @@ def run_overlap(args) -> int:
         raise InputError(f"--dropout: expected a probability in (0, 1), got {args.dropout}")
     if not 1 <= args.bits_per_element <= 128:
         raise InputError("--bits-per-element: expected 1..128")
+    from perfmodel.workloads.builder import Workload
+    from perfmodel.workloads.models import load_model
+    model = load_model(args.model)
+    # the block is one layer of a training step: the workload checks, naming the flags
+    Workload("train", batch=args.batch, seq=args.seq, tp=args.tp, dtype=args.dtype).check(
+        model, names={"batch": "--batch", "seq": "--seq", "tp": "--tp", "dtype": "--dtype"})
     cfg = DropoutConfig(p=args.dropout, generator=args.generator, mask=args.mask,
                         bits_per_element=args.bits_per_element, lop3_fold=not args.no_lop3,
                         backward=args.backward)
-    results = evaluate(args.model, resolve_hardware(args.hw, args.sm_clock), batch=args.batch,
+    results = evaluate(model, resolve_hardware(args.hw, args.sm_clock), batch=args.batch,
                        seq=args.seq, dtype=args.dtype, tp=args.tp, cfg=cfg)
     sp = speedups(results)
     if args.format == "json":

@@ -117,11 +117,18 @@ def _resolve(args):
         h = resolve_hardware(args.hw, args.sm_clock)
     except InputError as e:
         problems += [p if p.startswith("--sm-clock") else f"--hw: {p}" for p in e.problems]
+    from perfmodel.errors import show
+    from perfmodel.ops.base import MAX_ELEMENTS, MAX_GPUS, bound_text
+    # upper bounds (perfmodel/ops/base.py): GPUs and processes at most MAX_GPUS, counts of
+    # tokens, requests and sequences at most MAX_ELEMENTS
     for flag in ("gpus", "jobs", "isl", "osl", "requests", "concurrency", "batch", "seq",
                  "microbatches", "tp", "pp", "ep", "dp"):
         v = getattr(args, flag, None)
+        hi = MAX_GPUS if flag in ("gpus", "jobs", "tp", "pp", "ep", "dp") else MAX_ELEMENTS
         if v is not None and v < 1:
             problems.append(f"--{flag}: expected a positive integer, got {v}")
+        elif v is not None and v > hi:
+            problems.append(f"--{flag}: expected an integer <= {bound_text(hi)}, got {show(v)}")
     rate = getattr(args, "rate", None)
     if rate is not None and not (rate > 0 and math.isfinite(rate)):
         problems.append(f"--rate: expected a positive number of requests/s, got {rate}")
@@ -131,6 +138,9 @@ def _resolve(args):
 
 
 def run_serve(args) -> int:
+    if args.plot:  # before the search: a path that cannot be written fails at once
+        from perfmodel.cli.format import check_output
+        check_output(args.plot, "--plot", plot=True)
     from perfmodel.plan.search import best, pareto, search_serving
     from perfmodel.plan.simulator import Workload
     problems = []
@@ -175,7 +185,9 @@ def run_serve(args) -> int:
     else:
         print(serve_table(rows, top, front, search))
     if args.plot:
-        plot_front(rows, front, args.plot, f"{m.name} on {args.gpus}x {h.name}")
+        from perfmodel.cli.format import writing
+        with writing(args.plot, "--plot"):
+            plot_front(rows, front, args.plot, f"{m.name} on {args.gpus}x {h.name}")
         print(f"wrote {args.plot}", file=sys.stderr)
     return 0
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
-from perfmodel.cli.format import add_sm_clock_option, resolve_hardware
-from perfmodel.cli.workload import add_workload_options, read_input
+from perfmodel.cli.format import (add_sm_clock_option, check_output, resolve_hardware,
+                                  write_output, writing)
+from perfmodel.cli.workload import add_workload_options, read_input, warn
 from perfmodel.engine import LEVELS
 from perfmodel.errors import InputError
 from perfmodel.plan.memory import memory_fit
@@ -29,8 +29,17 @@ def register(sub) -> None:
     pr.set_defaults(fn=run_predict)
 
 
+# A step longer than this is outside physical sense for one GPU's step (warned, still printed)
+DAY_S = 86400.0
+
+
 def run_predict(args) -> int:
-    graph, model, workload = read_input(args)
+    if args.output:
+        check_output(args.output, "--output")
+    if args.plot:
+        check_output(args.plot, "--plot", plot=True)
+    graph, model, workload, notes = read_input(args)
+    warnings = list(notes)
     hw = args.hw or graph.hardware
     if hw is None:
         raise InputError(f"{args.file}: no hardware: pass --hw NAME or add `hardware:` to the "
@@ -40,22 +49,26 @@ def run_predict(args) -> int:
     if model is not None:  # built from a model: does the deployment fit in memory?
         fit = memory_fit(model, pred.hardware, workload)
         if not fit.fits:
-            print(f"perfmodel: warning: {model.name} {workload.phase} on "
-                  f"{pred.hardware.name}: {fit.summary()}", file=sys.stderr)
+            warnings.append(f"{model.name} {workload.phase} on {pred.hardware.name}: "
+                            f"{fit.summary()}")
+    if pred.total_time_s > DAY_S:
+        warnings.append(f"the step takes {pred.total_time_s / DAY_S:.3g} days on one GPU: "
+                        f"outside physical sense for one step (check the sizes)")
+    warn(warnings)
 
     def to_json() -> str:
-        if fit is None:
-            return pred.to_json()
-        return json.dumps({**pred.to_dict(), "memory": fit.to_dict()}, indent=2)
+        extra = {"memory": fit.to_dict()} if fit is not None else {}
+        return json.dumps({**pred.to_dict(), **extra, "warnings": warnings}, indent=2)
     text = {"json": to_json, "csv": pred.to_csv,
             "table": lambda: prediction_table(pred, all_ops=args.all)}[args.format]()
     if args.output:
-        Path(args.output).write_text(text if text.endswith("\n") else text + "\n")
+        write_output(args.output, text if text.endswith("\n") else text + "\n", "--output")
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         print(text)
     if args.plot:
         from perfmodel.report.plots import plot_prediction
-        plot_prediction(pred, args.plot)
+        with writing(args.plot, "--plot"):
+            plot_prediction(pred, args.plot)
         print(f"wrote {args.plot}", file=sys.stderr)
     return 0

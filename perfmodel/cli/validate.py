@@ -28,6 +28,12 @@ def run_validate(args) -> int:
     from perfmodel.validation.compare import compare, summarize
     from perfmodel.validation.measurements import default_sources, load_cases
 
+    from perfmodel.cli.format import check_output, writing
+    from perfmodel.errors import InputError
+    if args.worst < 0:
+        raise InputError(f"--worst: expected a number of rows >= 0, got {args.worst}")
+    if args.plot:
+        check_output(args.plot, "--plot", plot=True)
     sources = args.results or default_sources()
     cases, skipped = [], []
     for src in sources:
@@ -83,7 +89,8 @@ def run_validate(args) -> int:
         for ax in list(axes.flat)[len(classes):]:
             ax.set_visible(False)
         fig.tight_layout()
-        fig.savefig(args.plot, dpi=110)
+        with writing(args.plot, "--plot"):
+            fig.savefig(args.plot, dpi=110)
         print(f"\nwrote {args.plot}", file=sys.stderr)
     if args.rows:
         print()

@@ -33,20 +33,47 @@ def add_workload_options(p: argparse.ArgumentParser) -> None:
                    help="interleaved pipeline: model chunks per GPU (default 1)")
 
 
+# The flag each Workload field is set by: workload errors and warnings name what the user wrote
+FLAGS = {"phase": "--phase", "batch": "--batch", "seq": "--seq", "context": "--context",
+         "tp": "--tp", "ep": "--ep", "pp": "--pp", "dp": "--dp", "dtype": "--dtype",
+         "kv_dtype": "--kv-dtype", "microbatches": "--microbatches",
+         "virtual_stages": "--virtual-stages"}
+
+
 class Input(NamedTuple):
-    """What `predict` and `build` were given: the graph, and for a model its workload."""
+    """What `predict` and `build` were given: the graph, and for a model its workload and the
+    warnings about options that do not apply to it."""
     graph: OpGraph
     model: ModelSpec | None = None
     workload: Workload | None = None
+    warnings: tuple[str, ...] = ()
+
+
+def given_flags(args) -> set[str]:
+    """The Workload fields whose flags differ from the Workload's defaults (the options'
+    defaults) on the command line."""
+    defaults = {f.name: f.default for f in dataclasses.fields(Workload)}
+    return {k for k in FLAGS if k != "phase" and getattr(args, k, None) != defaults[k]}
+
+
+def warn(lines) -> None:
+    """Print warnings on stderr, one line each (`perfmodel: warning: ...`)."""
+    import sys
+    from perfmodel.errors import printable
+    for line in lines:
+        print(f"perfmodel: warning: {printable(line)}", file=sys.stderr)
 
 
 def read_input(args) -> Input:
     """A graph file as is, or a model (file or built-in name) built with the model options."""
     path = Path(args.file)
-    if path.is_file():
+    if yamlio.is_file(path):
         raw = yamlio.load(path, "graph or model file")
         if not is_model_file(raw):
-            return Input(parse_graph(raw, str(path)))
+            unused = sorted(given_flags(args) | ({"phase"} if args.phase else set()))
+            notes = tuple(f"{FLAGS[k]}: applies to a model; {args.file} is a graph file "
+                          f"(ignored)" for k in unused)
+            return Input(parse_graph(raw, str(path)), warnings=notes)
         model = parse_model(raw, str(path))
     elif args.file.lower() in list_models():
         model = load_model(args.file)
@@ -59,9 +86,15 @@ def read_input(args) -> Input:
                  ep=args.ep, pp=args.pp, dp=args.dp, dtype=args.dtype,
                  microbatches=args.microbatches, virtual_stages=args.virtual_stages,
                  kv_dtype=args.kv_dtype)
-    graph = build_graph(model, hardware=args.hw,
-                        **{f.name: getattr(w, f.name) for f in dataclasses.fields(w)})
-    return Input(graph, model, w)
+    w.check(model, names=FLAGS)  # errors name the flags, not the builder's fields
+    try:
+        graph = build_graph(model, hardware=args.hw,
+                            **{f.name: getattr(w, f.name) for f in dataclasses.fields(w)})
+    except InputError as e:  # an op of the step refused its derived sizes: say whose they are
+        raise InputError([f"{args.file} --phase {args.phase} with these model options: an op "
+                          f"of the step: {p}" for p in e.problems]) from None
+    notes = tuple(f"{FLAGS[k]}: {msg}" for k, msg in w.warnings())
+    return Input(graph, model, w, notes)
 
 
 def graph_from(args) -> OpGraph:

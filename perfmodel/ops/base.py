@@ -13,13 +13,42 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from perfmodel.demand import Choice, Demand, KernelCandidates
-from perfmodel.errors import InputError, where
+from perfmodel.errors import InputError, show, where
 from perfmodel.hardware import Hardware
 from perfmodel.units import DTYPES
 
 REGISTRY: dict[str, type["Op"]] = {}
 
 KINDS = ("int", "float", "bool", "str", "dtype", "choice", "path")
+
+# Upper bounds of sizes: no input is refused for being large but possible, only for being larger
+# than any GPU could hold or move, where numbers would overflow or run for hours.
+# One tensor on one GPU: 2^40 (1.1e12) elements is over 1 TB even at one byte an element, more
+# than any GPU's memory (B300: 288 GB). Every size parameter is at most this, and so is every
+# tensor an op declares in TENSORS (the product of its dimensions).
+MAX_ELEMENTS = 2**40
+ELEMENTS_WHY = "a larger tensor exceeds any GPU's memory"
+# Bytes one op moves or copies: 1e15 (1 PB) is 3,000 B300s' memory
+MAX_BYTES = 1e15
+BYTES_WHY = "1 PB, more than the memory of any GPU or NVLink domain"
+# A count or number of any other kind without a bound of its own (Param.__post_init__)
+DEFAULT_WHY = "more than one GPU holds or runs in one op"
+# GPUs in one group: 2^20, ten times the largest clusters built (~10^5 GPUs)
+MAX_GPUS = 2**20
+GPUS_WHY = "ten times the largest GPU clusters"
+# Seeds: numpy's generators take any integer below 2^63
+MAX_SEED = 2**63 - 1
+
+
+def bound_text(x: float) -> str:
+    """A bound as written in messages: 2^40 for a large power of two, else %g."""
+    if float(x).is_integer() and x >= 2**20:
+        n = int(x)
+        if n & (n - 1) == 0:
+            return f"2^{n.bit_length() - 1}"
+        if (n + 1) & n == 0:
+            return f"2^{n.bit_length()} - 1"
+    return f"{x:g}"
 
 
 @dataclass(frozen=True)
@@ -33,6 +62,16 @@ class Param:
     lo: float | None = None
     hi: float | None = None
     nullable: bool = False  # None is a meaningful value (e.g. "no window")
+    # Why `hi` is the limit, for a size limit (MAX_ELEMENTS, MAX_BYTES): such a bound is named
+    # in the message for a value above it (not in `expectation`), and `perfmodel ops` lists the
+    # ones other than MAX_ELEMENTS
+    hi_why: str = ""
+
+    def __post_init__(self):
+        # every number has an upper bound: one not declared is MAX_ELEMENTS (module constants)
+        if self.kind in ("int", "float") and self.hi is None:
+            object.__setattr__(self, "hi", MAX_ELEMENTS)
+            object.__setattr__(self, "hi_why", DEFAULT_WHY)
 
     def expectation(self) -> str:
         if self.kind == "choice":
@@ -40,15 +79,29 @@ class Param:
         if self.kind == "dtype":
             return f"a dtype ({', '.join(self.choices or DTYPES)})"
         rng = ""
-        if self.lo is not None and self.hi is not None:
+        if self.lo is not None and self.hi is not None and not self.hi_why:
             rng = f" in [{self.lo:g}, {self.hi:g}]"
         elif self.lo is not None:
             rng = f" >= {self.lo:g}"
         return {"int": "an integer", "float": "a number", "bool": "true or false",
                 "str": "a string", "path": "a file path"}[self.kind] + rng
 
+    def limit(self) -> str:
+        """The size limit and why (empty without one), e.g. `at most 2^40 (a larger ...)`."""
+        return f"at most {bound_text(self.hi)} ({self.hi_why})" if self.hi_why else ""
+
+    def problem(self, value: Any) -> str:
+        """What is wrong with `value` (which `coerce` refused): the bound it exceeds, else the
+        expectation."""
+        if self.kind in ("int", "float") and self.hi is not None and _number(value) \
+                and value > self.hi:
+            kind = "an integer" if self.kind == "int" else "a number"
+            why = f" ({self.hi_why})" if self.hi_why else ""
+            return f"expected {kind} <= {bound_text(self.hi)}{why}, got {show(value)}"
+        return f"expected {self.expectation()}, got {show(value)}"
+
     def coerce(self, value: Any) -> Any:
-        """Return the validated value or raise ValueError with the expectation."""
+        """Return the validated value or raise ValueError (`problem` says why)."""
         if value is None and self.nullable:
             return None
         k = self.kind
@@ -59,8 +112,10 @@ class Param:
             if not ok:
                 raise ValueError
         elif k == "float":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not math.isfinite(value):
+            if not _number(value):
+                raise ValueError
+            if (self.hi is not None and value > self.hi) or \
+                    (self.lo is not None and value < self.lo):  # before float(): 10**400
                 raise ValueError
             value = float(value)
         elif k == "bool":
@@ -84,8 +139,24 @@ class Param:
         return value
 
 
-def positive(unit: str, doc: str, required: bool = True, default: Any = None) -> Param:
-    return Param("int", required=required, default=default, unit=unit, doc=doc, lo=1)
+def _number(value: Any) -> bool:
+    """A finite int or float; an int of any size is finite (compared exactly, never converted)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return math.isfinite(value) if isinstance(value, float) else True
+
+
+def positive(unit: str, doc: str, required: bool = True, default: Any = None,
+             hi: float = MAX_ELEMENTS, hi_why: str = ELEMENTS_WHY) -> Param:
+    """A size: an integer from 1 to `hi` (default MAX_ELEMENTS)."""
+    return Param("int", required=required, default=default, unit=unit, doc=doc, lo=1, hi=hi,
+                 hi_why=hi_why)
+
+
+def byte_count(doc: str, required: bool = True, default: Any = None) -> Param:
+    """Bytes an op moves: a number from 1 to MAX_BYTES."""
+    return Param("float", required=required, default=default, unit="bytes", doc=doc, lo=1,
+                 hi=MAX_BYTES, hi_why=BYTES_WHY)
 
 
 class Op:
@@ -97,6 +168,9 @@ class Op:
     SIZE_PARAMS: ClassVar[tuple[str, ...]] = ()
     # a representative instance (Llama-3-class shapes): `perfmodel ops`, tests, benchmarks
     EXAMPLE: ClassVar[dict[str, Any]] = {}
+    # the op's tensors as the parameters whose product is each one's element count (each at most
+    # MAX_ELEMENTS; e.g. gemm's A is ("batch", "m", "k"))
+    TENSORS: ClassVar[tuple[tuple[str, ...], ...]] = ()
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -122,7 +196,9 @@ class Op:
             try:
                 values[key] = p.coerce(params[key])
             except ValueError:
-                problems.append(f"{at(key)}: expected {p.expectation()}, got {params[key]!r}")
+                problems.append(f"{at(key)}: {p.problem(params[key])}")
+        if not problems:
+            problems += [f"{at(k)}: {msg}" for k, msg in self.tensor_problems(values)]
         if not problems:
             problems += [f"{at(k)}: {msg}" for k, msg in self.check(values)]
         if problems:
@@ -134,6 +210,20 @@ class Op:
     def check(self, values: dict[str, Any]) -> list[tuple[str, str]]:
         """Cross-parameter checks: (key, message) pairs. Override where needed."""
         return []
+
+    def tensor_problems(self, values: dict[str, Any]) -> list[tuple[str, str]]:
+        """Tensors of more than MAX_ELEMENTS elements (TENSORS: the parameters whose product is
+        one tensor's element count; a parameter left None is not counted)."""
+        out = []
+        for dims in self.TENSORS:
+            sizes = [values[d] for d in dims if values.get(d) is not None]
+            n = math.prod(sizes)
+            if n > MAX_ELEMENTS:  # named by its largest dimension, the likely culprit
+                key = max((d for d in dims if values.get(d) is not None), key=values.get)
+                out.append((key, f"{' x '.join(dims)} = {show(n)} elements: expected at "
+                                     f"most {bound_text(MAX_ELEMENTS)} in one tensor "
+                                     f"(larger than any GPU's memory)"))
+        return out
 
     def demand(self, hw: Hardware) -> Demand | Choice | KernelCandidates:
         """The op's work on `hw`, or the alternatives a library would choose among (the engine

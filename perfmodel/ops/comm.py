@@ -85,7 +85,7 @@ from collections import Counter
 from perfmodel.demand import Choice, Demand
 from perfmodel.errors import InputError
 from perfmodel.ops import nccl
-from perfmodel.ops.base import Op, Param
+from perfmodel.ops.base import GPUS_WHY, MAX_GPUS, Op, Param, byte_count
 
 AUTO = "auto"
 PLACEMENT_DOC = ("where the group's GPUs sit in rank order: COUNTxSTRIDE levels, innermost first "
@@ -159,8 +159,9 @@ def _fastest(options: list[Demand]) -> Demand | Choice:
 
 class _Collective(Op):
     PARAMS = {
-        "bytes": Param("float", required=True, lo=1, unit="bytes", doc="buffer size per GPU"),
-        "gpus": Param("int", required=True, lo=1, doc="GPUs in the group"),
+        "bytes": byte_count("buffer size per GPU"),
+        "gpus": Param("int", required=True, lo=1, hi=MAX_GPUS, hi_why=GPUS_WHY,
+                      doc="GPUs in the group"),
         "link": Param("str", default=AUTO, doc="link name in the hardware spec; auto: nvlink "
                       "inside one NVLink domain, network (and nvlink) across domains"),
         "algorithm": Param("choice", default=NCCL, choices=ALGORITHM_CHOICES,
@@ -388,7 +389,7 @@ class SendRecv(Op):
 
     name = "sendrecv"
     PARAMS = {
-        "bytes": Param("float", required=True, lo=1, unit="bytes", doc="bytes sent"),
+        "bytes": byte_count("bytes sent"),
         "link": Param("str", default=AUTO, doc="link name in the hardware spec; auto: nvlink "
                       "if the pipeline fits in one NVLink domain, else network"),
         "placement": Param("str", default=None,

@@ -75,6 +75,9 @@ class Conv(Op):
         "out_dtype": Param("dtype", default=None, nullable=True, doc="output type (= dtype)"),
     }
     SIZE_PARAMS = ("batch", "in_channels", "out_channels", "height", "width")
+    TENSORS = (("batch", "in_channels", "depth", "height", "width"),
+               ("batch", "out_channels", "depth", "height", "width"),
+               ("out_channels", "in_channels", "kernel"))
 
     def check(self, v):
         bad = [k for k in ("in_channels", "out_channels") if v[k] % v["groups"]]

@@ -204,6 +204,7 @@ class Gemm(Op):
                                 "default, true for wgmma/tcgen05, false for mma_sync)"),
     }
     SIZE_PARAMS = ("m", "n", "k", "batch", "count")
+    TENSORS = (("batch", "m", "k"), ("batch", "k", "n"), ("batch", "m", "n"))
 
     def check(self, v):
         if v["fp8_scaling"] == "block" and tensor_dtype(v["dtype"]) != "fp8":
@@ -250,20 +251,21 @@ class Gemm(Op):
     # ---- the kernel search -------------------------------------------------------------------
     def candidates(self, hw: Hardware) -> tuple[dict, np.ndarray, np.ndarray]:
         """(tile table, tile index, split-K) of the kernels worth trying: every tile with no
-        split, and with the split factors that fill one or two waves of SMs when the tiles
-        alone do not (what split-K is for), leaving each split at least two k-blocks."""
+        split, and, where its tiles alone leave SMs idle (what split-K is for), with every split
+        factor from 2 to MAX_SPLIT_K that leaves each split at least two (padded) k-blocks
+        (`_work`'s validity). Every factor, not only those that fill one or two waves: a kernel
+        for K also runs any smaller K (zero padding), so the time must not fall as K grows, and
+        a factor that K makes available stays available for every larger K."""
         table = tile_table(hw, *self._dtype_key())
         tiles_mn = ceil_div(self.m, table["m"]) * ceil_div(self.n, table["n"]) * self.batch
-        most = max(1, min(MAX_SPLIT_K, self.k // (2 * table["kblock"])))
-        # np.minimum/np.maximum: np.clip costs ~6 µs a call on arrays this small
-        fill = np.minimum(np.maximum(np.array([1, 2])[:, None] * hw.sm_count // tiles_mn, 1),
-                          most)
-        fill = np.where(tiles_mn < hw.sm_count, fill, 1).ravel()
         n = len(tiles_mn)
-        index = np.concatenate([np.arange(n), table["index2"]])
-        split = np.concatenate([np.ones(n, dtype=fill.dtype), fill])
-        keep = np.concatenate([np.ones(n, bool), fill > 1])
-        return table, index[keep], split[keep]
+        short = np.flatnonzero(tiles_mn < hw.sm_count)
+        splits = np.arange(2, MAX_SPLIT_K + 1)
+        # a split is worth trying when K holds at least two k-blocks for each part
+        splits = splits[ceil_div(self.k, splits) > table["kblock"]]
+        index = np.concatenate([np.arange(n), np.repeat(short, len(splits))])
+        split = np.concatenate([np.ones(n, dtype=np.int64), np.tile(splits, len(short))])
+        return table, index, split
 
     def _dtype_key(self) -> tuple:
         return (tensor_dtype(self.dtype), bytes_per_element(self.a_dtype or self.dtype),
@@ -300,30 +302,17 @@ class Gemm(Op):
         k_pad = ceil_div(k_split, kblock) * kblock
         tiles_m, tiles_n = ceil_div(self.m, tm), ceil_div(self.n, tn)
         tiles = tiles_m * tiles_n * self.batch * split
-        valid = table["fits"][index] & ((split == 1) | (k_split >= 2 * kblock))
+        # each split keeps at least two (padded) k-blocks: K > one k-block per part
+        valid = table["fits"][index] & ((split == 1) | (k_split > kblock))
         promoted = self.promotes_on_cuda_cores(hw)
         if promoted:
             valid &= tn <= FP8_BLOCK  # sm90 blockwise: one weight scale per 128-wide N tile
 
         mma_flop = tiles * 2.0 * tm * tn * k_pad
         work: dict[str, np.ndarray] = {}
-        fma = tiles * tm * tn * 1.0  # epilogue alpha/beta scaling and conversion
-        if compute == "fp32":
-            fma = fma + mma_flop / 2  # SIMT: one FFMA per multiply-add
-        else:
+        if compute != "fp32":
             work[f"tensor:{compute}"] = mma_flop
-        if any(bytes_per_element(x) < op_b for x in (self.a_dtype, self.b_dtype) if x):
-            # mixed-input GEMM: each CTA converts its narrow operand tile to the MMA type
-            # (convert + scale per element, on the FMA pipe)
-            narrow_b = bool(self.b_dtype) and b_b < op_b
-            fma = fma + tiles * k_pad * (tn if narrow_b else tm) * 2
-        if promoted:
-            # DeepSeek-V3 §3.3.2 / CUTLASS sm90 blockwise: wgmma takes no scales, so every 128
-            # of K the partial sums leave the tensor core and are scaled into FP32 accumulators
-            # on the CUDA cores (one FFMA per accumulator), after the MMAs drain. Blackwell's
-            # tcgen05 block-scaled MMA applies the scales in the tensor core.
-            fma = fma + tiles * tm * tn * (k_pad / FP8_BLOCK)
-        work["fma"] = fma
+        work["fma"] = self._fma_work(compute, op_b, b_b, tiles, tm, tn, k_pad, promoted)
         # MMA operands read from shared memory once per tile per k-block (FA4's smem-cycle
         # accounting); a CTA pair splits B, each SM holding and reading half of it; the epilogue
         # writes and reads the output tile once (registers → smem → TMA store).
@@ -350,7 +339,35 @@ class Gemm(Op):
                 "kernels": np.where(splitk, 2, 1), "kblock": kblock,
                 "tile": [table["tiles"][i] for i in index], "split": split,
                 "promoted": promoted, "serial_work": serial,
-                "serial_round_trips": round_trips, "persistent": self.is_persistent(hw)}
+                "serial_round_trips": round_trips, "persistent": self.is_persistent(hw),
+                "useful_fma": self.useful_fma(hw)}
+
+    def _fma_work(self, compute: str, op_b: float, b_b: float, tiles, tm, tn, k_pad,
+                  promoted: bool):
+        """FMA-pipe thread operations of `tiles` tiles of tm × tn outputs over k_pad of K
+        (arrays of candidates, or the problem itself unpadded: one tile of m × n per batch)."""
+        fma = tiles * tm * tn * 1.0  # epilogue alpha/beta scaling and conversion
+        if compute == "fp32":
+            fma = fma + tiles * tm * tn * k_pad * 1.0  # SIMT: one FFMA per multiply-add
+        if any(bytes_per_element(x) < op_b for x in (self.a_dtype, self.b_dtype) if x):
+            # mixed-input GEMM: each CTA converts its narrow operand tile to the MMA type
+            # (convert + scale per element, on the FMA pipe)
+            narrow_b = bool(self.b_dtype) and b_b < op_b
+            fma = fma + tiles * k_pad * (tn if narrow_b else tm) * 2
+        if promoted:
+            # DeepSeek-V3 §3.3.2 / CUTLASS sm90 blockwise: wgmma takes no scales, so every 128
+            # of K the partial sums leave the tensor core and are scaled into FP32 accumulators
+            # on the CUDA cores (one FFMA per accumulator), after the MMAs drain. Blackwell's
+            # tcgen05 block-scaled MMA applies the scales in the tensor core.
+            fma = fma + tiles * tm * tn * (k_pad / FP8_BLOCK)
+        return fma
+
+    def useful_fma(self, hw: Hardware) -> float:
+        """The FMA-pipe work the problem itself needs (no padded tiles, no split-K): what the
+        roofline counts (Demand.roofline_work)."""
+        compute, _, b_b, _ = self._dtype_key()
+        return float(self._fma_work(compute, DTYPE_BYTES[compute], b_b, self.batch, self.m,
+                                    self.n, self.k, self.promotes_on_cuda_cores(hw)))
 
     def _demand_at(self, w: dict, i: int) -> Demand:
         tile, split = w["tile"][i], int(w["split"][i])
@@ -368,6 +385,7 @@ class Gemm(Op):
                       repeat=self.count,
                       serial_work={r: float(v[i]) for r, v in w["serial_work"].items()},
                       serial_round_trips=float(w["serial_round_trips"][i]),
+                      roofline_work={"fma": w["useful_fma"]},
                       details={"tile": label, "split_k": split, "stages": int(w["stages"][i]),
                                "tiles": int(w["ctas"][i]), "persistent": w["persistent"]})
 

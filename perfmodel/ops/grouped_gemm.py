@@ -125,6 +125,7 @@ class GroupedGemm(Op):
                                 "as for gemm)"),
     }
     SIZE_PARAMS = ("groups", "m", "n", "k")
+    TENSORS = (("m", "k"), ("groups", "k", "n"), ("m", "n"), ("groups", "capacity", "k"))
 
     def check(self, v):
         out = []
@@ -283,8 +284,11 @@ class GroupedGemm(Op):
         tiles_g, moved_g = self._m_tiles(tm)           # one group of each class
         m_tiles = np.sum(tiles_g * gr.weight[:, None], axis=0)
         moved = np.sum(moved_g * gr.weight[:, None], axis=0)
-        tiles = m_tiles * ceil_div(n, tn)               # expected for ragged groups
-        ctas = np.maximum(1, np.ceil(tiles - 1e-9)).astype(int)
+        # expected tiles for ragged groups, as whole CTAs: each CTA does one whole tile's work
+        # (dividing the expected work over the rounded-up CTAs would make each a fraction of a
+        # tile, and more groups could come out faster)
+        tiles = np.maximum(1, np.ceil(m_tiles * ceil_div(n, tn) - 1e-9))
+        ctas = tiles.astype(int)
         valid = table["fits"].copy()
         promoted = self.promotes_on_cuda_cores(hw)
         if promoted:

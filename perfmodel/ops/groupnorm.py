@@ -48,6 +48,7 @@ class GroupNorm(Op):
                                     "fused: each group held on chip (x read once)"),
     }
     SIZE_PARAMS = ("batch", "channels", "spatial")
+    TENSORS = (("batch", "channels", "spatial"),)
 
     def check(self, v):
         if v["channels"] % v["groups"]:

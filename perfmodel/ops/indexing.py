@@ -71,6 +71,7 @@ class Gather(Op):
         "index_dtype": _index_param(),
     }
     SIZE_PARAMS = ("rows", "cols")
+    TENSORS = (("rows", "cols"), ("table_rows", "cols"))
 
     def demand(self, hw):
         b = bytes_per_element(self.dtype)
@@ -105,6 +106,7 @@ class Scatter(Op):
         "index_dtype": _index_param(),
     }
     SIZE_PARAMS = ("rows", "cols")
+    TENSORS = (("rows", "cols"), ("dest_rows", "cols"))
 
     def check(self, v):
         if v["zero_fill"] and v["dest_rows"] is None:
@@ -153,6 +155,7 @@ class Embedding(Op):
         "index_dtype": _index_param(),
     }
     SIZE_PARAMS = ("tokens", "dim")
+    TENSORS = (("tokens", "dim"), ("vocab", "dim"))
 
     def demand(self, hw):
         if self.direction == "fwd":

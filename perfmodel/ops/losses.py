@@ -114,6 +114,7 @@ class CrossEntropy(Op):
                                     "one-kernel loss with the gradient written in place"),
     }
     SIZE_PARAMS = ("rows", "vocab")
+    TENSORS = (("rows", "vocab"),)
 
     def demand(self, hw):
         kernels = (self._fused() if self.implementation == "fused" else self._eager())

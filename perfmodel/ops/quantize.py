@@ -43,6 +43,7 @@ class Quantize(Op):
         "transpose": Param("bool", default=False, doc="also write the transposed copy"),
     }
     SIZE_PARAMS = ("rows", "cols")
+    TENSORS = (("rows", "cols"),)
 
     def demand(self, hw):
         src = self.params["from"]

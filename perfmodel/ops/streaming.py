@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from perfmodel.demand import DEFAULT_BYTES_IN_FLIGHT_PER_THREAD, Demand, LaunchShape, add_work
 from perfmodel.units import bytes_per_element
-from perfmodel.ops.base import Op, Param, positive
+from perfmodel.ops.base import Op, Param, byte_count, positive
 
 VECTOR_BYTES = 16          # one LDG.128/STG.128 per thread per access
 THREADS_PER_CTA = 256
@@ -119,6 +119,7 @@ class Norm(Op):
                            doc="bwd: the dx kernel, then the dγ (dβ) reduction kernel"),
     }
     SIZE_PARAMS = ("rows", "cols")
+    TENSORS = (("rows", "cols"),)
 
     def demand(self, hw):
         b = bytes_per_element(self.dtype)
@@ -212,6 +213,7 @@ class Softmax(Op):
                            doc="bwd: dx from y and dy"),
     }
     SIZE_PARAMS = ("rows", "cols")
+    TENSORS = (("rows", "cols"),)
 
     def demand(self, hw):
         b = bytes_per_element(self.dtype)
@@ -233,7 +235,7 @@ class Memcpy(Op):
     name = "memcpy"
     EXAMPLE = dict(bytes=1e8)
     PARAMS = {
-        "bytes": Param("float", required=True, lo=1, unit="bytes", doc="bytes copied"),
+        "bytes": byte_count("bytes copied"),
         "kind": Param("choice", default="d2d", choices=("d2d", "h2d", "d2h")),
     }
     SIZE_PARAMS = ("bytes",)

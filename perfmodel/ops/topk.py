@@ -40,6 +40,7 @@ class TopK(Op):
                        doc="score type (sets the radix key width)"),
     }
     SIZE_PARAMS = ("rows", "cols")
+    TENSORS = (("rows", "cols"),)
 
     def check(self, v):
         if v["k"] > v["cols"]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import io
 import json
 import math
 import operator
@@ -39,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from perfmodel import yamlio
 from perfmodel.errors import InputError
 
 DEFAULT_CSV = Path(__file__).resolve().parent / "data" / "solexec_workloads.csv"
@@ -219,9 +221,7 @@ def load_definition(path: str | Path, workloads: str | Path | None = None) -> De
     """Read a definition.json (and the workload.jsonl beside it, or `workloads`)."""
     path = Path(path)
     try:
-        raw = json.loads(path.read_text())
-    except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+        raw = json.loads(yamlio.read_text(path, "problem definition"))
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
     d = parse_definition(raw, str(path))
@@ -323,10 +323,7 @@ def read_workloads(path: str | Path, definition: Definition | None = None
                    ) -> list[dict[str, Any]]:
     """The workloads of a workload.jsonl: one JSON object a line (blank lines skipped)."""
     path = Path(path)
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+    lines = yamlio.read_text(path, "workloads").splitlines()
     out, problems = [], []
     for no, line in enumerate(lines, 1):
         if not line.strip():
@@ -355,16 +352,16 @@ def read_workloads(path: str | Path, definition: Definition | None = None
 def read_csv(path: str | Path | None = None) -> list[Workload]:
     """Every workload of the SOL-ExecBench workloads CSV (default: the copy shipped here)."""
     path = Path(path) if path else DEFAULT_CSV
+    reader = csv.DictReader(io.StringIO(yamlio.read_text(path, "workloads CSV"), newline=""))
     try:
-        with path.open(newline="") as f:
-            reader = csv.DictReader(f)
-            missing = [c for c in CSV_COLUMNS if c not in (reader.fieldnames or [])]
-            if missing:
-                raise InputError(f"{path}: missing column(s) {', '.join(missing)} (expected "
-                                 f"{', '.join(CSV_COLUMNS)})")
-            rows = list(reader)
-    except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+        missing = [c for c in CSV_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise InputError(f"{path}: missing column(s) {', '.join(missing)} (expected "
+                             f"{', '.join(CSV_COLUMNS)})")
+        rows = list(reader)
+    except csv.Error as e:
+        raise InputError(f"{path}: line {reader.line_num}: not CSV ({yamlio.one_line(e)})") \
+            from None
     out, problems = [], []
     for no, row in enumerate(rows, 2):
         try:

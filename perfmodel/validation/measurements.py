@@ -10,11 +10,13 @@ with the reason, never silently dropped. The Blackwell kernel benchmarks
 from __future__ import annotations
 
 import csv
+import io
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfmodel import fitted, ops
+from perfmodel import fitted, ops, yamlio
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.validation.mappings import blackwell_case, parse_shape
@@ -204,23 +206,60 @@ def _case(row: dict) -> Case | Skipped:
     return Case(rid, op_class, hw, o, t, lib, FITTED_ROWS.get(rid, ""))
 
 
+# Columns every measurements CSV has (module docstring); `source` and `notes` may be missing
+COLUMNS = ("id", "hardware", "library", "op", "dtype", "shape_json", "metric", "value", "unit")
+
+
 def load_cases(path: str | Path) -> tuple[list[Case], list[Skipped]]:
-    """Read one measurements CSV into cases (and the rows that could not be modeled)."""
+    """Read one measurements CSV into cases (and the rows that could not be modeled). An
+    InputError, one line naming the file, the row (its CSV line) and the column, for a file
+    that is not UTF-8 or not CSV, a missing column, a short or long row, a value that is not a
+    positive finite number, or a row the model cannot take."""
     p = Path(path)
+    text = yamlio.read_text(p, "measurements")
+    reader = csv.reader(io.StringIO(text, newline=""))
     try:
-        with p.open() as f:
-            rows = list(csv.DictReader(f))
-    except OSError as e:
-        raise InputError(f"{p}: cannot read measurements ({e.strerror})") from None
+        header = next(reader, [])
+        missing = [c for c in COLUMNS if c not in header]
+        if missing:
+            raise InputError(f"{p}: missing column(s) {', '.join(missing)} (expected a header "
+                             f"with {', '.join(COLUMNS)})")
+        rows = []
+        for fields in reader:
+            if not fields:
+                continue  # a blank line
+            if len(fields) != len(header):
+                raise InputError(f"{p}: row {reader.line_num}: {len(fields)} fields, expected "
+                                 f"{len(header)} ({', '.join(header)})")
+            rows.append((reader.line_num, dict(zip(header, fields))))
+    except csv.Error as e:
+        raise InputError(f"{p}: row {reader.line_num}: not CSV ({yamlio.one_line(e)})") from None
     cases, skipped = [], []
-    for i, row in enumerate(rows):
+    for line, row in rows:
         try:
+            _check_value(row)
             got = _case(row)
-        except (KeyError, ValueError, TypeError, InputError) as e:
-            raise InputError(f"{p}: row {i + 2} ({row.get('id') or '?'}): "
+            if isinstance(got, Case) and not 0 < got.measured_time_s < math.inf:
+                raise ValueError(f"value: {row['value']} {row['unit']} gives a measured time "
+                                 f"of {got.measured_time_s!r} s (expected positive and finite)")
+        except (KeyError, ValueError, TypeError, ZeroDivisionError, OverflowError,
+                InputError) as e:
+            raise InputError(f"{p}: row {line} ({row.get('id') or '?'}): "
                              f"{_problem(e)}") from None
         (cases if isinstance(got, Case) else skipped).append(got)
     return cases, skipped
+
+
+def _check_value(row: dict) -> None:
+    """The row's `value`: a positive finite number (a time, or a rate whose time is work /
+    rate), or ValueError naming the column."""
+    text = row["value"]
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError(f"value: expected a number, got {text!r}") from None
+    if not 0 < v < math.inf:  # nan fails too; 1e-400 reads as 0
+        raise ValueError(f"value: expected a positive finite number, got {text!r}")
 
 
 def _problem(e: Exception) -> str:
@@ -230,8 +269,10 @@ def _problem(e: Exception) -> str:
     if isinstance(e, json.JSONDecodeError):
         return f"shape_json is not valid JSON ({e.msg} at character {e.pos})"
     if isinstance(e, InputError):
-        return "; ".join(e.problems)
-    return f"cannot interpret ({type(e).__name__}: {e})"
+        return yamlio.one_line("; ".join(e.problems))
+    if isinstance(e, ValueError) and str(e).startswith(("value: ", "shape_json")):
+        return yamlio.one_line(e)
+    return f"cannot interpret ({type(e).__name__}: {yamlio.one_line(e)})"
 
 
 def default_sources() -> list[Path]:

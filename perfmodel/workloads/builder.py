@@ -29,12 +29,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Mapping
 
-from perfmodel.errors import InputError
+from perfmodel.errors import InputError, show
 from perfmodel.graph import DEFAULT_STREAM, Node, OpGraph, Pipeline
 from perfmodel.workloads.models import ModelSpec
 from perfmodel.ops import REGISTRY, Op, op as make_op
+from perfmodel.ops.base import ELEMENTS_WHY, GPUS_WHY, MAX_ELEMENTS, MAX_GPUS, bound_text
 from perfmodel.workloads.recipes import quantize_op
 from perfmodel.units import GEMM_DTYPES, LINEAR_RECIPES, bytes_per_element
 
@@ -72,47 +73,113 @@ class Workload:
     kv_dtype: str | None = None          # K/V cache storage (None: the activation dtype)
     recompute: str | None = None         # train: "full" re-runs each layer's forward (RECOMPUTE)
 
-    def check(self, model: ModelSpec) -> None:
-        p: list[str] = []
+    def check(self, model: ModelSpec, names: Mapping[str, str] | None = None) -> None:
+        """Refuse a workload this model cannot run: InputError, one line per problem naming the
+        field as `names` maps it (the CLI passes its flags: "tp" → "--tp"; default
+        "workload: tp")."""
+        problems = self.problems(model)
+        if problems:
+            label = (lambda k: (names or {}).get(k) or f"workload: {k}")
+            raise InputError([f"{label(k)}: {msg}" for k, msg in problems])
+
+    def problems(self, model: ModelSpec) -> list[tuple[str, str]]:
+        """(field, problem) of every problem of this workload on `model` (`check`)."""
+        p: list[tuple[str, str]] = []
         if self.phase not in PHASES:
-            p.append(f"phase: expected one of {', '.join(PHASES)}, got {self.phase!r}")
+            p.append(("phase", f"expected one of {', '.join(PHASES)}, got {self.phase!r}"))
         if self.dtype not in GEMM_DTYPES:
-            p.append(f"dtype: expected one of {', '.join(GEMM_DTYPES)}, got {self.dtype!r}")
-        for k in ("batch", "seq", "tp", "ep", "pp", "dp", "virtual_stages"):
+            p.append(("dtype", f"expected one of {', '.join(GEMM_DTYPES)}, got {self.dtype!r}"))
+        for k, hi, why in (("batch", MAX_ELEMENTS, ELEMENTS_WHY),
+                           ("seq", MAX_ELEMENTS, ELEMENTS_WHY),
+                           ("context", MAX_ELEMENTS, ELEMENTS_WHY),
+                           ("microbatches", MAX_ELEMENTS, ELEMENTS_WHY),
+                           ("tp", MAX_GPUS, GPUS_WHY), ("ep", MAX_GPUS, GPUS_WHY),
+                           ("pp", MAX_GPUS, GPUS_WHY), ("dp", MAX_GPUS, GPUS_WHY),
+                           ("virtual_stages", MAX_GPUS, "more model chunks than layers")):
             v = getattr(self, k)
-            if not isinstance(v, int) or v < 1:
-                p.append(f"{k}: expected a positive integer, got {v!r}")
-        if self.context is not None and self.context < 1:
-            p.append(f"context: expected a positive integer, got {self.context!r}")
+            if v is None and k in ("context", "microbatches"):
+                continue
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                p.append((k, f"expected a positive integer, got {show(v)}"))
+            elif v > hi:
+                p.append((k, f"expected an integer <= {bound_text(hi)} ({why}), got {show(v)}"))
         if self.kv_dtype is not None and self.kv_dtype not in KV_DTYPES:
-            p.append(f"kv_dtype: expected one of {', '.join(KV_DTYPES)}, got {self.kv_dtype!r}")
+            p.append(("kv_dtype", f"expected one of {', '.join(KV_DTYPES)}, "
+                                  f"got {self.kv_dtype!r}"))
         elif self.kv_dtype is not None and self.phase == "train":
-            p.append("kv_dtype: training keeps K and V as activations (no KV cache); "
-                     "it applies to prefill and decode")
+            p.append(("kv_dtype", "training keeps K and V as activations (no KV cache); "
+                                  "it applies to prefill and decode"))
         if self.recompute is not None and self.recompute not in RECOMPUTE:
-            p.append(f"recompute: expected one of {', '.join(RECOMPUTE)}, "
-                     f"got {self.recompute!r}")
-        if not p:
-            if model.heads % self.tp:
-                p.append(f"tp: {self.tp} must divide the {model.heads} attention heads")
-            if self.pp > model.layers:
-                p.append(f"pp: {self.pp} stages for {model.layers} layers")
-            if self.ep > 1 and not model.is_moe:
-                p.append(f"ep: {model.name} has no experts to place")
-            if self.ep > 1 and self.ep % self.tp and self.tp % self.ep:
-                p.append(f"ep: {self.ep} and tp: {self.tp} must divide one another")
-            if model.is_moe and model.experts % self.ep:
-                p.append(f"ep: {self.ep} must divide the {model.experts} experts")
-            if model.is_moe and model.expert_hidden % self.moe_tp:
-                p.append(f"tp: {self.moe_tp} (tp / ep, each expert's tensor-parallel split) "
-                         f"must divide expert_hidden {model.expert_hidden}")
-            if self.ffn_shard(model) and model.ffn_hidden % self.tp:
-                p.append(f"tp: {self.tp} must divide ffn_hidden {model.ffn_hidden}")
-            m = self.n_microbatches
-            if self.batch % m:
-                p.append(f"microbatches: {m} must divide the batch {self.batch}")
+            p.append(("recompute", f"expected one of {', '.join(RECOMPUTE)}, "
+                                   f"got {self.recompute!r}"))
         if p:
-            raise InputError([f"workload: {x}" for x in p])
+            return p
+        gpus = self.tp * self.pp * self.dp
+        if gpus > MAX_GPUS:
+            p.append(("dp", f"tp x pp x dp = {gpus} GPUs: expected at most "
+                            f"{bound_text(MAX_GPUS)} ({GPUS_WHY})"))
+        # the largest activation tensor of one microbatch: its tokens times the widest layer
+        # output (QKV, the gated FFN's gate and up, the MoE dispatch, the logits of the tokens
+        # that produce them)
+        seqs = self.batch // max(1, self.n_microbatches if self.microbatches is None
+                                 or self.microbatches >= 1 else 1)
+        tokens = max(1, seqs) * (1 if self.phase == "decode" else self.seq)
+        tp = max(1, self.tp)
+        widest = max(model.hidden, (model.heads + 2 * model.kv_heads) * model.head_dim // tp,
+                     model.ffn_matrices * model.ffn_hidden // tp, model.top_k * model.hidden)
+        logits = (tokens if self.phase == "train" else max(1, seqs)) * -(-model.vocab // tp)
+        largest = max(tokens * widest, logits)
+        if largest > MAX_ELEMENTS:
+            what = "batch" if self.phase == "decode" else "batch x seq"
+            p.append(("batch", f"{what} = {tokens} tokens per microbatch make an activation "
+                               f"tensor of {show(largest)} elements: expected at most "
+                               f"{bound_text(MAX_ELEMENTS)} ({ELEMENTS_WHY})"))
+        if self.phase != "train":
+            kv = self.batch * (self.context or self.seq)
+            per = model.kv_heads * (model.head_dim or 1)
+            if kv * per > MAX_ELEMENTS:
+                p.append(("context" if self.context else "seq",
+                          f"a KV cache of {kv} tokens x {per} elements = {show(kv * per)}: "
+                          f"expected at most {bound_text(MAX_ELEMENTS)} ({ELEMENTS_WHY})"))
+        if model.heads % self.tp:
+            p.append(("tp", f"{self.tp} must divide the {model.heads} attention heads"))
+        if self.pp > model.layers:
+            p.append(("pp", f"{self.pp} stages for {model.layers} layers"))
+        if self.ep > 1 and not model.is_moe:
+            p.append(("ep", f"{model.name} has no experts to place"))
+        if self.ep > 1 and self.ep % self.tp and self.tp % self.ep:
+            p.append(("ep", f"{self.ep} and tp: {self.tp} must divide one another"))
+        if model.is_moe and model.experts % self.ep:
+            p.append(("ep", f"{self.ep} must divide the {model.experts} experts"))
+        if model.is_moe and model.expert_hidden % self.moe_tp:
+            p.append(("tp", f"{self.moe_tp} (tp / ep, each expert's tensor-parallel split) "
+                            f"must divide expert_hidden {model.expert_hidden}"))
+        if self.ffn_shard(model) and model.ffn_hidden % self.tp:
+            p.append(("tp", f"{self.tp} must divide ffn_hidden {model.ffn_hidden}"))
+        m = self.n_microbatches
+        if self.batch % m:
+            p.append(("microbatches", f"{m} must divide the batch {self.batch}"))
+        return p
+
+    def warnings(self, given: "set[str] | None" = None) -> list[tuple[str, str]]:
+        """(field, note) for options that do not apply to this workload and change nothing:
+        data parallelism outside training, a KV-cache length outside decode, interleaved
+        stages without a pipeline. `given`: the fields the user set (default: those that differ
+        from their defaults)."""
+        if given is None:
+            given = {f.name for f in dataclasses.fields(self)
+                     if getattr(self, f.name) != f.default}
+        out = []
+        if "dp" in given and self.phase != "train" and self.dp != 1:
+            out.append(("dp", f"data parallelism applies to training; a {self.phase} step of "
+                              f"one replica is predicted (replicas do not change it)"))
+        if "context" in given and self.context is not None and self.phase != "decode":
+            out.append(("context", f"the KV-cache length applies to decode; {self.phase} "
+                                   f"uses seq"))
+        if "virtual_stages" in given and self.virtual_stages > 1 and self.pp == 1:
+            out.append(("virtual_stages", f"{self.virtual_stages} interleaved stages need "
+                                          f"pipeline parallelism (pp > 1); ignored"))
+        return out
 
     @property
     def moe_tp(self) -> int:

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from perfmodel import yamlio
-from perfmodel.errors import InputError
+from perfmodel.errors import InputError, show
+from perfmodel.ops.base import ELEMENTS_WHY, MAX_ELEMENTS, bound_text
 
 MODEL_SCHEMA_VERSION = 1
 ACTIVATIONS = ("swiglu", "gelu", "relu", "silu")
@@ -22,6 +23,19 @@ INT_KEYS = {  # key: (required, minimum)
     "q_lora_rank": (False, 0), "kv_lora_rank": (False, 0), "qk_nope_head_dim": (False, 0),
     "qk_rope_head_dim": (False, 0), "v_head_dim": (False, 0),
 }
+# Weight matrices of one layer (the keys whose product is one tensor's elements): each at most
+# MAX_ELEMENTS, as every size is (perfmodel.ops.base)
+MODEL_TENSORS = (("vocab", "hidden"), ("hidden", "ffn_hidden"), ("heads", "head_dim", "hidden"),
+                 ("experts", "hidden", "expert_hidden"))
+# Keys with a bound of their own (else MAX_ELEMENTS), and why: a step's graph holds every layer's
+# ops, and an MoE op keeps arrays of one entry per expert
+KEY_LIMITS = {
+    "layers": (4096, "30x the deepest published LLMs (126 layers); the step's graph holds "
+                     "every layer's ops"),
+    "experts": (2 ** 20, "the most fine-grained MoE published (PEER: 1024^2 experts)"),
+}
+# A stated parameter count: at most 1e15 (10^3 times the largest models published, ~1e12)
+MAX_PARAMS_TOTAL = 1e15
 
 
 @dataclass(frozen=True)
@@ -132,7 +146,11 @@ def parse_model(raw: Any, file: str = "<model>") -> ModelSpec:
             continue
         v = raw[k]
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-            problems.append(f"{file}: {k}: expected an integer >= {lo}, got {v!r}")
+            problems.append(f"{file}: {k}: expected an integer >= {lo}, got {show(v)}")
+        elif v > KEY_LIMITS.get(k, (MAX_ELEMENTS,))[0]:
+            hi, why = KEY_LIMITS.get(k, (MAX_ELEMENTS, ELEMENTS_WHY))
+            problems.append(f"{file}: {k}: expected an integer <= {bound_text(hi)} ({why}), "
+                            f"got {show(v)}")
         values[k] = v
     src = raw.get("source")
     if not (isinstance(src, dict) and isinstance(src.get("title"), str)
@@ -141,9 +159,16 @@ def parse_model(raw: Any, file: str = "<model>") -> ModelSpec:
                         f"come from")
     stated = raw.get("params_total", {})
     if not (isinstance(stated, dict) and isinstance(stated.get("value"), (int, float))
+            and not isinstance(stated.get("value"), bool)
             and isinstance(stated.get("source"), str)):
         problems.append(f"{file}: params_total: expected {{value, source, url}} (the stated "
                         f"parameter count)")
+    elif not 1 <= stated["value"] <= MAX_PARAMS_TOTAL:  # nan fails both comparisons
+        problems.append(f"{file}: params_total.value: expected a parameter count in "
+                        f"[1, {MAX_PARAMS_TOTAL:g}], got {show(stated['value'])}")
+    tie = raw.get("tie_embeddings", False)
+    if not isinstance(tie, bool):
+        problems.append(f"{file}: tie_embeddings: expected true or false, got {show(tie)}")
     act = raw.get("activation", "swiglu")
     if act not in ACTIVATIONS:
         problems.append(f"{file}: activation: expected one of {ACTIVATIONS}, got {act!r}")
@@ -154,20 +179,32 @@ def parse_model(raw: Any, file: str = "<model>") -> ModelSpec:
             problems.append(f"{file}: top_k: expected 1..experts for an MoE model")
         if values.get("experts") and not values.get("expert_hidden"):
             problems.append(f"{file}: expert_hidden: required for an MoE model")
+        if values.get("dense_layers", 0) > values["layers"]:
+            problems.append(f"{file}: dense_layers: {values['dense_layers']} exceeds layers "
+                            f"({values['layers']})")
+        for dims in MODEL_TENSORS:
+            n = 1
+            for d in dims:
+                n *= values.get(d) or 1
+            if n > MAX_ELEMENTS:  # named by its largest dimension, the likely culprit
+                key = max(dims, key=lambda d: values.get(d) or 0)
+                problems.append(f"{file}: {key}: {' x '.join(dims)} = {show(n)} elements: "
+                                f"expected at most {bound_text(MAX_ELEMENTS)} in one weight "
+                                f"tensor ({ELEMENTS_WHY})")
     if problems:
         raise InputError(problems)
     return ModelSpec(name=str(raw.get("name") or Path(file).stem), source=src["url"],
                      params_total_stated=float(stated["value"]), activation=act,
-                     tie_embeddings=bool(raw.get("tie_embeddings", False)), path=file, **values)
+                     tie_embeddings=tie, path=file, **values)
 
 
 def load_model(name_or_path: str | Path) -> ModelSpec:
     """A built-in model by name (`llama3-70b`) or a model file by path."""
     s = str(name_or_path)
     p = Path(s)
-    if not (s.endswith((".yaml", ".yml")) or p.is_file()):
+    if not (s.endswith((".yaml", ".yml")) or yamlio.is_file(p)):
         p = builtin_model_dir() / f"{s.lower()}.yaml"
-        if not p.is_file():
+        if not yamlio.is_file(p):
             raise InputError(f"unknown model '{s}' (built-in: {', '.join(list_models())}; or "
                              f"give a model file path)")
     return parse_model(yamlio.load(p, "model file"), str(p))

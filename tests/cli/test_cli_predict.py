@@ -89,4 +89,4 @@ def test_a_graph_file_has_no_memory_object(tmp_path, capsys):
 def test_kv_dtype_of_a_training_step_is_bad_input(capsys):
     assert main(["predict", "llama3-8b", "--phase", "train", "--kv-dtype", "fp8",
                  "--hw", H100]) == 2
-    assert "kv_dtype: training keeps K and V" in capsys.readouterr().err
+    assert "--kv-dtype: training keeps K and V" in capsys.readouterr().err

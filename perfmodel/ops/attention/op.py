@@ -265,6 +265,7 @@ class Attention(Op):
                               "it and are converted to dtype on the CUDA cores (forward)"),
     }
     SIZE_PARAMS = ("batch", "heads", "seq_q", "head_dim")
+    TENSORS = (("batch", "heads", "seq_q", "head_dim"), ("batch", "kv_heads", "seq_kv", "head_dim"))
 
     def check(self, v):
         kv = v["kv_heads"] or v["heads"]

@@ -46,7 +46,9 @@ from pathlib import Path
 
 import numpy as np
 
+from perfmodel.errors import InputError
 from perfmodel.ops.moe.traces import TraceError
+from perfmodel.yamlio import is_file, read_text
 
 LOADS_KEY = "logical_count"  # SGLang's expert-distribution dump (expert_distribution.py)
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -73,7 +75,7 @@ def resolve_loads_path(name: str | os.PathLike) -> str:
     if os.path.exists(path) or os.sep in path or "/" in path:
         return path
     shipped = DATA_DIR / path
-    if shipped.exists():
+    if is_file(shipped):  # (a name too long for a path is no file either)
         return str(shipped)
     known = ", ".join(sorted(p.name for p in DATA_DIR.glob("*.json")))
     raise LoadsError(f"{path}: no such expert-loads file (nor in perfmodel/ops/moe/data: {known})")
@@ -144,12 +146,11 @@ def load_expert_loads(path: str | os.PathLike) -> ExpertLoads:
 @functools.lru_cache(maxsize=32)
 def _load(path: str, mtime_ns: int, size: int) -> ExpertLoads:
     try:
-        with open(path, encoding="utf-8") as f:
-            raw = json.load(f)
-    except OSError as e:
-        raise LoadsError(f"{path}: cannot read expert loads ({e.strerror})") from None
-    except UnicodeDecodeError:
-        raise LoadsError(f"{path}: not a JSON text file (not UTF-8)") from None
+        raw = json.loads(read_text(path, "expert loads"))
+    except InputError as e:
+        raise LoadsError(e.problems) from None
+    except RecursionError:
+        raise LoadsError(f"{path}: not JSON (nested too deeply)") from None
     except json.JSONDecodeError as e:
         raise LoadsError(f"{path}: not JSON ({e.msg} at line {e.lineno}, column {e.colno})") \
             from None

@@ -27,9 +27,10 @@ waits for its slowest GPU: the op returns every GPU's demand and the engine keep
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
-import os
 from collections import OrderedDict
+from pathlib import Path
 
 import numpy as np
 
@@ -42,7 +43,7 @@ from perfmodel.ops.moe.loads import (LoadsRouting, check_group_limit, load_exper
 from perfmodel.ops.moe.routing import POLICIES, Routing, place_contiguous, place_eplb
 from perfmodel.ops.moe.routing import route as route_tokens
 from perfmodel.ops.moe.traces import load_trace, popularity, synthetic_trace
-from perfmodel.ops.base import Op, Param, positive
+from perfmodel.ops.base import GPUS_WHY, MAX_GPUS, MAX_SEED, Op, Param, positive
 
 # Above this many token × expert draws, route by per-expert counts instead of per token
 # (prefill and training batches: every expert is active anyway).
@@ -67,26 +68,36 @@ def routed_counts(tokens: int, experts: int, top_k: int, skew: float, seed: int)
     return np.random.default_rng(seed).multinomial(tokens * top_k, p)
 
 
+
+def _file_digest(path) -> tuple:
+    """A trace or loads file as it is now: its size and a digest of its bytes (a file rewritten
+    within one timestamp tick at the same size must not hit a stale routing; these files are a
+    few hundred kB, hashed in well under a millisecond)."""
+    data = Path(path).read_bytes()
+    return len(data), hashlib.blake2b(data, digest_size=16).hexdigest()
+
 class Moe(Op):
     name = "moe"
     EXAMPLE = dict(tokens=256, experts=64, top_k=4, hidden=2048, expert_hidden=1024, dtype="bf16",
                    gpus=8)
     PARAMS = {
         "tokens": positive("tokens", "tokens in the batch (all GPUs)"),
-        "experts": positive("experts", "routed experts"),
+        "experts": positive("experts", "routed experts", hi=2 ** 20,
+                            hi_why="the most fine-grained MoE published, PEER, has 1024^2; "
+                                   "routing keeps arrays of one entry per expert"),
         "top_k": positive("experts", "experts per token"),
         "hidden": positive("elements", "model hidden size"),
         "expert_hidden": positive("elements", "expert FFN intermediate size"),
         "dtype": Param("dtype", required=True, choices=("bf16", "fp16", "fp8", "fp8_e4m3",
                                                         "mxfp8", "nvfp4", "mxfp4")),
-        "gpus": positive("GPUs", "expert-parallel GPUs"),
+        "gpus": positive("GPUs", "expert-parallel GPUs", hi=MAX_GPUS, hi_why=GPUS_WHY),
         "replication": Param("float", default=1.0, lo=1.0, hi=8.0,
                              doc="expert replicas / experts"),
         "routing": Param("choice", default="token_balanced", choices=POLICIES),
         "shared_experts": Param("int", default=0, lo=0),
         "skew": Param("float", default=0.0, lo=0.0, hi=8.0,
                       doc="Zipf exponent of expert popularity (0: uniform)"),
-        "seed": Param("int", default=0, lo=0),
+        "seed": Param("int", default=0, lo=0, hi=MAX_SEED, hi_why="numpy's seeds"),
         "trace": Param("path", default=None, nullable=True, doc="routing trace (CSV or NPZ)"),
         "loads": Param("path", default=None, nullable=True,
                        doc="expert-loads JSON (SGLang logical_count), sampled per batch"),
@@ -105,6 +116,8 @@ class Moe(Op):
                                doc="GPUs per node (NVLink domain), for EPLB's node packing"),
     }
     SIZE_PARAMS = ("hidden", "expert_hidden")
+    TENSORS = (("tokens", "hidden"), ("experts", "hidden", "expert_hidden"),
+               ("shared_experts", "hidden", "expert_hidden"), ("tokens", "top_k"))
 
     def check(self, v):
         out = []
@@ -125,8 +138,11 @@ class Moe(Op):
             out.append(("redundant_experts", "give replication or redundant_experts, not both"))
         redundant = _redundant(v)
         if redundant > e * (g - 1):
-            out.append(("redundant_experts", f"{redundant} redundant replicas of {e} experts "
-                                             f"need more than one replica per GPU ({g} GPUs)"))
+            given = ("redundant_experts" if v["redundant_experts"] is not None
+                     else "replication")  # the key the user wrote
+            out.append((given, f"{redundant} redundant replicas of {e} experts need more "
+                               f"than one replica of an expert per GPU ({g} GPUs hold at most "
+                               f"{e * (g - 1)} redundant replicas: replication at most {g})"))
         kind = _placement(v, redundant)
         if kind == "contiguous" and redundant:
             out.append(("placement", "contiguous placement has no redundant replicas"))
@@ -176,6 +192,9 @@ class Moe(Op):
             return self.loads_source.counts(self.loads_layer, self.tokens, self.seed)
         if self.trace:
             ids = load_trace(self.trace, self.top_k, self.experts)
+            if len(ids) != self.tokens:
+                raise InputError(f"trace: {self.trace} has {len(ids)} rows, one per token, but "
+                                 f"tokens is {self.tokens}")
         elif self.tokens * self.experts <= EXACT_ROUTING_LIMIT:
             ids = synthetic_trace(self.tokens, self.experts, self.top_k,
                                   "zipf" if self.skew > 0 else "uniform", self.skew, self.seed)
@@ -213,10 +232,10 @@ class Moe(Op):
         for path in (self.trace, self.loads):
             if path:
                 try:
-                    st = os.stat(resolve_loads_path(path) if path == self.loads else path)
+                    files.append(_file_digest(resolve_loads_path(path) if path == self.loads
+                                              else path))
                 except (OSError, ValueError):
                     return None
-                files.append((st.st_mtime_ns, st.st_size))
         return (tuple(v for k, v in self.params.items() if k not in ROUTING_FREE_PARAMS),
                 tuple(files))
 
@@ -255,13 +274,14 @@ class Moe(Op):
         h, f = self.hidden, self.expert_hidden
         w = bytes_per_element(self.dtype)
         act = 2.0  # activations in BF16
-        shared_rows = math.ceil(self.tokens / self.gpus) if self.shared_experts else 0
-        groups = rows + [shared_rows] * self.shared_experts
-        tokens = float(sum(groups))
-        weights = len(groups) * 3.0 * h * f * w
-        padded = sum(math.ceil(t / MMA_ROWS) * MMA_ROWS for t in groups)
-        tiles = sum(math.ceil(t / MMA_ROWS) for t in groups) * (
-            math.ceil(2 * f / TILE_N) + math.ceil(h / TILE_N))
+        shared = self.shared_experts  # each runs this GPU's share of the tokens
+        shared_rows = math.ceil(self.tokens / self.gpus) if shared else 0
+        tokens = float(sum(rows) + shared * shared_rows)
+        weights = (len(rows) + shared) * 3.0 * h * f * w
+        row_tiles = sum(math.ceil(t / MMA_ROWS) for t in rows) \
+            + shared * math.ceil(shared_rows / MMA_ROWS)
+        padded = row_tiles * MMA_ROWS
+        tiles = row_tiles * (math.ceil(2 * f / TILE_N) + math.ceil(h / TILE_N))
         hbm = weights + tokens * (2 * h + 3 * f) * act  # x in, y out, gate/up/act intermediates
         work = {f"tensor:{tensor_dtype(self.dtype)}": 2.0 * padded * 3 * h * f,
                 "fma": tokens * 3 * f, "xu": tokens * f,  # SiLU(gate)·up epilogue

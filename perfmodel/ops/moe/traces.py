@@ -8,12 +8,16 @@ traces. A closed form gives the expected activated experts under uniform routing
 """
 from __future__ import annotations
 
+import io
 import os
 import warnings
+import zipfile
+import zlib
 
 import numpy as np
 
 from perfmodel.errors import InputError
+from perfmodel.yamlio import one_line, read_text
 
 KINDS = ("uniform", "zipf", "correlated")
 
@@ -140,24 +144,54 @@ def load_trace(path: str, top_k: int, experts: int | None = None) -> np.ndarray:
     """Read a routing trace: CSV (one row of top_k comma-separated expert ids per token, '#'
     comments allowed) or NPZ (int array named `experts`, shape tokens × top_k). Returns int64
     (tokens, top_k). Raises TraceError (a ValueError) naming the file and the problem: unreadable,
-    missing array, wrong shape, non-integer, out-of-range (needs `experts`; negative ids always
+    not UTF-8 (CSV), not an NPZ archive or a damaged one, missing array, larger than
+    MAX_TRACE_BYTES, wrong shape, non-integer, out-of-range (needs `experts`; negative ids always
     fail) or repeated ids within a token (token = 0-based data row)."""
     path = os.fspath(path)
     try:
         if path.endswith(".npz"):
-            with np.load(path) as z:
-                if "experts" not in z.files:
-                    raise TraceError(f"{path}: NPZ has no array 'experts' (has {z.files})")
-                ids = z["experts"]
+            ids = _read_npz(path)
         else:
+            text = read_text(path, "routing trace")
             with warnings.catch_warnings():  # an empty file is reported below, not warned
                 warnings.simplefilter("ignore", UserWarning)
-                ids = np.loadtxt(path, delimiter=",", ndmin=2, comments="#", dtype=float)
-    except TraceError:
-        raise
-    except (OSError, ValueError, KeyError) as e:
-        raise TraceError(f"{path}: cannot read routing trace ({e})") from None
+                ids = np.loadtxt(io.StringIO(text), delimiter=",", ndmin=2, comments="#",
+                                 dtype=float)
+    except InputError as e:
+        raise TraceError(e.problems) from None
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        raise TraceError(f"{path}: cannot read routing trace ({one_line(e)})") from None
     return check_trace(ids, top_k, experts, path)
+
+
+# A trace is at most 1 GiB of expert ids (2^27 tokens of top-8 int64 ids): larger is not a decode
+# step's routing, and would be read into memory whole
+MAX_TRACE_BYTES = 1 << 30
+
+
+def _read_npz(path: str) -> np.ndarray:
+    """The `experts` array of an NPZ archive; TraceError for a file that is not one."""
+    try:
+        z = np.load(path, allow_pickle=False)
+    except (EOFError, zipfile.BadZipFile):
+        raise TraceError(f"{path}: not an NPZ archive (empty, truncated or damaged); expected "
+                         f"np.savez output with an int array 'experts'") from None
+    if not isinstance(z, np.lib.npyio.NpzFile):
+        raise TraceError(f"{path}: not an NPZ archive (a single .npy array?); expected np.savez "
+                         f"output with an int array 'experts'")
+    with z:
+        if "experts" not in z.files:
+            raise TraceError(f"{path}: NPZ has no array 'experts' (has {z.files})")
+        size = z.zip.getinfo(next(n for n in z.zip.namelist()
+                                  if n in ("experts", "experts.npy"))).file_size
+        if size > MAX_TRACE_BYTES:
+            raise TraceError(f"{path}: array 'experts' holds {size} bytes (at most "
+                             f"{MAX_TRACE_BYTES}: 2^27 tokens of top-8 ids)")
+        try:
+            return z["experts"]
+        except ValueError:  # an object array: np.load refuses to unpickle it
+            raise TraceError(f"{path}: array 'experts' holds Python objects (pickled), not "
+                             f"integers") from None
 
 
 def expected_activated(experts: int, top_k: int, tokens):
