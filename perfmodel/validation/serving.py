@@ -251,22 +251,24 @@ NO_MODEL_FILE = ("Llama-2-70B", "Mixtral-8x7B", "gpt-oss-20b", "Qwen3.5-397B-A17
                  "DeepSeek-V3.2")
 
 
+def first_rule(text: str, rules) -> tuple[str | None, str]:
+    """(name or None, short label): the first (pattern, name, label) rule whose pattern is found
+    in the lower-cased text, else None and the text before any parenthesis."""
+    t = text.lower()
+    for pattern, name, label in rules:
+        if re.search(pattern, t):
+            return name, label
+    return None, text.split("(")[0].strip() or text
+
+
 def resolve_hardware(text: str) -> tuple[str | None, str]:
     """(spec name or None, short label) for a source's hardware text."""
-    t = text.lower()
-    for pattern, spec, label in _HARDWARE_RULES:
-        if re.search(pattern, t):
-            return spec, label
-    return None, text.split("(")[0].strip() or text
+    return first_rule(text, _HARDWARE_RULES)
 
 
 def resolve_model(text: str) -> tuple[str | None, str]:
     """(built-in model name or None, short label) for a source's model text."""
-    t = text.lower()
-    for pattern, model, label in _MODEL_RULES:
-        if re.search(pattern, t):
-            return model, label
-    return None, text.split("(")[0].strip() or text
+    return first_rule(text, _MODEL_RULES)
 
 
 def engine_of(text: str) -> str | None:

@@ -61,6 +61,7 @@ from perfmodel.report.tables import format_table
 from perfmodel.workloads.models import ModelSpec, list_models, load_model
 
 from perfmodel.validation.measurements import DATA_DIR
+from perfmodel.validation.serving import first_rule
 
 TRAINING_CSV = DATA_DIR / "training_measurements.csv"
 COLUMNS = ("id", "hardware", "gpus", "framework_version", "model", "params", "seq_len",
@@ -262,11 +263,7 @@ def _builtin_models() -> frozenset[str]:
 
 def resolve_hardware(text: str) -> tuple[str | None, str]:
     """(spec name or None, short label) for a row's hardware text."""
-    t = text.lower()
-    for pattern, spec, label in _HARDWARE_RULES:
-        if re.search(pattern, t):
-            return spec, label
-    return None, text.split("(")[0].strip() or text
+    return first_rule(text, _HARDWARE_RULES)
 
 
 def resolve_model(text: str) -> tuple[str | None, str]:
