@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -123,14 +122,13 @@ def test_3_long_attention_is_closed_form_not_a_row_loop():
     """seq_q = 2^27 took 4 GB and 14 s, 2^31 tried to allocate 16 GiB: the tile counts are
     closed-form now (perfmodel/ops/attention/tiles.py `visited`)."""
     tracemalloc.start()
-    t0 = time.perf_counter()
     for seq in (2 ** 27, 2 ** 31):
         est = pm.predict_op(pm.ops.op("attention", batch=1, heads=1, seq_q=seq, head_dim=128,
                                       dtype="bf16", causal=True), "H100-SXM")
         assert math.isfinite(est.time_s) and est.time_s > 0
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert time.perf_counter() - t0 < 2.0 and peak < 50e6
+    assert peak < 50e6  # a row loop would hold O(seq_q) tiles: GBs at these lengths
 
 
 def test_3_many_shared_experts_are_counted_not_listed():
@@ -175,9 +173,11 @@ def bomb(levels: int = 25) -> str:
 
 def test_6_an_alias_bomb_graph_is_refused_at_once(capsys, tmp_path):
     p = spec(tmp_path, bomb() + "\nops: [*a24]\n", "bomb.yaml")
-    t0 = time.perf_counter()
+    tracemalloc.start()
     bad(capsys, "predict", p, "--hw", "h100", says=f"{p}: aliases expand the document to")
-    assert time.perf_counter() - t0 < 1.0
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 50e6  # refused from the node graph, before 3·2^24 nodes are built
 
 
 def test_6_an_alias_bomb_in_a_spec_note_is_refused(capsys, tmp_path):
