@@ -76,12 +76,20 @@ def is_file(path: str | Path) -> bool:
 
 def read_text(path: str | Path, what: str = "file") -> str:
     """The UTF-8 text of an input file, or an InputError naming it: cannot be read (missing, a
-    directory, no permission) or not UTF-8."""
+    directory, no permission), not UTF-8, or (a `.gz` file) not gzip data."""
     p = Path(path)
     try:
         data = p.read_bytes()
     except OSError as e:
         raise InputError(f"{p}: cannot read {what} ({e.strerror or e})") from None
+    if p.suffix == ".gz":
+        import gzip
+        import zlib
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as e:
+            raise InputError(f"{p}: not gzip data ({e}); expected a gzip-compressed {what}") \
+                from None
     return decode(data, str(p))
 
 

@@ -443,3 +443,17 @@ def test_ragged_grouped_gemm_does_not_get_faster_with_more_groups():
     one, two = (pm.predict_op(pm.ops.op("grouped_gemm", groups=g, m=16384, n=4096, k=2048,
                                         dtype="bf16"), "H100-SXM").time_s for g in (1, 2))
     assert two >= one
+
+
+def test_a_gz_input_is_read_as_its_text_and_bad_gzip_is_one_line(tmp_path):
+    """Shipped data may be gzip-compressed (perfmodel/sol/data/solexec_workloads.csv.gz): the
+    one reader decompresses a .gz file, and refuses one that is not gzip, naming it."""
+    import gzip
+    good = tmp_path / "t.csv.gz"
+    good.write_bytes(gzip.compress("a,b\n1,2\n".encode()))
+    assert yamlio.read_text(good, "table") == "a,b\n1,2\n"
+    broken = tmp_path / "u.csv.gz"
+    broken.write_bytes(b"a,b\n1,2\n")
+    with pytest.raises(pm.InputError) as e:
+        yamlio.read_text(broken, "table")
+    assert str(broken) in str(e.value) and "\n" not in str(e.value)

@@ -20,7 +20,7 @@ expression of other axes: + − * / // % ** and parentheses). A shape lists axis
 or the same wrapped as `{"definition": NAME, "workload": {...}}` (a FlashInfer-Bench trace line);
 its `axes` give every `var` axis.
 
-The workloads CSV (perfmodel/sol/data/solexec_workloads.csv, from the mirrors named in
+The workloads CSV (perfmodel/sol/data/solexec_workloads.csv.gz, gzip: 3.8 MB of text, from the mirrors named in
 perfmodel/sol/data/SOURCES.md) has one row per workload with its axes, every
 tensor's resolved shape and dtype, and `T_SOL_ms`, the bound the benchmark publishes (computed by
 NVlabs/SOLAR for B200 at 1.5 GHz).
@@ -43,7 +43,7 @@ from typing import Any, Iterable, Mapping
 from perfmodel import yamlio
 from perfmodel.errors import InputError
 
-DEFAULT_CSV = Path(__file__).resolve().parent / "data" / "solexec_workloads.csv"
+DEFAULT_CSV = Path(__file__).resolve().parent / "data" / "solexec_workloads.csv.gz"
 
 # torch dtype names → (bytes per element, perfmodel dtype); bytes per element of the tensor as
 # stored (a float4_e2m1fn_x2 element is a byte holding two FP4 values)
