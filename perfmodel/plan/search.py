@@ -65,6 +65,7 @@ from typing import Any, Callable, Sequence
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.plan.memory import as_model
+from perfmodel.plan.simulator.layout import Layout
 from perfmodel.plan.serving import pareto_front
 from perfmodel.report.progress import Progress
 from perfmodel.workloads.models import ModelSpec
@@ -77,33 +78,6 @@ KV_LIMITED_WAVES = 4        # KV-limited offline: preemption and recompute settl
 CONCURRENCY_WAVES = 2
 RATE_WAVES = 4
 V0_MIN_BATCHED_TOKENS = 2048  # the simulator's token budget when an engine sets none
-
-
-@dataclass(frozen=True)
-class Layout:
-    """One replica's parallelism and how many replicas fill the GPUs."""
-
-    tp: int
-    pp: int
-    ep: int
-    replicas: int
-
-    @property
-    def gpus_per_replica(self) -> int:
-        return max(self.tp, self.ep) * self.pp
-
-    @property
-    def gpus(self) -> int:
-        return self.gpus_per_replica * self.replicas
-
-    @property
-    def label(self) -> str:
-        parts = [f"TP{self.tp}"]
-        if self.ep > 1:
-            parts.append(f"EP{self.ep}")
-        if self.pp > 1:
-            parts.append(f"PP{self.pp}")
-        return " ".join(parts)
 
 
 def divisors(n: int) -> list[int]:
@@ -132,7 +106,7 @@ def serving_layouts(model: ModelSpec, gpus: int, tp: int | None = None, pp: int 
             for p in pps:
                 per = max(t, e) * p
                 if gpus % per == 0:
-                    out.append(Layout(t, p, e, gpus // per))
+                    out.append(Layout(tp=t, ep=e, pp=p, replicas=gpus // per))
     if not out:
         fixed = " ".join(f"--{k} {v}" for k, v in (("tp", tp), ("ep", ep), ("pp", pp)) if v)
         raise InputError(f"--gpus: {gpus} GPUs cannot be split into replicas of {fixed} "

@@ -10,6 +10,7 @@ op models (`cost.StepCost`).
   sim.py       simulate(...): the continuous-batching loop
   result.py    SimResult: TTFT, TPOT, ITL, E2E, throughput, preemptions, KV use
   disagg.py    simulate_disaggregated(...): a prefill pool and a decode pool, the KV moved
+  layout.py    Layout: one replica's tp/ep/pp and the replicas (a disaggregated Pool is one)
 
 ```python
 from perfmodel.plan.simulator import Workload, simulate

@@ -32,6 +32,7 @@ import numpy as np
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.plan.memory import as_model
+from perfmodel.plan.simulator.layout import Layout
 from perfmodel.plan.simulator.result import distribution, flat_metrics
 from perfmodel.plan.simulator.sim import simulate
 from perfmodel.plan.simulator.workload import Workload
@@ -39,32 +40,8 @@ from perfmodel.workloads.builder import kv_cache_bytes_per_token
 from perfmodel.workloads.models import ModelSpec
 
 
-@dataclass(frozen=True)
-class Pool:
-    """`replicas` replicas of one layout (tp, ep, pp) serving one phase."""
-
-    tp: int = 1
-    ep: int = 1
-    pp: int = 1
-    replicas: int = 1
-
-    @property
-    def gpus_per_replica(self) -> int:
-        return max(self.tp, self.ep) * self.pp
-
-    @property
-    def gpus(self) -> int:
-        return self.gpus_per_replica * self.replicas
-
-    @property
-    def schedulers(self) -> int:
-        """Independent schedulers: replicas × data-parallel attention groups (ep / tp)."""
-        return self.replicas * max(1, self.ep // self.tp)
-
-    def label(self) -> str:
-        par = f"TP{self.tp}" + (f" EP{self.ep}" if self.ep > 1 else "") + (
-            f" PP{self.pp}" if self.pp > 1 else "")
-        return f"{self.replicas}x {par}"
+# A pool is `replicas` replicas of one layout serving one phase.
+Pool = Layout
 
 
 def transfer_link(hw: Hardware, prefill: Pool, decode: Pool) -> str:
