@@ -177,6 +177,22 @@ def _candidates(shape_key: tuple, hw: Hardware) -> KernelCandidates:
     return g.kernel_candidates(hw)
 
 
+
+def candidate_launch(w: dict, i: int) -> tuple[LaunchShape, str, Overlap | None]:
+    """Tile candidate `i` of a GEMM-family work table (Gemm, GroupedGemm): its launch, its label
+    (`128x256x64x2sm cluster 2x1`) and, where FP8 block scales are promoted on the CUDA cores,
+    the promotion's overlap with the MMAs."""
+    tile = w["tile"][i]
+    launch = LaunchShape(ctas=int(w["ctas"][i]), threads_per_cta=tile.threads,
+                         registers_per_thread=tile.registers,
+                         smem_per_cta_bytes=int(w["smem"][i]),
+                         bytes_in_flight_per_cta=float(w["in_flight"][i]))
+    label = (f"{tile.m}x{tile.n}x{w['kblock']}" + ("x2sm" if tile.cta_pair else "")
+             + (f" cluster {tile.cluster_m}x1" if tile.cluster_m > 1 else ""))
+    overlap = Overlap(("tensor:fp8",), ("fma",), 0.0) if w["promoted"] else None
+    return launch, label, overlap
+
+
 class Gemm(Op):
     """C = A·B with M the token/row dimension and K the reduction (docs/graph-format.md "gemm")."""
 
@@ -370,15 +386,9 @@ class Gemm(Op):
                                     self.n, self.k, self.promotes_on_cuda_cores(hw)))
 
     def _demand_at(self, w: dict, i: int) -> Demand:
-        tile, split = w["tile"][i], int(w["split"][i])
+        split = int(w["split"][i])
         a_bytes, b_bytes, c_bytes = self.unique_bytes()
-        launch = LaunchShape(ctas=int(w["ctas"][i]), threads_per_cta=tile.threads,
-                             registers_per_thread=tile.registers,
-                             smem_per_cta_bytes=int(w["smem"][i]),
-                             bytes_in_flight_per_cta=float(w["in_flight"][i]))
-        label = (f"{tile.m}x{tile.n}x{w['kblock']}" + ("x2sm" if tile.cta_pair else "")
-                 + (f" cluster {tile.cluster_m}x1" if tile.cluster_m > 1 else ""))
-        overlap = Overlap(("tensor:fp8",), ("fma",), 0.0) if w["promoted"] else None
+        launch, label, overlap = candidate_launch(w, i)
         return Demand(work={r: float(v[i]) for r, v in w["work"].items()}, launch=launch,
                       flop=self.flop, hbm_bytes=a_bytes + b_bytes + c_bytes, overlap=overlap,
                       kernels=int(w["kernels"][i]),  # split-K: GEMM, then a reduction kernel

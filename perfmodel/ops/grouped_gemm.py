@@ -33,12 +33,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfmodel.demand import Demand, KernelCandidates, LaunchShape, Overlap
+from perfmodel.demand import Demand, KernelCandidates, Overlap
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware
 from perfmodel.ops.base import Op, Param, positive
-from perfmodel.ops.gemm import (FP8_BLOCK, MMA_DTYPES, ceil_div, default_persistent,
-                                fixed_costs, hbm_operand_bytes, tile_table)
+from perfmodel.ops.gemm import (FP8_BLOCK, MMA_DTYPES, candidate_launch, ceil_div,
+                                default_persistent, fixed_costs, hbm_operand_bytes, tile_table)
 from perfmodel.units import DTYPE_BYTES, bytes_per_element, tensor_dtype
 
 GROUPED_DTYPES = tuple(d for d in MMA_DTYPES if d != "fp32")  # tensor-core kernels only
@@ -322,13 +322,7 @@ class GroupedGemm(Op):
     def _demand_at(self, w: dict, i: int) -> Demand:
         tile = w["tile"][i]
         a_bytes, b_bytes, c_bytes = self.unique_bytes()
-        launch = LaunchShape(ctas=int(w["ctas"][i]), threads_per_cta=tile.threads,
-                             registers_per_thread=tile.registers,
-                             smem_per_cta_bytes=int(w["smem"][i]),
-                             bytes_in_flight_per_cta=float(w["in_flight"][i]))
-        label = (f"{tile.m}x{tile.n}x{w['kblock']}" + ("x2sm" if tile.cta_pair else "")
-                 + (f" cluster {tile.cluster_m}x1" if tile.cluster_m > 1 else ""))
-        overlap = Overlap(("tensor:fp8",), ("fma",), 0.0) if w["promoted"] else None
+        launch, label, overlap = candidate_launch(w, i)
         padded = float(w["m_tiles"][i]) * tile.m
         return Demand(work={r: float(v[i]) for r, v in w["work"].items()}, launch=launch,
                       flop=self.flop, hbm_bytes=a_bytes + b_bytes + c_bytes, overlap=overlap,
