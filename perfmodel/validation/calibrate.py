@@ -39,13 +39,13 @@ import numpy as np
 
 from perfmodel import yamlio
 from perfmodel.engine import estimate, resolve
+from perfmodel.intervals import ACCURACY_PATH  # the file perfmodel.intervals reads
 from perfmodel.report.progress import Progress
 from perfmodel.report.tables import format_table
 from perfmodel.validation import fit
 from perfmodel.validation.measurements import (BLACKWELL_CSV, BLACKWELL_MEASUREMENTS_CSV,
                                                PUBLIC_CSV, Case, load_cases)
 
-from perfmodel.intervals import ACCURACY_PATH  # noqa: E402  (the file perfmodel.intervals reads)
 MIN_INTERVAL_ROWS = 5
 QUANTILES = (10, 90)
 README_BEGIN = "<!-- accuracy table: written by `perfmodel calibrate` -->"

@@ -301,7 +301,7 @@ class Simulation:
     # -- one step of one lane -------------------------------------------------------------------
     def step(self, ln: Lane, start: float) -> bool:
         """Schedule and run one step of `ln`; False if nothing could run."""
-        eng, bt = self.eng, ln.bt
+        eng = self.eng
         chunks: list[tuple[Request, int]] = []
         budget = self.budget
         self.admitted_decoders = 0
