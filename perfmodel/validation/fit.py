@@ -488,25 +488,25 @@ def fit_all(exclude: frozenset[str] = frozenset(), serving: bool = True) -> dict
         _FRESH_HW.clear()
 
 
+def _on_one_row(key: str, row: str, exclude: frozenset[str], fit_row) -> tuple[float,
+                                                                               list[str]]:
+    """(value, rows) of a constant fitted on its one row: `fit_row()`, or its prior when the
+    row is held out."""
+    return (prior(key), []) if row in exclude else (fit_row(), [row])
+
+
 def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
-    if MAMF_ROW in exclude:
-        raw_sustained, sustained_rows = prior("tensor_sustained_fraction"), []
-    else:
-        raw_sustained, sustained_rows = fit_sustained_fraction(), [MAMF_ROW]
+    raw_sustained, sustained_rows = _on_one_row("tensor_sustained_fraction", MAMF_ROW, exclude,
+                                                fit_sustained_fraction)
     sustained = round(raw_sustained, SPECS["tensor_sustained_fraction"][1])
-    if STREAM_ROW in exclude:
-        raw_hbm, hbm_rows = prior("hbm_achievable_fraction.b200"), []
-    else:
-        raw_hbm, hbm_rows = fit_hbm_fraction(), [STREAM_ROW]
+    raw_hbm, hbm_rows = _on_one_row("hbm_achievable_fraction.b200", STREAM_ROW, exclude,
+                                    fit_hbm_fraction)
     _FRESH_HW["hbm_achievable_fraction.b200"] = round(
         raw_hbm, SPECS["hbm_achievable_fraction.b200"][1])
     cases, _ = load_cases(PUBLIC_CSV)
     att = fit_attention([c for c in cases if c.id not in exclude], sustained)
-    if FA4_ROW in exclude:
-        fa4, fa4_rows = prior("attention.softmax_overlap.fa4"), []
-    else:
-        fa4 = fit_fa4_overlap(constants=att, sustained=sustained)
-        fa4_rows = [FA4_ROW]
+    fa4, fa4_rows = _on_one_row("attention.softmax_overlap.fa4", FA4_ROW, exclude,
+                                lambda: fit_fa4_overlap(constants=att, sustained=sustained))
     cudnn_tcgen05 = fit_cudnn_tcgen05(att, sustained, exclude)
     raw_b300 = te_profile.fit_b300_sustained_fraction()
     if serving:
