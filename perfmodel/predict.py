@@ -7,14 +7,20 @@ identical layers, are predicted once; `clear_cache()` forgets them.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 from typing import Iterable
 
 from perfmodel import intervals
-from perfmodel.engine import LEVELS, Estimate
+from perfmodel.engine import LEVELS, ROOFLINE_PIPES, Estimate, occupancy, sm_rate_per_clk, \
+    sm_rate_per_s
+from perfmodel.demand import LaunchShape
 from perfmodel.errors import InputError
 from perfmodel.graph import OpGraph
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.ops import Op
+from perfmodel.ops.gemm import Gemm
+from perfmodel.units import tensor_dtype
 from perfmodel.schedule import Prediction, op_entry, schedule
 from perfmodel.schedule import clear_cache as _clear_schedule_cache
 
@@ -25,6 +31,7 @@ def clear_cache() -> None:
     constants an op reads (Op.cache_state); call this after changing anything else a prediction
     reads, such as perfmodel/accuracy.yaml (the prediction bands)."""
     _clear_schedule_cache()
+    _GEMM_MEMO.clear()
 
 
 def predict_op(op: Op, hw: Hardware | str, level: str = "pipes") -> Estimate:
@@ -32,6 +39,17 @@ def predict_op(op: Op, hw: Hardware | str, level: str = "pipes") -> Estimate:
     80 % band of its op class's cross-validated error (`interval_s`, perfmodel.intervals)."""
     if type(hw) is not Hardware:
         hw = hardware(hw)
+    if type(op) is Gemm:
+        key = (op.cache_key(), hw, level)
+        hit = _GEMM_MEMO.get(key)
+        if hit is None:
+            hit = gemm_estimate(op, hw, level)
+            if hit is not None:
+                if len(_GEMM_MEMO) >= GEMM_MEMO_SIZE:
+                    _GEMM_MEMO.clear()
+                _GEMM_MEMO[key] = hit
+        if hit is not None:
+            return hit
     e = op_entry(op, hw, level)
     if e.banded is None:
         est = e.estimate
@@ -58,3 +76,173 @@ def predict(graph: OpGraph, hw: Hardware | str | None = None,
     if level not in LEVELS:
         raise InputError(f"unknown level '{level}' (expected one of {', '.join(LEVELS)})")
     return schedule(graph, hardware(target), level)
+
+
+# ---- the scalar GEMM path -------------------------------------------------------------------
+# A cold GEMM through the engine runs ~100 numpy calls on 6-18-element candidate arrays (~1 us
+# of fixed cost each); the same arithmetic on Python floats costs ~25 ns an operation. So
+# `predict_op` of a Gemm takes the plain-Python tile search (Gemm.scalar_candidates) and the
+# engine's formulas below on Python floats, in the engine's order of operations, which gives the
+# same doubles: every prediction bit-identical to the engine's (tests/test_gemm_scalar.py checks
+# thousands of random shapes on every GPU at both levels). Its Estimates are memoized here, per
+# (op parameters, hardware, level) like schedule.op_entry's; graphs still schedule through
+# op_entry (it keeps the Demand and contention load the scheduler needs).
+# Mirrors: engine.candidate_times_s, kernel_resource_times, kernel_clock_hz, at_clock, pipes,
+# roofline. A change to those formulas must be made here too (the test fails until it is).
+GEMM_MEMO_SIZE = 1 << 14
+_GEMM_MEMO: dict = {}
+
+
+@functools.lru_cache(maxsize=64)
+def _gemm_rates(hw: Hardware) -> tuple[dict, dict, float]:
+    """Per-SM per-clock rates of the SM resources, the roofline's device-wide peak rates
+    (engine.roofline's) and the L2 bandwidth at the sustained clock."""
+    per_clk = {r: sm_rate_per_clk(r, hw) for r in
+               [f"tensor:{d}" for d in hw.tensor_flop_per_sm_per_clk]
+               + [*hw.pipes_per_sm_per_clk, "issue", "smem"]}
+    peak = {f"tensor:{d}": sm_rate_per_s(f"tensor:{d}", hw, sustained=False) * hw.sm_count
+            for d in hw.tensor_flop_per_sm_per_clk}
+    peak.update({p: sm_rate_per_s(p, hw, sustained=False) * hw.sm_count
+                 for p in ROOFLINE_PIPES})
+    peak["hbm"] = hw.hbm_peak_bandwidth_bytes_per_s
+    return per_clk, peak, hw.l2_bandwidth_at(hw.sustained_sm_clock_hz)
+
+
+@functools.lru_cache(maxsize=1024)
+def _ctas_per_sm(hw: Hardware, threads: int, registers: int, smem: int) -> tuple[int, str]:
+    """engine.occupancy of a candidate's launch, built as candidate_times_s builds it (integer
+    fields: occupancy's cache takes equal launches for one, so the same key gives the same
+    result, 2 or 2.0, as the engine)."""
+    return occupancy(LaunchShape(1, int(threads), int(registers), int(smem)), hw)
+
+
+def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
+    """The Estimate the engine gives `op` (with its band at the pipes level), on Python floats;
+    None where the mirror does not apply (block-scaled FP8 promoted on the CUDA cores: an
+    overlap; a dtype the GPU lacks: the engine's error) and the engine path decides."""
+    if level not in LEVELS or op.promotes_on_cuda_cores(hw):
+        return None
+    compute = tensor_dtype(op.dtype)
+    if compute != "fp32":
+        if not hw.supports(compute):
+            return None
+        compute = f"tensor:{compute}"
+    per_clk, peak, l2_rate = _gemm_rates(hw)
+    f, cands = op.scalar_candidates(hw)
+    tensor = compute != "fp32"
+    if tensor and compute not in per_clk:
+        return None
+    # engine.candidate_times_s: each candidate's resource times (kernel_resource_times) at the
+    # sustained clock, moved to its kernel clock (kernel_clock_hz: any candidate with tensor
+    # work puts every candidate on the utilization rule; at_clock), max + first load + launch;
+    # the first fastest valid candidate wins (np.argmin)
+    sms, sustained = hw.sm_count, hw.sustained_sm_clock_hz
+    hi, lo = hw.max_sm_clock_hz, sustained
+    r_tensor = per_clk[compute] * sustained if tensor else 0.0
+    r_fma, r_smem = per_clk["fma"] * sustained, per_clk["smem"] * sustained
+    hbm_bw, hbm_lat, launch_s = (hw.hbm_bandwidth_bytes_per_s, hw.hbm_latency_s,
+                                 hw.kernel_launch_s)
+    any_tensor = tensor and any(c[3] > 0 for c in cands)
+    threads, registers, smem_cta, in_flight = f["threads"], f["registers"], f["smem"], \
+        f["in_flight"]
+    best, best_t = -1, math.inf
+    for j, (i, split, valid, w_t, w_f, w_s, w_l2, w_h, ctas, kernels) in enumerate(cands):
+        if not valid:
+            continue  # np.where(valid, total, inf): never the fastest while any is valid
+        cps = _ctas_per_sm(hw, threads[i], registers[i], smem_cta[i])[0]
+        busiest = math.ceil(ctas / sms) + 0.0
+        rate = min(hbm_bw, min(ctas, sms * cps) * in_flight[i] / hbm_lat)
+        t_f = busiest * (w_f / ctas) / r_fma
+        t_s = busiest * (w_s / ctas) / r_smem
+        t_l2 = w_l2 / l2_rate
+        t_h = w_h / rate if rate else math.inf
+        if tensor:
+            t_t = busiest * (w_t / ctas) / r_tensor
+            busy = max(t_t, t_f, t_s, t_l2, t_h)
+        else:
+            t_t, busy = 0.0, max(t_f, t_s, t_l2, t_h)
+        if hi <= lo:
+            clock = lo
+        elif not any_tensor:
+            clock = hi
+        else:
+            clock = hi - (min(max(t_t / busy, 0.0), 1.0) if busy > 0 else 0.0) * (hi - lo)
+        scale = sustained / clock
+        top = max(t_f * scale, t_s * scale, t_l2 * scale, t_h)
+        if tensor:
+            top = max(top, t_t * scale)
+        total = top + (hbm_lat if w_h > 0 else 0.0) + launch_s * kernels
+        if total < best_t:
+            best, best_t = j, total
+    if best < 0:
+        return None  # nothing fits: the engine's error
+    i, split, _, w_t, w_f, w_s, w_l2, w_h, ctas, kernels = cands[best]
+    work = {compute: w_t} if tensor else {}
+    work.update(fma=w_f, smem=w_s, l2=w_l2, hbm=w_h)
+    a_bytes, b_bytes, c_bytes = op.unique_bytes()
+    hbm_bytes = a_bytes + b_bytes + c_bytes
+    flop, repeat = op.flop, op.count
+    details = op.scalar_demand_details(hw, f, cands[best])
+    # engine.roofline of the chosen Demand (the useful FMA work, not the padded tiles')
+    roof_times = {}
+    tensor_work = sum(w for r, w in work.items() if r.startswith("tensor:"))
+    useful_fma = op.useful_fma(hw)
+    for r, w in work.items():
+        if r == "fma":
+            w = useful_fma
+        if w <= 0:
+            continue
+        rate = peak.get(r)
+        if rate is None:
+            continue  # l2, smem: the pipes level's
+        if r.startswith("tensor:"):
+            roof_times[r] = (flop * w / tensor_work if flop else w) / rate
+        elif r == "hbm":
+            roof_times[r] = hbm_bytes / rate
+        else:
+            roof_times[r] = w / rate
+    roof_times = {r: t * repeat for r, t in roof_times.items()}
+    roof = max(roof_times.values(), default=0.0)
+    if roof <= 0:
+        return None
+    if level == "roofline":
+        return Estimate(roof, max(roof_times, key=roof_times.get), roof_times, flop * repeat,
+                        hbm_bytes * repeat, "roofline", roof, details)
+    # engine.pipes of the chosen Demand: its resources with work, at its kernel clock
+    # the chosen Demand's launch, as Gemm._demand_at builds it (candidate_launch)
+    cps, limiter = occupancy(LaunchShape(ctas=ctas, threads_per_cta=f["tiles"][i].threads,
+                                         registers_per_thread=f["tiles"][i].registers,
+                                         smem_per_cta_bytes=int(smem_cta[i]),
+                                         bytes_in_flight_per_cta=float(in_flight[i])), hw)
+    busiest = math.ceil(ctas / sms) + 0.0
+    rate = min(hbm_bw, min(ctas, sms * cps) * in_flight[i] / hbm_lat)
+    raw = {}
+    for r, w in work.items():
+        if not w > 0:
+            continue
+        if r == "hbm":
+            raw[r] = w / rate
+        elif r == "l2":
+            raw[r] = w / l2_rate
+        else:
+            raw[r] = busiest * (w / ctas) / (per_clk[r] * sustained)
+    t_tensor = sum((t for r, t in raw.items() if r.startswith("tensor:")), 0.0)
+    if hi <= lo or not t_tensor > 0:
+        clock = lo if hi <= lo else hi
+    else:
+        clock = hi - min(1.0, t_tensor / max(raw.values())) * (hi - lo)
+    scale = sustained / clock
+    times = {r: (t if r == "hbm" else t * scale) for r, t in raw.items()}
+    busy = max(times.values(), default=0.0)
+    # first load + link latency (none) + CTA round trips (none), as engine._pipes_times adds
+    times["latency"] = (hbm_lat if w_h > 0 else 0) + 0 + 0.0
+    times["launch"] = launch_s * kernels
+    single = busy + times["latency"] + times["launch"]
+    bound = max(times, key=times.get)
+    times = {r: t * repeat for r, t in times.items() if t > 0}
+    details.update(ctas_per_sm=cps, occupancy_limiter=limiter, waves=ctas / (sms * cps),
+                   busiest_sm_ctas=math.ceil(ctas / sms), sm_clock_hz=clock)
+    time_s = single * repeat
+    band = intervals.band(op, hw)
+    return Estimate(time_s, bound, times, flop * repeat, hbm_bytes * repeat, "pipes", roof,
+                    details, *((band.around(time_s), band.basis) if band is not None else ()))

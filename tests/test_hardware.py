@@ -15,7 +15,8 @@ from perfmodel.cli.main import main
 from perfmodel.hardware import MMA_INSTRUCTIONS, PROVENANCE_KINDS, builtin_spec_dir, parse_spec
 
 
-EXPECTED = {"A100-SXM", "H100-SXM", "H100-PCIe", "H200-SXM", "B200", "GB200", "B300", "GB300"}
+EXPECTED = {"A100-SXM", "H100-SXM", "H100-PCIe", "H200-SXM", "B200", "GB200", "B300", "GB300",
+            "GB10"}
 
 
 def test_catalogue_has_every_gpu_of_the_mission():
@@ -159,7 +160,7 @@ def test_all_problems_are_reported_at_once(tmp_path):
 
 EXPECTED_MMA = {"A100-SXM": "mma_sync", "H100-SXM": "wgmma", "H100-PCIe": "wgmma",
             "H200-SXM": "wgmma", "B200": "tcgen05", "GB200": "tcgen05", "B300": "tcgen05",
-            "GB300": "tcgen05"}
+            "GB300": "tcgen05", "GB10": "mma_sync"}
 
 
 def _raw(name: str) -> dict:
@@ -173,10 +174,12 @@ def test_every_builtin_spec_declares_its_isa_with_provenance():
         for key in ("isa.mma_instruction", "isa.packed_fp32", "isa.block_scaled_mma",
                     "isa.stochastic_rounding"):
             assert hw.capabilities[key].provenance, f"{hw.name} {key} has no provenance"
-        # packed FP32, block-scaled MMAs and hardware SR arrive together with tcgen05 here
+        # packed FP32, block-scaled MMAs and hardware SR arrive together with tcgen05 here;
+        # GB10 (sm_121) has Blackwell's block-scaled MMAs on mma.sync, without tcgen05
         blackwell = hw.mma_instruction == "tcgen05"
         assert hw.packed_fp32 is blackwell and hw.stochastic_rounding is blackwell
-        assert set(hw.block_scaled_mma) == ({"mxfp8", "nvfp4", "mxfp4"} if blackwell else set())
+        scaled = blackwell or hw.name == "GB10"
+        assert set(hw.block_scaled_mma) == ({"mxfp8", "nvfp4", "mxfp4"} if scaled else set())
 
 
 @pytest.mark.parametrize("key, value, expect", [
@@ -260,7 +263,7 @@ def test_hw_show_lists_capabilities(capsys):
 NETWORK = {  # NVLink domain (GPUs), NIC per GPU per direction (bytes/s)
     "A100-SXM": (8, 25e9), "H100-SXM": (8, 50e9), "H100-PCIe": (2, 50e9),
     "H200-SXM": (8, 50e9), "B200": (8, 50e9), "GB200": (72, 50e9), "B300": (8, 100e9),
-    "GB300": (72, 100e9)}
+    "GB300": (72, 100e9), "GB10": (1, 25e9)}
 
 
 def test_every_builtin_spec_has_a_network_link_and_an_nvlink_domain():

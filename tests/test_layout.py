@@ -25,6 +25,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli",),
 )
 SCHEDULE_MODULES = {"graph", "contention", "schedule", "predict"}
+# top-level modules above the core: the design-space sweep builds model graphs and predicts them
+# (and sizes their memory), a planner's layer
+TOP_LEVEL_GROUPS = {"sweep": "plan"}
 RANK = {group: rank for rank, groups in enumerate(LAYERS) for group in groups}
 
 
@@ -35,6 +38,8 @@ def group_of(module: str) -> str:
         return "init"
     if parts[1] in SCHEDULE_MODULES:
         return "schedule"
+    if parts[1] in TOP_LEVEL_GROUPS:
+        return TOP_LEVEL_GROUPS[parts[1]]
     if parts[1] in RANK:
         return parts[1]
     return "core"

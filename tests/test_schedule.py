@@ -73,7 +73,11 @@ def test_builder_gives_a_typed_pipeline(pp_graph):
     assert isinstance(p, Pipeline) and "pipeline" not in pp_graph.meta
     assert (p.stages, p.microbatches, p.virtual_stages) == (2, 4, 2)
     assert pp_graph.nodes[p.per_microbatch_ops - 1].name == "send_grads.allgather"
-    assert build_graph(pm.load_model("llama3-8b"), "train", batch=8, seq=1024).pipeline is None
+    # a training step always carries its (one-stage) pipeline: plan.training reads its
+    # microbatch time
+    one = build_graph(pm.load_model("llama3-8b"), "train", batch=8, seq=1024).pipeline
+    assert (one.stages, one.microbatches) == (1, 1)
+    assert build_graph(pm.load_model("llama3-8b"), "prefill", batch=8, seq=1024).pipeline is None
     with pytest.raises(AttributeError):
         p.stages = 3  # frozen
 

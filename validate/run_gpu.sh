@@ -31,6 +31,7 @@
 #   rowwise        4 norms + 4 softmax + 2 adds           23         0.1-0.6 ms          3 s   [ 60 s]
 #   wgmma          3 modes x 1-2 warpgroups (FP8 k-blocks) 12        1-3 ms              2 s   [ 60 s]
 #   torch_bench    SDPA flash/cuDNN fwd+bwd, dropout, decode 13 (3+10) 0.05-25 ms        90 s   [150 s]
+#   dropout_bench  2 libs x 8 shapes x p in {0, 0.1}, interleaved  10+26 0.2-10 ms          25 s   [ 60 s]
 #   sass dump      cuobjdump of each binary                -          -                   5 s   [ 60 s]
 #   total (sum of estimates)                                                           ~200 s; sum of limits 1000 s,
 #   but the run stops starting programs once 450 s have passed (a late program is recorded as skipped).
@@ -211,6 +212,12 @@ if python3 -c 'import torch' 2>/dev/null; then
   run_step torch_bench 150 env PYTHONUNBUFFERED=1 python3 "$HERE/torch_bench.py"
 else
   STATUS[torch_bench]=skipped; REASON[torch_bench]="python3 has no torch"; log "torch_bench: skipped (no torch)"
+fi
+PROGRAMS+=(dropout_bench)
+if python3 -c 'import torch' 2>/dev/null; then
+  run_step dropout_bench 60 env PYTHONUNBUFFERED=1 python3 "$HERE/dropout_bench.py"
+else
+  STATUS[dropout_bench]=skipped; REASON[dropout_bench]="python3 has no torch"; log "dropout_bench: skipped (no torch)"
 fi
 sass_counts "$OUT/sass_counts.txt"
 kill "$SMI_PID" 2>/dev/null; wait "$SMI_PID" 2>/dev/null

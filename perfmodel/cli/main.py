@@ -16,7 +16,7 @@ from perfmodel.errors import InputError, printable
 # own subparser. A run imports only its command's module (the others' imports would cost start-up
 # time: numpy, the op models, the planners); help and usage errors import them all.
 COMMANDS = ("hw", "models", "ops", "op", "predict", "build", "validate", "calibrate", "overlap",
-            "moe", "plan", "sol")
+            "moe", "plan", "sol", "sweep")
 
 
 def package_version() -> str:

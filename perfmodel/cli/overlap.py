@@ -1,5 +1,5 @@
-"""`perfmodel overlap`: one transformer block under the three dropout schedules
-(docs/cli.md "overlap")."""
+"""`perfmodel overlap`: one transformer block under the four dropout schedules (sequential,
+fused, overlap, rng_in_gemm; docs/cli.md "overlap", docs/studies.md §1.6)."""
 from __future__ import annotations
 
 import json
@@ -10,8 +10,8 @@ from perfmodel.report.tables import format_table
 
 
 def register(sub) -> None:
-    o = sub.add_parser("overlap", help="one transformer block under the three dropout schedules "
-                                       "(sequential, fused, overlap)")
+    o = sub.add_parser("overlap", help="one transformer block under the four dropout schedules "
+                                       "(sequential, fused, overlap, rng_in_gemm)")
     o.add_argument("--model", required=True, help="built-in model name or model file")
     o.add_argument("--hw", required=True)
     add_sm_clock_option(o)
@@ -33,7 +33,7 @@ def register(sub) -> None:
 
 
 def run_overlap(args) -> int:
-    from perfmodel.studies.dropout import DropoutConfig, evaluate, speedups
+    from perfmodel.studies.dropout import DropoutConfig, best_schedule, evaluate, speedups
     if not 0 < args.dropout < 1:
         raise InputError(f"--dropout: expected a probability in (0, 1), got {args.dropout}")
     if not 1 <= args.bits_per_element <= 128:
@@ -55,7 +55,7 @@ def run_overlap(args) -> int:
                           "batch": args.batch, "seq": args.seq,
                           "dropout": cfg.__dict__,
                           "schedules": {k: r.to_dict() for k, r in results.items()},
-                          "speedup": sp}, indent=2))
+                          "speedup": sp, "best": best_schedule(results)}, indent=2))
         return 0
     o = results["overlap"]
     print(f"{args.model} block ({'fwd+bwd' if args.backward else 'fwd'}), batch {args.batch}, "
@@ -67,11 +67,16 @@ def run_overlap(args) -> int:
         ["fused", f"{results['fused'].time_s * 1e6:.1f}", "Philox inside attention"],
         ["overlap", f"{o.time_s * 1e6:.1f}",
          f"{o.mode}; {o.hidden_fraction:.0%} of the RNG hidden; saturated: {o.saturated}"],
+        ["rng_in_gemm", f"{results['rng_in_gemm'].time_s * 1e6:.1f}",
+         f"Philox in the GEMMs' producer warps; {results['rng_in_gemm'].hidden_fraction:.0%} "
+         f"of the RNG hidden; bound: {results['rng_in_gemm'].saturated}"],
     ]))
     v = o.variants
     print(f"overlap variants: two streams {v['streams_s'] * 1e6:.1f} us, SM partition "
           f"{v['partition_s'] * 1e6:.1f} us (RNG on {v['partition_rng_sms']} SMs), ideal "
           f"co-location (no co-residency limit) {v['ideal_colocated_s'] * 1e6:.1f} us")
     print(f"speedup: overlap vs sequential {sp['overlap_vs_sequential']:.3f}x, "
-          f"vs fused {sp['overlap_vs_fused']:.3f}x")
+          f"vs fused {sp['overlap_vs_fused']:.3f}x; rng_in_gemm vs sequential "
+          f"{sp['rng_in_gemm_vs_sequential']:.3f}x, vs fused {sp['rng_in_gemm_vs_fused']:.3f}x, "
+          f"vs overlap {sp['rng_in_gemm_vs_overlap']:.3f}x; best: {best_schedule(results)}")
     return 0

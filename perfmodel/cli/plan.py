@@ -77,19 +77,25 @@ def register(sub) -> None:
     s.add_argument("--plot", help="draw tokens/s/GPU against TPOT and the Pareto front (PNG)")
     s.set_defaults(fn=run_serve)
 
-    t = kinds.add_parser("train", help="training: every TP x PP x DP (x EP) layout of the GPUs, "
-                                       "one step predicted each")
+    t = kinds.add_parser("train", help="training: every TP x CP x PP x VP x DP (x EP) x "
+                                       "micro-batch layout of the GPUs with the least "
+                                       "recomputation that fits, one step predicted each")
     _common(t)
-    t.add_argument("--batch", type=int, required=True,
+    t.add_argument("--global-batch", "--batch", dest="batch", type=int, required=True,
                    help="global batch in sequences (split over the dp replicas)")
     t.add_argument("--seq", type=int, default=4096, help="sequence length")
     t.add_argument("--tp", type=int, help="fixed tensor parallelism (else searched)")
+    t.add_argument("--cp", type=int, help="fixed context parallelism (else searched)")
     t.add_argument("--pp", type=int, help="fixed pipeline stages (else searched)")
+    t.add_argument("--vp", type=int, help="fixed virtual stages per GPU (else searched)")
     t.add_argument("--dp", type=int, help="fixed data-parallel replicas (else searched)")
     t.add_argument("--ep", type=int, help="fixed expert parallelism (else searched; MoE)")
-    t.add_argument("--microbatches", type=int, help="per step (default: up to 4·pp)")
-    t.add_argument("--recompute", choices=("none", "selective", "full"), default="selective")
-    t.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=1, help="ZeRO stage")
+    t.add_argument("--micro-batch", type=int, help="sequences per microbatch (else searched)")
+    t.add_argument("--recompute", choices=("none", "selective", "op", "full"),
+                   help="fixed recomputation (default: none where it fits, else full)")
+    t.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=1,
+                   help="ZeRO stage (1: Megatron's distributed optimizer; 3: FSDP)")
+    t.add_argument("--top", type=int, default=10, help="plans to print (default 10)")
     t.set_defaults(fn=run_train)
 
 
@@ -122,7 +128,7 @@ def _resolve(args):
     # upper bounds (perfmodel/ops/base.py): GPUs and processes at most MAX_GPUS, counts of
     # tokens, requests and sequences at most MAX_ELEMENTS
     for flag in ("gpus", "jobs", "isl", "osl", "requests", "concurrency", "batch", "seq",
-                 "microbatches", "tp", "pp", "ep", "dp"):
+                 "microbatches", "tp", "pp", "ep", "dp", "cp", "vp", "micro_batch", "top"):
         v = getattr(args, flag, None)
         hi = MAX_GPUS if flag in ("gpus", "jobs", "tp", "pp", "ep", "dp") else MAX_ELEMENTS
         if v is not None and v < 1:
@@ -298,40 +304,48 @@ def plot_front(rows, front, path: str, title: str) -> None:
 
 
 def run_train(args) -> int:
-    from perfmodel.plan.search import best, search_training
+    """`plan train`: plan.training.search_training_plans, the fastest `--top` that fit."""
+    from perfmodel.plan.training import search_training_plans
     m, h = _resolve(args)
-    rows = search_training(m, h, args.gpus, args.batch, args.seq, args.dtype, args.tp,
-                           args.pp, args.dp, args.ep, args.recompute, args.zero,
-                           args.microbatches, progress=sys.stderr.isatty(), jobs=args.jobs)
-    top = best(rows, "tokens_per_s")
-    search = {"model": m.name, "hardware": h.name, "gpus": args.gpus, "batch": args.batch,
-              "seq": args.seq, "dtype": args.dtype, "recompute": args.recompute,
-              "zero": args.zero}
+    fixed = math.prod(v for v in (args.tp, args.cp, args.pp, args.dp) if v)
+    if args.gpus % fixed:
+        raise InputError(f"--gpus: {args.gpus} is not a multiple of the fixed tp·cp·pp·dp = "
+                         f"{fixed}")
+    plans, tried, refused = search_training_plans(
+        m, h, args.gpus, args.batch, args.seq, args.dtype, args.tp, args.cp, args.pp, args.vp,
+        args.dp, args.ep, args.micro_batch, args.recompute, args.zero,
+        progress=sys.stderr.isatty())
+    search = {"model": m.name, "hardware": h.name, "gpus": args.gpus,
+              "global_batch": args.batch, "seq": args.seq, "dtype": args.dtype,
+              "recompute": args.recompute, "zero": args.zero, "layouts_tried": tried,
+              "layouts_not_fitting": refused}
+    rows = [p.to_dict() for p in plans]
     if args.format == "json":
-        print(json.dumps({"search": search, "rows": rows, "best": top}, indent=2))
+        print(json.dumps({"search": search, "plans": rows[:args.top]}, indent=2))
         return 0
     if args.format == "csv":
-        print(_csv(rows), end="")
+        flat = [{k: v for k, v in r.items() if not isinstance(v, dict)}
+                | {"memory_total_bytes": r["memory"]["total_bytes"]} for r in rows]
+        print(_csv(flat), end="")
         return 0
     lines = [f"{m.name} training on {args.gpus}x {h.name}: global batch {args.batch} x "
-             f"{args.seq} tokens, {args.dtype}, recompute {args.recompute}, ZeRO {args.zero}"]
-    lines.append(f"best: {top['layout']}: step {top['step_time_s']:.3f} s, "
-                 f"{top['tokens_per_s']:.0f} tokens/s, MFU {top['mfu'] * 100:.1f}%"
-                 if top else "best: none fits")
-    fit = [r for r in rows if r["fits"]]
-    lines += ["", "memory per GPU in GB (weights with gradients, optimizer state, activations)"]
+             f"{args.seq} tokens, {args.dtype}, ZeRO {args.zero}; {tried} layouts tried, "
+             f"{len(plans)} fit in memory ({refused} do not fit with any recomputation)"]
+    if not plans:
+        lines.append("no layout fits: add GPUs, use --zero 3, or a shorter --seq")
+        print("\n".join(lines))
+        return 0
+    lines.append("MFU: 6N+attn = 6·N + 12·L·h·s FLOP/token (PaLM); Megatron = Megatron-LM's "
+                 "num_floating_point_operations; both against the dense BF16 peak")
     lines.append(format_table(
-        ["layout", "batch/replica", "step s", "tokens/s", "tok/s/GPU", "MFU %", "weights GB",
-         "optimizer GB", "act GB", "total GB"],
-        [[r["layout"], r["batch_per_replica"], f"{r['step_time_s']:.3f}",
-          f"{r['tokens_per_s']:.0f}", f"{r['tokens_per_s_per_gpu']:.0f}",
-          f"{r['mfu'] * 100:.1f}", _f(r["weights_bytes"], 1e-9, 1),
-          _f(r["optimizer_bytes"], 1e-9, 1), _f(r["activation_bytes"], 1e-9, 1),
-          _f(r["total_bytes"], 1e-9, 1)] for r in fit]) if fit else "(no layout fits)")
-    rest = [r for r in rows if not r["fits"]]
-    if rest:
-        lines += ["", "not fitting or not valid:"]
-        lines.append(format_table(["layout", "reason"], [[r["layout"], r["reason"]]
-                                                         for r in rest]))
+        ["rank", "layout", "mbs", "recompute", "step s", "tok/s/GPU", "MFU 6N+attn %",
+         "MFU Megatron %", "bubble s", "DP exposed s", "weights+grads GB", "optimizer GB",
+         "act GB", "total GB"],
+        [[k, p.layout, p.micro_batch, p.recompute, f"{p.step_time_s:.3f}",
+          f"{p.tokens_per_s_per_gpu:,.0f}", f"{p.mfu * 100:.1f}", f"{p.mfu_megatron * 100:.1f}",
+          f"{p.breakdown.get('pipeline_bubble', 0.0):.3f}", f"{p.dp_exposed_s:.3f}",
+          _f(p.memory.weights_bytes, 1e-9, 1), _f(p.memory.optimizer_bytes, 1e-9, 1),
+          _f(p.memory.activation_bytes, 1e-9, 1), _f(p.memory.total_bytes, 1e-9, 1)]
+         for k, p in enumerate(plans[:args.top], 1)]))
     print("\n".join(lines))
     return 0

@@ -41,6 +41,7 @@ add them to the time yet; the tile ranking is the main loop's either way):
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -164,6 +165,32 @@ def fixed_costs(hw: Hardware, table: dict, index: np.ndarray, tiles: np.ndarray,
     smem = exposed * (first * (tm + tn * b_share) * op_b + 2.0 * tm * tn * c_b)
     l2 = exposed * (first * (tm * a_b + tn * b_b / cluster) + c_tile_bytes)
     return {"smem": smem, "l2": l2}, (rounds - 1).astype(float)
+
+
+@functools.lru_cache(maxsize=256)
+def tile_facts(hw: Hardware, compute: str, a_b: float, b_b: float, c_b: float) -> dict:
+    """`tile_table` as plain Python lists (the scalar tile search, `Gemm.scalar_candidates`):
+    the same values, read without numpy's per-call cost on six-element arrays."""
+    t = tile_table(hw, compute, a_b, b_b, c_b)
+    out = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in t.items()}
+    out["tiles"] = t["tiles"]
+    return out
+
+
+def hbm_operand_bytes_scalar(hw: Hardware, m: int, n: int, k: int, tm: int, tn: int,
+                             a_bytes: float, b_bytes: float, a_b: float, b_b: float,
+                             batch: int = 1) -> float:
+    """`hbm_operand_bytes` of one tile shape in plain Python: the same operations in the same
+    order, so the same IEEE doubles (integers stay exact below 2^53 either way; Python's round
+    and numpy's both round half to even)."""
+    tiles_m, tiles_n = -(-m // tm), -(-n // tn)
+    per_wave = hw.sm_count
+    r = min(max(round(math.sqrt(per_wave * tn * b_b / (tm * a_b))), 1), tiles_m)
+    c = min(math.ceil(per_wave / r), tiles_n)
+    waves = (tiles_m * tiles_n) / (r * c)
+    hbm = waves * (r * tm * a_b + c * tn * b_b) * k * batch
+    hbm = min(max(hbm, a_bytes + b_bytes), tiles_n * a_bytes + tiles_m * b_bytes)
+    return a_bytes + b_bytes if a_bytes + b_bytes <= 0.5 * hw.l2_capacity_bytes else hbm
 
 
 @functools.lru_cache(maxsize=65536)
@@ -357,6 +384,85 @@ class Gemm(Op):
                 "promoted": promoted, "serial_work": serial,
                 "serial_round_trips": round_trips, "persistent": self.is_persistent(hw),
                 "useful_fma": self.useful_fma(hw)}
+
+    def scalar_candidates(self, hw: Hardware) -> tuple[dict, list[tuple]]:
+        """The kernel search of `kernel_candidates` in plain Python floats, one tuple per
+        candidate in the same order: (tile index, split, valid, tensor FLOP, FMA thread-ops,
+        shared-memory bytes, L2 bytes, HBM bytes, CTAs, kernels); the tensor work is None for
+        fp32 (no tensor resource). The same operations in the same order as `_work` (numpy
+        float64 and Python floats are the same IEEE doubles; numpy's int64 matches Python's ints
+        below 2^63), so the same numbers without ~100 numpy calls on tiny arrays: a cold
+        prediction of a new shape (perfmodel.predict). The fixed costs (serial work) are left
+        out: no Estimate reads them."""
+        compute, a_b, b_b, c_b = self._dtype_key()
+        f = tile_facts(hw, compute, a_b, b_b, c_b)
+        op_b = DTYPE_BYTES[compute]
+        kblock, sms = f["kblock"], hw.sm_count
+        m, n, k, batch = self.m, self.n, self.k, self.batch
+        n_tiles = len(f["m"])
+        splits = [s for s in range(2, MAX_SPLIT_K + 1) if -(-k // s) > kblock]
+        promoted = self.promotes_on_cuda_cores(hw)
+        a_bytes, b_bytes, c_bytes = self.unique_bytes()
+        l2_capacity = hw.l2_capacity_bytes
+        tensor = compute != "fp32"
+        # `_fma_work`'s terms, its tests hoisted out of the loop (same operations, same order)
+        simt = compute == "fp32"
+        mixed = any(bytes_per_element(x) < op_b for x in (self.a_dtype, self.b_dtype) if x)
+        narrow_b = bool(self.b_dtype) and b_b < op_b
+        hbm_of_tile: dict[int, float] = {}
+        ms, ns, clusters, shares, fits = f["m"], f["n"], f["cluster"], f["b_share"], f["fits"]
+        out = []
+        short = []
+        for i in range(n_tiles):
+            tm, tn = ms[i], ns[i]
+            tiles_mn = -(-m // tm) * -(-n // tn) * batch
+            if tiles_mn < sms:
+                short.append(i)
+        for i, split in [(i, 1) for i in range(n_tiles)] + [(i, s) for i in short
+                                                             for s in splits]:
+            tm, tn = ms[i], ns[i]
+            cluster, b_share = clusters[i], shares[i]
+            k_split = -(-k // split)
+            k_pad = -(-k_split // kblock) * kblock
+            tiles = -(-m // tm) * -(-n // tn) * batch * split
+            valid = fits[i] and (split == 1 or k_split > kblock)
+            if promoted:
+                valid = valid and tn <= FP8_BLOCK
+            w_tensor = tiles * 2.0 * tm * tn * k_pad if tensor else None
+            w_fma = tiles * tm * tn * 1.0
+            if simt:
+                w_fma = w_fma + tiles * tm * tn * k_pad * 1.0
+            if mixed:
+                w_fma = w_fma + tiles * k_pad * (tn if narrow_b else tm) * 2
+            if promoted:
+                w_fma = w_fma + tiles * tm * tn * (k_pad / FP8_BLOCK)
+            w_smem = (tiles * k_pad * (tm * op_b + tn * op_b * b_share)
+                      + tiles * 2.0 * tm * tn * c_b)
+            l2 = tiles * (tm * a_b + tn * b_b / cluster) * k_split + c_bytes
+            hbm = hbm_of_tile.get(i)
+            if hbm is None:
+                hbm = hbm_of_tile[i] = hbm_operand_bytes_scalar(
+                    hw, m, n, k, tm, tn, a_bytes, b_bytes, a_b, b_b, batch) + c_bytes
+            if split > 1:
+                partial = split * m * n * 4.0 * batch
+                l2 = l2 + 2 * partial
+                hbm = hbm + (2 * partial if 2 * partial > l2_capacity else 0.0)
+                out.append((i, split, valid, w_tensor, w_fma, w_smem, l2, hbm, tiles, 2))
+            else:
+                # the numpy path adds np.where(splitk, ..., 0.0): x + 0.0 is x
+                out.append((i, split, valid, w_tensor, w_fma, w_smem, l2 + 0.0, hbm + 0.0,
+                            tiles, 1))
+        return f, out
+
+    def scalar_demand_details(self, hw: Hardware, f: dict, cand: tuple) -> dict:
+        """The Demand details `_demand_at` gives the chosen candidate: tile label, split, stages,
+        tiles, persistence."""
+        i, split, tiles = cand[0], cand[1], cand[8]
+        tile = f["tiles"][i]
+        label = (f"{tile.m}x{tile.n}x{f['kblock']}" + ("x2sm" if tile.cta_pair else "")
+                 + (f" cluster {tile.cluster_m}x1" if tile.cluster_m > 1 else ""))
+        return {"tile": label, "split_k": split, "stages": f["stages"][i], "tiles": tiles,
+                "persistent": self.is_persistent(hw)}
 
     def _fma_work(self, compute: str, op_b: float, b_b: float, tiles, tm, tn, k_pad,
                   promoted: bool):

@@ -23,10 +23,11 @@ INDEX_INSTR_PER_VECTOR = 2  # address/bounds arithmetic per vector access (IMAD 
 def stream_demand(elements: float, read_bytes: float, write_bytes: float,
                   per_element: dict[str, float], element_bytes: float, flop: float,
                   ctas: int | None = None, threads: int = THREADS_PER_CTA,
-                  details: dict | None = None) -> Demand:
-    """A grid-wide streaming kernel over `elements` with the given per-element pipe work."""
+                  details: dict | None = None, vector_bytes: float = VECTOR_BYTES) -> Demand:
+    """A grid-wide streaming kernel over `elements` with the given per-element pipe work, its
+    loads and stores `vector_bytes` wide (16: LDG.128; a kernel of scalar loads issues more)."""
     elems_per_vector = max(1.0, VECTOR_BYTES / element_bytes)
-    vectors = (read_bytes + write_bytes) / VECTOR_BYTES
+    vectors = (read_bytes + write_bytes) / vector_bytes
     alu_ops = vectors * INDEX_INSTR_PER_VECTOR
     work = add_work({r: w * elements for r, w in per_element.items()},
                     {"alu": alu_ops, "lsu": 0.0})
@@ -46,6 +47,104 @@ def row_threads(cols: int, element_bytes: float) -> int:
     """Threads of a one-row-per-CTA kernel: each thread holds VECTORS_PER_THREAD vectors."""
     warps = math.ceil(cols * element_bytes / VECTOR_BYTES / 32 / VECTORS_PER_THREAD)
     return min(1024, max(32, 32 * warps))
+
+
+# ---- row kernels as the libraries launch them (the `implementation` of norm and softmax) ------
+#
+# "fused" is a bandwidth-tuned row kernel (cuDNN's norm graphs, quack, CUTLASS's CuTe DSL
+# examples, Transformer Engine): small CTAs, many resident, the row streamed at HBM speed (the
+# model above). "eager" is PyTorch ATen's CUDA kernel and "triton" Liger-Kernel's (0.8.0); their
+# launch shapes below come from the sources named at each constant. A one-row-per-CTA kernel
+# that is not persistent waits for its row before it can reduce: its reductions and stores
+# follow the load serially and the next CTA only starts when this one retires, so each CTA round
+# (and each row a looping CTA takes) exposes one DRAM round trip beyond Little's law on its
+# bytes in flight (`Demand.cta_dram_round_trips`).
+IMPLEMENTATIONS = ("fused", "eager", "triton")
+IMPLEMENTATION_DOC = ("fused: a bandwidth-tuned row kernel (cuDNN, quack, CUTLASS, Transformer "
+                      "Engine); eager: PyTorch ATen's CUDA kernels; triton: Liger-Kernel's")
+ROW_ROUND_TRIPS = 1.0
+# Liger-Kernel ops/utils.py calculate_settings: BLOCK_SIZE = next_power_of_2(cols), at most
+# MAX_FUSED_SIZE = 65536; num_warps 4, 8 from 2048, 16 from 8192, 32 from 32768
+TRITON_MAX_BLOCK = 65536
+# Registers of a Triton row kernel: a base for addresses, masks and loop state (the CUDA compiler's
+# ~32 of a streaming kernel, NORM_BWD_BASE_REGISTERS) plus one FP32 register per element per row
+# tensor the thread holds live (Triton keeps the whole BLOCK_SIZE row in registers)
+TRITON_BASE_REGISTERS = 32
+# ATen (aten/src/ATen/native/cuda/SoftMax.cu): max_threads 1024; the persistent warp softmax
+# (dispatch_softmax_forward/backward, one warp per row, the row in registers) for
+# dim_size <= 1024 and dim_size * sizeof(scalar_t) <= 4096; above, one CTA per row
+# (cunn_SoftMaxForward[Smem], cunn_SoftMaxBackward), vectors of ILP = 16 B / sizeof(scalar_t)
+ATEN_MAX_THREADS = 1024
+ATEN_PERSISTENT_MAX_COLS = 1024
+ATEN_PERSISTENT_MAX_ROW_BYTES = 4096
+# cunn_SoftMaxForwardSmem caches the row in shared memory when it fits in sharedMemPerBlock (the
+# 48 KiB a kernel gets without opting in) beside the warp-sum buffer; else cunn_SoftMaxForward
+# reads the row three times (max, sum, write; the re-reads hit L2)
+ATEN_SMEM_PER_BLOCK = 48 * 1024
+# Registers of ATen's block softmax (assumed, from its code: the ILP = 8 FP32 values of a vector,
+# the vector itself, two pointers, the running max/sum and loop state exceed 32; no
+# __launch_bounds__ caps it below 64): a 1024-thread CTA is then alone on its SM
+ATEN_SOFTMAX_REGISTERS = 40
+# ATen layer_norm_kernel.cu: vectorized_layer_norm_kernel (and, since PyTorch 2.8, the RMSNorm
+# of _fused_rms_norm through the same template) runs one row per CTA of num_threads() = 4 warps
+# (ATen/native/cuda/thread_constants.h: C10_WARP_SIZE * 4), loading vec_size = 4 elements per
+# load when cols % 4 == 0; its Welford loop consumes each load before the next (one vector per
+# thread in flight), and the second pass re-reads the row (L2) with γ and β to write y.
+# layer_norm_grad_input_kernel_vectorized (dx) is laid out the same; GammaBetaBackwardCUDAKernel
+# (dγ, dβ) re-reads dy and x in ceil(cols / 16) CTAs of 16 x 32 threads, each thread one column
+# in scalar loads, unroll_factor = 8 rows per step.
+ATEN_NORM_THREADS = 128
+ATEN_NORM_VEC = 4
+ATEN_COLWISE_TILE = 16
+ATEN_COLWISE_THREADS = 16 * 32
+ATEN_COLWISE_ROWS_PER_STEP = 8
+# Loads in flight per thread of the forward's statistics loop: nvcc unrolls a small loop of
+# unknown trip count by 4 (RMSNorm's sum of squares: independent loads, one FFMA each); the
+# Welford update's IEEE division (a branchy subroutine) keeps LayerNorm's loop rolled, one load
+# at a time (assumed from the code; no SASS was read)
+ATEN_RMS_UNROLL = 4
+# Welford's online update per element (cuWelfordOnlineSum): delta, count + 1, its reciprocal
+# (1/count on the XU), the mean and the M2 FMAs
+WELFORD_FMA_PER_ELEMENT = 4.0
+
+
+def triton_row_settings(cols: int) -> tuple[int, int]:
+    """Liger's (BLOCK_SIZE, threads) for a row of `cols` (calculate_settings)."""
+    block = min(TRITON_MAX_BLOCK, 1 << max(0, math.ceil(math.log2(max(cols, 1)))))
+    warps = 32 if block >= 32768 else 16 if block >= 8192 else 8 if block >= 2048 else 4
+    return block, 32 * warps
+
+
+def triton_registers(block: int, threads: int, live_tensors: int, hw) -> int:
+    """Registers per thread of a Triton row kernel holding `live_tensors` rows in FP32."""
+    regs = TRITON_BASE_REGISTERS + math.ceil(block / threads) * live_tensors
+    return min(regs, hw.max_registers_per_thread, hw.registers_per_sm // threads // 8 * 8)
+
+
+def row_kernel(elements: float, read: float, write: float, per_element: dict[str, float],
+               element_bytes: float, flop: float, ctas: int, threads: int, registers: int,
+               in_flight: float, smem: int = 0, l2_rereads: float = 0.0,
+               round_trips: float = ROW_ROUND_TRIPS, vector_bytes: float = VECTOR_BYTES,
+               details: dict | None = None) -> Demand:
+    """A row kernel of a given launch: its HBM bytes, `l2_rereads` bytes read again from L2 (a
+    second pass over rows just read), bytes in flight per CTA and exposed round trips."""
+    d = stream_demand(elements, read, write, per_element, element_bytes, flop, ctas=ctas,
+                      threads=threads, details=details, vector_bytes=vector_bytes)
+    work = dict(d.work)
+    if l2_rereads:
+        work["l2"] += l2_rereads
+        work["issue"] += l2_rereads / vector_bytes / 32.0  # the re-read loads
+    return replace(d, work=work, cta_dram_round_trips=round_trips,
+                   launch=LaunchShape(ctas=max(1, ctas), threads_per_cta=threads,
+                                      registers_per_thread=registers, smem_per_cta_bytes=smem,
+                                      bytes_in_flight_per_cta=in_flight))
+
+
+def sequence(*parts: Demand, details: dict | None = None) -> Demand:
+    """Kernels run back to back as one op's demand."""
+    return Demand(work=add_work(*(p.work for p in parts)), launch=parts[0].launch,
+                  flop=sum(p.flop for p in parts), hbm_bytes=sum(p.hbm_bytes for p in parts),
+                  kernels=len(parts), sequence=tuple(parts), details=details or {})
 
 
 class Elementwise(Op):
@@ -117,6 +216,8 @@ class Norm(Op):
         "kind": Param("choice", default="rmsnorm", choices=("rmsnorm", "layernorm")),
         "direction": Param("choice", default="fwd", choices=("fwd", "bwd"),
                            doc="bwd: the dx kernel, then the dγ (dβ) reduction kernel"),
+        "implementation": Param("choice", default="fused", choices=IMPLEMENTATIONS,
+                                doc=IMPLEMENTATION_DOC),
     }
     SIZE_PARAMS = ("rows", "cols")
     TENSORS = (("rows", "cols"),)
@@ -126,8 +227,13 @@ class Norm(Op):
         n = float(self.rows) * self.cols
         layer = self.kind == "layernorm"
         stats = self.rows * 4.0 * (2 if layer else 1)  # FP32 rstd (and mean) per row
+        if self.implementation == "eager":
+            return (self._eager_backward(hw, b, n, stats) if self.direction == "bwd"
+                    else self._eager_forward(hw, b, n, stats))
         if self.direction == "bwd":
             return self._backward(hw, b, n, stats)
+        if self.implementation == "triton":
+            return self._triton_forward(hw, b, n, stats)
         read, write = n * b + self.cols * b * (2 if layer else 1), n * b + stats  # x, γ, β; y
         fma = NORM_FMA_PER_ELEMENT[(self.kind, "fwd")]
         per_elem = {"fma": fma, "xu": 1.0 / self.cols,
@@ -135,16 +241,89 @@ class Norm(Op):
         return stream_demand(n, read, write, per_elem, b, flop=n * fma, ctas=self.rows,
                              threads=row_threads(self.cols, b))
 
+    def _triton_forward(self, hw, b: float, n: float, stats: float) -> Demand:
+        """Liger's forward (ops/layer_norm.py, ops/rms_norm.py): one program per row with the
+        whole BLOCK_SIZE row, γ (and β) in registers, loaded at once."""
+        layer = self.kind == "layernorm"
+        block, threads = triton_row_settings(self.cols)
+        passes = math.ceil(self.cols / block)
+        weights = self.cols * b * (2 if layer else 1)
+        read, write = n * b + weights, n * b + stats
+        fma = NORM_FMA_PER_ELEMENT[(self.kind, "fwd")]
+        per_elem = {"fma": fma, "xu": 1.0 / self.cols, "lsu": 2 * 5.0 / max(self.cols, 1)}
+        regs = triton_registers(block, threads, 3 if layer else 2, hw)
+        return row_kernel(n, read, write, per_elem, b, n * fma, self.rows, threads, regs,
+                          in_flight=min(self.cols, block) * b + weights / passes,
+                          round_trips=ROW_ROUND_TRIPS * passes)
+
+    def _eager_forward(self, hw, b: float, n: float, stats: float) -> Demand:
+        """ATen's layer_norm / _fused_rms_norm forward (layer_norm_kernel.cu): the vectorized
+        kernel when cols % vec_size == 0 (ATEN_NORM_* above), else RowwiseMomentsCUDAKernel then
+        LayerNormForwardCUDAKernel, two kernels each reading x."""
+        layer = self.kind == "layernorm"
+        weights = self.cols * b * (2 if layer else 1)
+        welford = WELFORD_FMA_PER_ELEMENT if layer else 0.0  # RMSNorm: Σx² only
+        fma = NORM_FMA_PER_ELEMENT[(self.kind, "fwd")] + welford
+        per_elem = {"fma": fma, "xu": (1.0 if layer else 0.0) + 1.0 / self.cols,
+                    "lsu": 2 * 5.0 * 3 / max(self.cols, 1)}  # Welford's 3 values per shuffle
+        threads = ATEN_NORM_THREADS
+        if self.cols % ATEN_NORM_VEC == 0:
+            vec = ATEN_NORM_VEC * b
+            # pass 2 re-reads the row and γ (β) from L2 for every row
+            unroll = 1 if layer else ATEN_RMS_UNROLL
+            return row_kernel(n, n * b + weights, n * b + stats, per_elem, b, n * fma, self.rows,
+                              threads, 32, in_flight=threads * vec * unroll,
+                              l2_rereads=n * b + self.rows * weights, vector_bytes=vec)
+        x_again = n * b > hw.l2_capacity_bytes  # the second kernel's x from HBM or L2
+        moments = row_kernel(n, n * b, stats, {"fma": WELFORD_FMA_PER_ELEMENT, "xu": 1.0}, b,
+                             n * WELFORD_FMA_PER_ELEMENT, self.rows, 512, 32,
+                             in_flight=512 * b, vector_bytes=b, details={"part": "moments"})
+        fwd = row_kernel(n, (n * b if x_again else 0.0) + stats + weights, n * b,
+                         {"fma": NORM_FMA_PER_ELEMENT[(self.kind, "fwd")]}, b, 0.0, self.rows,
+                         256, 32, in_flight=256 * b, vector_bytes=b,
+                         l2_rereads=0.0 if x_again else n * b, details={"part": "normalize"})
+        return sequence(moments, fwd)
+
+    def _eager_backward(self, hw, b: float, n: float, stats: float) -> Demand:
+        """ATen's backward: the dx kernel (a row per CTA, two passes over x and dy), then
+        GammaBetaBackwardCUDAKernel re-reading dy and x for dγ (dβ): from L2 when the dx
+        kernel's x, dy and dx fit in it, else from HBM."""
+        layer = self.kind == "layernorm"
+        sums = 2 if layer else 1
+        threads, vec = ATEN_NORM_THREADS, ATEN_NORM_VEC * b
+        fma = NORM_FMA_PER_ELEMENT[(self.kind, "bwd")]
+        per_elem = {"fma": fma, "lsu": 2 * 5.0 * sums / self.cols}
+        dx = row_kernel(n, 2 * n * b + stats + self.cols * b, n * b, per_elem, b, n * fma,
+                        self.rows, threads, 32, in_flight=threads * 2 * vec,
+                        l2_rereads=2 * n * b + self.rows * self.cols * b, vector_bytes=vec,
+                        details={"part": "dx"})
+        in_l2 = 3 * n * b <= hw.l2_capacity_bytes
+        ctas = math.ceil(self.cols / ATEN_COLWISE_TILE)
+        out = self.cols * b * sums
+        # per element: (x − mean)·rstd·dy accumulate (dγ) and the dy sum (dβ)
+        dg = row_kernel(n, (0.0 if in_l2 else 2 * n * b) + stats, out,
+                        {"fma": 2.0 + (sums - 1)}, b, 0.0, ctas, ATEN_COLWISE_THREADS, 32,
+                        in_flight=ATEN_COLWISE_THREADS * ATEN_COLWISE_ROWS_PER_STEP * 2 * b,
+                        l2_rereads=2 * n * b if in_l2 else 0.0, vector_bytes=b,
+                        details={"part": "dgamma" + (" dbeta" if layer else "")})
+        return sequence(dx, dg, details={"dgamma_reads_from_l2": in_l2})
+
     def _backward(self, hw, b: float, n: float, stats: float) -> Demand:
         sums = 2 if self.kind == "layernorm" else 1  # partial dγ (and dβ) per column
-        threads = row_threads(self.cols, b)
-        # registers: the row slice of x and dy (FP32 after conversion) and the FP32 dγ (dβ)
-        # accumulators, one of each per element the thread holds, capped so one CTA fits
-        per_thread = math.ceil(self.cols / threads)
-        regs = min(NORM_BWD_BASE_REGISTERS + per_thread * (2 + sums),
-                   hw.max_registers_per_thread,
-                   hw.registers_per_sm // threads // 8 * 8)
-        ctas = min(self.rows, hw.sm_count * self._resident(hw, threads, regs))
+        triton = self.implementation == "triton"
+        if triton:  # Liger: grid (sm_count,), calculate_settings' warps, the row in registers
+            block, threads = triton_row_settings(self.cols)
+            regs = triton_registers(block, threads, 2 + sums, hw)
+            ctas = min(self.rows, hw.sm_count)
+        else:
+            threads = row_threads(self.cols, b)
+            # registers: the row slice of x and dy (FP32 after conversion) and the FP32 dγ (dβ)
+            # accumulators, one of each per element the thread holds, capped so one CTA fits
+            per_thread = math.ceil(self.cols / threads)
+            regs = min(NORM_BWD_BASE_REGISTERS + per_thread * (2 + sums),
+                       hw.max_registers_per_thread,
+                       hw.registers_per_sm // threads // 8 * 8)
+            ctas = min(self.rows, hw.sm_count * self._resident(hw, threads, regs))
         partials = ctas * self.cols * 4.0 * sums
         spill = 2 * partials > hw.l2_capacity_bytes  # written, then read back by kernel 2
 
@@ -156,12 +335,17 @@ class Norm(Op):
         dx_work = dict(dx.work)
         if not spill:
             dx_work["hbm"] -= partials
-        # x and dy vectors are issued together: twice a streaming thread's bytes in flight
+        # x and dy vectors are issued together: twice a streaming thread's bytes in flight;
+        # Liger loads a whole row of each at once and takes its rows one after another, each
+        # row's load exposed (a plain `range` loop: no software pipelining of the next row)
+        in_flight = (2 * self.cols * b if triton
+                     else threads * 2 * DEFAULT_BYTES_IN_FLIGHT_PER_THREAD)
         dx = replace(dx, work=dx_work, hbm_bytes=read + n * b,
+                     cta_dram_round_trips=(ROW_ROUND_TRIPS * math.ceil(self.rows / ctas)
+                                           if triton else 0.0),
                      launch=LaunchShape(ctas=ctas, threads_per_cta=threads,
                                         registers_per_thread=regs,
-                                        bytes_in_flight_per_cta=threads * 2
-                                        * DEFAULT_BYTES_IN_FLIGHT_PER_THREAD))
+                                        bytes_in_flight_per_cta=in_flight))
 
         out = self.cols * b * sums  # dγ (dβ) in the weight dtype
         fin_ctas = math.ceil(self.cols * sums / FINALIZE_COLUMNS_PER_CTA)
@@ -172,7 +356,9 @@ class Norm(Op):
         if not spill:
             fin_work["hbm"] -= partials
         # each thread walks one column: scalar FP32 loads, VECTORS_PER_THREAD of them in flight
-        fin = replace(fin, work=fin_work, hbm_bytes=out,
+        # Liger finishes with eager `_DW.sum(dim=0).to(W.dtype)` (and _DB's): a sum and a cast
+        # kernel per partial buffer
+        fin = replace(fin, work=fin_work, hbm_bytes=out, kernels=2 * sums if triton else 1,
                       launch=LaunchShape(ctas=fin_ctas, threads_per_cta=FINALIZE_THREADS,
                                          bytes_in_flight_per_cta=FINALIZE_THREADS * 4.0
                                          * VECTORS_PER_THREAD))
@@ -211,6 +397,8 @@ class Softmax(Op):
         "dtype": Param("dtype", required=True),
         "direction": Param("choice", default="fwd", choices=("fwd", "bwd"),
                            doc="bwd: dx from y and dy"),
+        "implementation": Param("choice", default="fused", choices=IMPLEMENTATIONS,
+                                doc=IMPLEMENTATION_DOC),
     }
     SIZE_PARAMS = ("rows", "cols")
     TENSORS = (("rows", "cols"),)
@@ -218,6 +406,13 @@ class Softmax(Op):
     def demand(self, hw):
         b = bytes_per_element(self.dtype)
         n = float(self.rows) * self.cols
+        if self.implementation == "triton":
+            return self._triton(hw, b, n)
+        if self.implementation == "eager" and not (
+                self.cols <= ATEN_PERSISTENT_MAX_COLS
+                and self.cols * b <= ATEN_PERSISTENT_MAX_ROW_BYTES):
+            return self._eager(hw, b, n)
+        # (ATen's persistent warp softmax for short rows streams like the fused kernels)
         if self.direction == "bwd":
             fma = SOFTMAX_BWD_FMA_PER_ELEMENT
             per_elem = {"fma": fma, "lsu": 2 * 5.0 / max(self.cols, 1)}
@@ -227,6 +422,57 @@ class Softmax(Op):
         per_elem = {"fma": 4.0, "xu": 1.0, "lsu": 4 * 5.0 / max(self.cols, 1)}
         return stream_demand(n, n * b, n * b, per_elem, b, flop=5 * n, ctas=self.rows,
                              threads=row_threads(self.cols, b))
+
+
+    def _triton(self, hw, b: float, n: float) -> Demand:
+        """Liger's softmax (ops/softmax.py): one program per row; the single-block kernels hold
+        the BLOCK_SIZE row in registers (backward: dy and y), loaded at once; rows longer than
+        the block loop over it twice (the multi-block kernels: online max/sum, then write)."""
+        block, threads = triton_row_settings(self.cols)
+        passes = math.ceil(self.cols / block)
+        reads = 2.0 if passes > 1 else 1.0  # the multi-block kernels read the row twice
+        if self.direction == "bwd":
+            fma = SOFTMAX_BWD_FMA_PER_ELEMENT
+            per_elem = {"fma": fma, "lsu": 2 * 5.0 / max(self.cols, 1)}
+            regs = triton_registers(block, threads, 2, hw)
+            return row_kernel(n, 2 * n * b * reads, n * b, per_elem, b, fma * n, self.rows,
+                              threads, regs, in_flight=2 * min(self.cols, block) * b,
+                              round_trips=ROW_ROUND_TRIPS * passes * reads)
+        per_elem = {"fma": 4.0, "xu": reads, "lsu": 4 * 5.0 / max(self.cols, 1)}
+        regs = triton_registers(block, threads, 2, hw)
+        return row_kernel(n, n * b * reads, n * b, per_elem, b, 5 * n, self.rows, threads, regs,
+                          in_flight=min(self.cols, block) * b,
+                          round_trips=ROW_ROUND_TRIPS * passes * reads)
+
+    def _eager(self, hw, b: float, n: float) -> Demand:
+        """ATen's block softmax for rows above the persistent kernel's limit (SoftMax.cu).
+        Forward: SoftMaxForward_getBlockSize, min(cols, 1024) threads rounded up to a warp; the
+        row cached in shared memory when it fits (cunn_SoftMaxForwardSmem: one HBM read, two
+        block reductions, exp again in the epilogue), else read three times. Backward:
+        SoftMax_getBlockSize(ILP, cols), the power of two >= min(cols / ILP, 1024) / 2;
+        cunn_SoftMaxBackward sums dy·y in one pass and re-reads both (L2) to write dx."""
+        ilp = max(1, int(VECTOR_BYTES // b))
+        vectors = math.ceil(self.cols / ilp)
+        if self.direction == "bwd":
+            cap = min(vectors, ATEN_MAX_THREADS) // (2 if ilp > 1 else 1)
+            threads = max(32, 1 << max(0, math.ceil(math.log2(max(cap, 1)))))
+            fma = SOFTMAX_BWD_FMA_PER_ELEMENT
+            per_elem = {"fma": fma, "lsu": 2 * 5.0 / max(self.cols, 1)}
+            return row_kernel(n, 2 * n * b, n * b, per_elem, b, fma * n, self.rows, threads, 32,
+                              in_flight=min(threads, vectors) * 2 * VECTOR_BYTES,
+                              smem=threads // 32 * 4, l2_rereads=2 * n * b)
+        threads = min(ATEN_MAX_THREADS, math.ceil(self.cols / 32) * 32)
+        reduction = threads // 32 * 4  # FP32 warp sums
+        cached = (self.cols * b + reduction < ATEN_SMEM_PER_BLOCK and self.cols % ilp == 0)
+        per_elem = {"fma": 4.0, "xu": 2.0, "lsu": 4 * 5.0 / max(self.cols, 1)}
+        d = row_kernel(n, n * b, n * b, per_elem, b, 5 * n, self.rows, threads,
+                       ATEN_SOFTMAX_REGISTERS, in_flight=min(threads, vectors) * VECTOR_BYTES,
+                       smem=(self.cols * b if cached else 0) + reduction,
+                       l2_rereads=0.0 if cached else 2 * n * b,
+                       details={"row_in_smem": cached})
+        if cached:  # the row written to shared memory once and read back twice
+            d = replace(d, work=add_work(d.work, {"smem": 3 * n * b}))
+        return d
 
 
 class Memcpy(Op):

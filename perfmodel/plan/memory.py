@@ -12,7 +12,16 @@ Activations kept for the backward follow Korthikanti et al. (arXiv:2205.05198, �
 parallelism 34·s·b·h/t bytes per layer, without the 5·a·s/h attention-score term because the
 graph's FlashAttention never stores the scores (its backward recomputes them, which is what
 selective recomputation does); full recomputation keeps only each layer's 2·s·b·h/t input, plus
-one layer's activations while that layer is recomputed.
+one layer's activations while that layer is recomputed. torchtitan's per-op SAC ("op") is sized
+as no recomputation (an upper bound: it drops the non-GEMM outputs and every second GEMM's).
+Context parallelism divides every activation by cp (each rank holds seq/cp tokens) and shards
+the distributed optimizer over dp·cp (Megatron-Core's data-parallel group with context
+parallelism). Under interleaved 1F1B the first stage holds pp microbatches' activations times
+1 + (pp − 1)/(pp·vp) (Megatron-LM, Korthikanti et al. arXiv:2205.05198 §4.2.3: interleaving
+raises the first stage's in-flight activations by that factor).
+Training plans against the whole HBM: a training framework allocates through PyTorch's caching
+allocator up to the device's capacity (no engine-style reserved fraction as vLLM's
+gpu_memory_utilization); the CUDA context, NCCL buffers and cuBLAS workspace are WORKSPACE_BYTES.
 """
 from __future__ import annotations
 
@@ -27,6 +36,8 @@ from perfmodel.workloads.models import ModelSpec, load_model
 
 # vLLM's default gpu_memory_utilization: the share of HBM the engine plans with.
 HBM_USABLE_FRACTION = 0.90
+# Training: PyTorch's caching allocator may take the whole device (module docstring)
+TRAINING_HBM_USABLE_FRACTION = 1.0
 # CUDA graphs, NCCL buffers, cuBLAS workspace and allocator slack (vLLM reserves ~1-3 GiB).
 WORKSPACE_BYTES = 2 * GiB
 # Mixed-precision Adam, bytes per parameter (ZeRO §3.1): BF16 weights and gradients, and the
@@ -36,7 +47,7 @@ GRAD_BYTES_PER_PARAM = 2
 OPTIMIZER_BYTES_PER_PARAM = 12
 ZERO_STAGES = (0, 1, 2, 3)
 DEFAULT_ZERO = 1            # Megatron's distributed optimizer (the training graph's DP traffic)
-DEFAULT_RECOMPUTE = "selective"
+DEFAULT_RECOMPUTE = "none"  # Megatron-Core's TransformerConfig.recompute_granularity = None
 # ZeRO-3 gathers a layer's weights before using it and prefetches the next (PyTorch FSDP's
 # default backward prefetch, DeepSpeed's parameter prefetch): two layers' full BF16 weights live
 ZERO3_LIVE_LAYERS = 2
@@ -135,7 +146,7 @@ def training_memory(model: ModelSpec, hw: Hardware, workload: Workload,
     if zero not in ZERO_STAGES:
         raise InputError(f"zero: expected a ZeRO stage, one of {', '.join(map(str, ZERO_STAGES))},"
                          f" got {zero!r}")
-    dp = w.dp
+    dp = w.dp * w.cp  # the optimizer's sharding group (module docstring)
     params = weight_bytes_per_gpu(model, "bf16", w.tp, w.ep, w.pp) / ACT_BYTES
     weights = params * WEIGHT_BYTES_PER_PARAM / (dp if zero >= 3 else 1)
     if zero >= 3 and dp > 1:  # the gathered layers in use and prefetched
@@ -145,15 +156,18 @@ def training_memory(model: ModelSpec, hw: Hardware, workload: Workload,
     optimizer = params * OPTIMIZER_BYTES_PER_PARAM / (dp if zero >= 1 else 1)
     mb_seqs = w.batch // w.n_microbatches
     in_flight = min(w.pp, w.n_microbatches)
-    layer = w.seq * mb_seqs * model.hidden
+    if w.pp > 1 and w.virtual_stages > 1:  # interleaved 1F1B's longer warm-up
+        in_flight *= 1 + (w.pp - 1) / (w.pp * w.virtual_stages)
+    tokens = w.seq // w.cp * mb_seqs  # a context-parallel rank holds seq/cp of each sequence
+    layer = tokens * model.hidden
     if (w.recompute or DEFAULT_RECOMPUTE) == "full":
         act = (FULL_RECOMPUTE_BYTES_PER_TOKEN_HIDDEN * layer * (model.layers / w.pp) * in_flight
                + ACTIVATION_BYTES_PER_TOKEN_HIDDEN * layer) / w.tp
     else:
-        act = ACTIVATION_BYTES_PER_TOKEN_HIDDEN * w.seq * mb_seqs * model.hidden \
-            * (model.layers / w.pp) * in_flight / w.tp
+        act = ACTIVATION_BYTES_PER_TOKEN_HIDDEN * layer * (model.layers / w.pp) * in_flight \
+            / w.tp
     return MemoryFit(weights + grads, 0.0, act, WORKSPACE_BYTES, optimizer,
-                     hw.hbm_capacity_bytes * HBM_USABLE_FRACTION)
+                     hw.hbm_capacity_bytes * TRAINING_HBM_USABLE_FRACTION)
 
 
 def memory_fit(model: ModelSpec | str, hw: Hardware | str, workload: Workload,

@@ -50,8 +50,10 @@ checked by the builder and `perfmodel.plan.memory.memory_fit`, then predicted by
 
 Speed: a layout costs its StepCost's node evaluations (each body node builds and predicts a
 prefill graph, ~4-5 ms for Llama-3-70B; layouts of one (tp, ep) at several pipeline depths share
-them, plan/simulator/cost.py SHARED_TABLES) and ~15-35 µs per simulated step (a pipeline of pp
-stages steps pp schedulers). Layouts run in worker processes (`jobs`; default one per CPU on
+them, plan/simulator/cost.py SHARED_TABLES) and ~10-20 µs per simulated step (a pipeline of pp
+stages steps pp schedulers; decode-only steps take the simulator's shortcut, sim.py
+`Simulation.decode_step`). A row reads the TTFT, TPOT and E2E distributions only (not the ITL's,
+whose percentiles over every token gap cost more than the rest of the row). Layouts run in worker processes (`jobs`; default one per CPU on
 Linux, where forking is cheap; `jobs=1` runs them here), the heaviest first.
 """
 from __future__ import annotations
@@ -460,7 +462,10 @@ def _per_replica(w, auto_requests: int, replicas: int, mode: str | None = None,
 
 def _fill(row: dict[str, Any], r, scale: float, lay: Layout, concurrency: int | None,
           job: _Serving) -> None:
-    s = r.summary()
+    from perfmodel.plan.simulator.result import distribution
+    # r.summary() less its ITL distribution (percentiles of every token gap: the costly part),
+    # which no row reports
+    s = {k: distribution(getattr(r, k)) for k in ("ttft_s", "tpot_s", "e2e_s")}
     total = r.replica_output_tokens_per_s * scale
     tpot = s["tpot_s"]["mean"]
     row.update({

@@ -1,30 +1,71 @@
-"""Training steps: step time, tokens/s, MFU and time to train for a TP × PP × DP (× EP)
-deployment, with the memory of weights, gradients, optimizer state and activations
-(`perfmodel.plan.memory.training_memory`). A plan that does not fit in memory is refused unless
-asked for (`allow_oversubscribed`).
+"""Training steps as Megatron-LM / NeMo / torchtitan run them: step time, tokens/s, MFU (two FLOP
+conventions) and time to train for a TP × CP × PP (× VP) × DP (× EP) deployment, with the memory
+of weights, gradients, optimizer state and activations (`perfmodel.plan.memory.training_memory`).
+A plan that does not fit in memory is refused unless asked for (`allow_oversubscribed`);
+`search_training_plans` tries every layout of a GPU count and ranks those that fit.
 
-Options beyond the graph's: `recompute` ("none" | "selective" | "full", Korthikanti et al.
-arXiv:2205.05198): "full" adds one forward of every layer to the training graph (the builder's
-`recompute="full"` replays each layer's forward ops before its backward) and keeps only each
-layer's input; "none" and "selective" are the same graph and memory, because the FlashAttention
-backward already recomputes the attention scores. `zero` (0-3, ZeRO, Rajbhandari et al. SC20):
-the memory sharding of plan.memory; stages 0-2 move the same data-parallel bytes as the graph's
-reduce-scatter + all-gather (ZeRO §7.2.1), stage 3 re-gathers the parameters in every
-microbatch's forward and backward and reduce-scatters every microbatch's gradients (§7.2.2):
-(2·microbatches − 1) extra all-gathers and (microbatches − 1) extra reduce-scatters of the graph's
-sizes, added to the step without overlap (as the graph's own data-parallel collectives are)."""
+The step is the training graph of `perfmodel.workloads.builder` (one microbatch of the last
+pipeline stage, 1F1B or interleaved 1F1B with its bubble, gradient accumulation without a
+pipeline; the context-parallel ring overlapped with attention; the recomputation's extra
+forward), scheduled by `perfmodel.schedule`, with the per-step data-parallel communication
+placed as the frameworks overlap it (`dp_exposed_s`):
+
+- ZeRO 0-2 / Megatron's distributed optimizer (`zero` <= 2; DistributedDataParallelConfig
+  overlap_grad_reduce / overlap_param_gather, on in the NeMo recipes): gradients are
+  reduce-scattered in buckets of max(40e6, 1e6·dp) parameters (megatron/core/distributed/
+  distributed_data_parallel.py: `bucket_size = max(40000000, 1000000 * dp_group.size())`) as the
+  last microbatch's backward produces them, and the parameters all-gathered bucket by bucket
+  ahead of the next forward. With n buckets of time T_b becoming ready evenly over a window W (the
+  microbatch's backward, or forward), the communication ends max(T_b, W/n + n·T_b − W) after the
+  window: the last bucket is always exposed, and everything beyond the window too.
+- ZeRO-3 / FSDP (`zero` = 3; PyTorch FSDP/FSDP2, Megatron-FSDP, DeepSpeed stage 3): every
+  microbatch gathers each layer's parameters before its forward and again before its backward
+  and reduce-scatters its gradients after it, prefetching one layer ahead (FSDP's default
+  forward/backward prefetch): per pass the first layer's gather is exposed and each later layer
+  exposes what its communication takes beyond the layer's compute.
+`overlap=False` leaves every data-parallel collective after the pipeline, unoverlapped (what
+`perfmodel predict --phase train` shows for the graph). Not modelled: the SM and HBM share the
+overlapped NCCL kernels take from the compute (the overlap is free here), TP communication overlap
+(userbuffers: the graph's TP collectives are exposed), CUDA-graph or CPU launch gaps.
+
+`recompute` (builder.RECOMPUTE): none (Megatron's default), selective (Megatron: the attention
+core again), op (torchtitan's per-op SAC: every second GEMM and the non-GEMM ops again), full
+(each layer's forward again). MFU: `mfu` counts 6·N + 12·L·h·s FLOP per token (PaLM, Chowdhery
+et al. 2022, Appendix B), `mfu_megatron` Megatron-LM's `num_floating_point_operations`
+(megatron/training/training.py: 6 FLOP per activated GEMM weight, the logit layer, no input
+embedding, and 12·s·(heads·head_dim) per layer for the full, unmasked attention square); both
+against the dense BF16 peak whatever the GEMM dtype, the frameworks' convention.
+"""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable
 
 from perfmodel.errors import InputError
+from perfmodel.graph import DEFAULT_STREAM
 from perfmodel.hardware import Hardware, hardware
+from perfmodel.ops import op as make_op
 from perfmodel.plan.memory import DEFAULT_RECOMPUTE, DEFAULT_ZERO, MemoryFit, as_model, \
     memory_fit
 from perfmodel.predict import predict, predict_op
 from perfmodel.workloads.builder import RECOMPUTE, Workload, build_graph
 from perfmodel.workloads.models import ModelSpec
+
+# Megatron-Core's default gradient bucket (distributed_data_parallel.py, quoted above):
+# max(BUCKET_MIN_PARAMS, BUCKET_PARAMS_PER_DP_RANK · dp) parameters
+BUCKET_MIN_PARAMS = 40_000_000
+BUCKET_PARAMS_PER_DP_RANK = 1_000_000
+# The search's pipeline bounds: deeper pipelines than 16 stages or more than 8 chunks per GPU
+# leave the published recipes' range (NeMo's largest: PP16 for 405B-class models, VP <= 8) and
+# only add bubble or point-to-point hops
+MAX_SEARCH_PP = 16
+MAX_SEARCH_VP = 8
+# Larger micro-batches are tried only up to this many tokens per GPU and microbatch: beyond it
+# the GEMMs are already large (m >= 8192) and a larger micro-batch only adds activations
+SEARCH_MICROBATCH_TOKENS = 8192
+DP_COLLECTIVES = ("grad_reduce_scatter", "param_allgather", "expert_grad_reduce_scatter",
+                  "expert_param_allgather")
 
 
 @dataclass(frozen=True)
@@ -42,10 +83,36 @@ class TrainingPlan:
     mfu: float
     memory: MemoryFit
     ep: int = 1
+    cp: int = 1
+    vp: int = 1
+    microbatches: int = 1
+    recompute: str = DEFAULT_RECOMPUTE
+    zero: int = DEFAULT_ZERO
+    mfu_megatron: float = 0.0
+    pipeline_s: float = 0.0          # the microbatches with the bubble
+    dp_exposed_s: float = 0.0        # data-parallel communication not hidden behind compute
+    optimizer_s: float = 0.0
+    breakdown: dict[str, float] = field(default_factory=dict)
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        return self.tokens_per_s / self.gpus
+
+    @property
+    def micro_batch(self) -> int:
+        """Sequences per microbatch."""
+        return self.global_batch // (self.dp * self.microbatches)
+
+    @property
+    def layout(self) -> str:
+        parts = [f"TP{self.tp}"] + ([f"CP{self.cp}"] if self.cp > 1 else []) \
+            + ([f"EP{self.ep}"] if self.ep > 1 else []) + [f"PP{self.pp}"] \
+            + ([f"VP{self.vp}"] if self.vp > 1 else []) + [f"DP{self.dp}"]
+        return " ".join(parts)
 
     def time_to_train_s(self, tokens: float) -> float:
         return tokens / self.tokens_per_s
@@ -53,7 +120,8 @@ class TrainingPlan:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["memory"] = self.memory.to_dict()
-        d["gpus"] = self.gpus
+        d.update(gpus=self.gpus, tokens_per_s_per_gpu=self.tokens_per_s_per_gpu,
+                 micro_batch=self.micro_batch, layout=self.layout)
         return d
 
 
@@ -63,48 +131,147 @@ def model_flop_per_token(model: ModelSpec, seq: int) -> float:
     return 6 * model.params(active=True) + 12 * model.layers * model.hidden * seq
 
 
+def megatron_flop_per_token(model: ModelSpec, seq: int) -> float:
+    """Megatron-LM's model FLOP per token (megatron/training/training.py,
+    num_floating_point_operations: 3 passes × 2 FLOP per multiply-add): 6 per activated GEMM
+    weight of the layers (QKV, output, FFN or the routed top-k and shared experts), 6·V·h for
+    the logit layer (the input embedding is a lookup, not counted), and per layer
+    3 · 2·2·s·heads·(d_qk + d_v)/2 = 6·s·heads·(d_qk + d_v) for QKᵀ and PV over the whole s × s
+    square (causal masking not discounted)."""
+    m = model
+    layers = sum(m.attention_params() + m.ffn_params(i, active=True) for i in range(m.layers))
+    if m.is_mla:
+        d_qk, d_v = m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim
+    else:
+        d_qk = d_v = m.head_dim
+    attention = 6 * m.layers * seq * m.heads * (d_qk + d_v)
+    return 6 * layers + 6 * m.vocab * m.hidden + attention
+
+
+def bucket_params(dp: int) -> int:
+    """Megatron-Core's gradient bucket in parameters for a data-parallel group of `dp`."""
+    return max(BUCKET_MIN_PARAMS, BUCKET_PARAMS_PER_DP_RANK * dp)
+
+
+def bucketed_exposed_s(total_s: float, buckets: int, window_s: float) -> float:
+    """Time a bucketed collective runs past its compute window (module docstring): `buckets`
+    equal buckets of total_s/buckets each become ready evenly over `window_s` and go out one
+    after another; the last is always exposed, and whatever does not fit in the window."""
+    n = max(1, buckets)
+    t_b = total_s / n
+    return max(t_b, window_s / n + total_s - window_s)
+
+
+def prefetched_exposed_s(comm_per_layer_s: float, compute_per_layer_s: float,
+                         layers: int) -> float:
+    """FSDP's one-layer-ahead prefetch over `layers` layers (module docstring): the first
+    layer's communication is exposed, each later one by what it takes beyond its layer's
+    compute."""
+    return comm_per_layer_s + max(0, layers - 1) * max(0.0, comm_per_layer_s
+                                                       - compute_per_layer_s)
+
+
 def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: int = 4096,
                   tp: int = 1, pp: int = 1, dp: int = 1, dtype: str = "bf16", ep: int = 1,
                   microbatches: int | None = None, virtual_stages: int = 1,
                   level: str = "pipes", recompute: str = DEFAULT_RECOMPUTE,
-                  zero: int = DEFAULT_ZERO, allow_oversubscribed: bool = False) -> TrainingPlan:
-    """One training step; `batch` sequences per model replica (global batch = batch·dp).
-    MFU is against the dense BF16 datasheet peak, whatever the GEMM dtype (the usual
-    convention). Raises InputError with the memory per GPU when the plan does not fit in the
-    usable HBM, unless `allow_oversubscribed` (then `memory.fits` is False). `recompute` and
-    `zero`: module docstring."""
+                  zero: int = DEFAULT_ZERO, allow_oversubscribed: bool = False,
+                  cp: int = 1, overlap: bool = True) -> TrainingPlan:
+    """One training step; `batch` sequences per model replica (global batch = batch·dp), each
+    split over `cp` context-parallel ranks (GPUs = tp·cp·pp·dp). Raises InputError with the
+    memory per GPU when the plan does not fit in the usable HBM, unless `allow_oversubscribed`
+    (then `memory.fits` is False). `recompute`, `zero`, `overlap` and the MFU conventions:
+    module docstring."""
     m, h = as_model(model), hardware(hw)
-    if ep > 1 and (tp * dp) % ep:
-        raise InputError(f"ep: {ep} must divide tp·dp = {tp * dp} (experts are spread over the "
-                         f"data- and tensor-parallel ranks)")
+    if ep > 1 and (tp * dp * cp) % ep:
+        raise InputError(f"ep: {ep} must divide tp·dp·cp = {tp * dp * cp} (experts are spread "
+                         f"over the data-, context- and tensor-parallel ranks)")
     if recompute not in RECOMPUTE:
         raise InputError(f"recompute: expected one of {', '.join(RECOMPUTE)}, got {recompute!r}")
     w = Workload("train", batch, seq, None, tp, ep, pp, dp, dtype, microbatches, virtual_stages,
-                 recompute=recompute)
+                 recompute=recompute, cp=cp)
     mem = memory_fit(m, h, w, zero)
     if not (mem.fits or allow_oversubscribed):
-        raise InputError(f"{m.name} train on {h.name} (batch {batch}, seq {seq}, tp {tp}, pp {pp}"
-                         f", dp {dp}, ep {ep}, zero {zero}, recompute {recompute}): "
-                         f"{mem.summary()}; shard more (tp, pp, dp with zero >= 2), use "
-                         f"recompute='full' or more microbatches, or pass "
+        raise InputError(f"{m.name} train on {h.name} (batch {batch}, seq {seq}, tp {tp}, "
+                         f"cp {cp}, pp {pp}, vp {virtual_stages}, dp {dp}, ep {ep}, zero {zero}, "
+                         f"recompute {recompute}): {mem.summary()}; shard more (tp, cp, pp, dp "
+                         f"with zero >= 2), use recompute='full' or more microbatches, or pass "
                          f"allow_oversubscribed=True")
     g = build_graph(m, "train", batch=batch, seq=seq, tp=tp, ep=ep, pp=pp, dp=dp, dtype=dtype,
                     microbatches=microbatches, virtual_stages=virtual_stages,
-                    recompute=recompute)
-    step = predict(g, h, level).total_time_s
-    if zero == 3 and dp > 1:
-        step += _zero3_extra_comm_s(g, h, level, w.n_microbatches)
+                    recompute=recompute, cp=cp)
+    pred = predict(g, h, level)
+    mb = w.n_microbatches
+    k = g.pipeline.per_microbatch_ops
+    bwd_at = g.meta["backward_op"]
+    tail = {o.name: o for o in pred.ops[k:]}
+    pipeline_s = pred.microbatch_time_s * mb + pred.pipeline_bubble_s
+    optimizer_s = tail["optimizer"].time_s if "optimizer" in tail else 0.0
+    comm = {n: tail[n].time_s for n in DP_COLLECTIVES if n in tail}
+    if not overlap:
+        dp_exposed = sum(comm.values())
+        if zero == 3 and dp * cp > 1:
+            dp_exposed += _zero3_extra_comm_s(g, h, level, mb)
+    else:
+        fwd_s = sum(o.time_s for o in pred.ops[:bwd_at])
+        bwd_s = sum(o.time_s for o in pred.ops[bwd_at:k])
+        ops = {n.name: n.op for n in g.nodes[k:]}
+        layers = max(1, math.ceil(m.layers / pp))
+        dp_exposed = 0.0
+        for prefix in ("", "expert_"):
+            rs, ag = f"{prefix}grad_reduce_scatter", f"{prefix}param_allgather"
+            if rs not in ops:
+                continue
+            if zero == 3:
+                # per layer and microbatch: gather for the forward, gather again and
+                # reduce-scatter for the backward, each a layer ahead of the compute
+                ag_l = _resized_s(ops[ag], ops[ag].bytes / layers, h, level)
+                rs_l = _resized_s(ops[rs], ops[rs].bytes / layers, h, level)
+                per_mb = (prefetched_exposed_s(ag_l, fwd_s / layers, layers)
+                          + prefetched_exposed_s(ag_l + rs_l, bwd_s / layers, layers))
+                dp_exposed += mb * per_mb
+            else:
+                group = ops[rs].gpus
+                n = max(1, math.ceil(ops[rs].bytes / 2 / bucket_params(group)))
+                rs_b = _resized_s(ops[rs], ops[rs].bytes / n, h, level)
+                ag_b = _resized_s(ops[ag], ops[ag].bytes / n, h, level)
+                dp_exposed += bucketed_exposed_s(n * rs_b, n, bwd_s)
+                dp_exposed += bucketed_exposed_s(n * ag_b, n, fwd_s)
+    step = pipeline_s + dp_exposed + optimizer_s
     tokens = batch * seq * dp
-    gpus = tp * pp * dp
-    mfu = model_flop_per_token(m, seq) * tokens / (step * gpus * h.tensor_peak_flop_per_s("bf16"))
+    gpus = tp * pp * dp * cp
+    peak = step * gpus * h.tensor_peak_flop_per_s("bf16")
+    mfu = model_flop_per_token(m, seq) * tokens / peak
+    mfu_megatron = megatron_flop_per_token(m, seq) * tokens / peak
+    breakdown = _breakdown(pred.ops[:k], mb, pred.pipeline_bubble_s)
+    breakdown.update(dp_exposed=dp_exposed, optimizer=optimizer_s)
     return TrainingPlan(m.name, h.name, tp, pp, dp, dtype, batch * dp, seq, step,
-                        tokens / step, mfu, mem, ep)
+                        tokens / step, mfu, mem, ep, cp, virtual_stages, mb, recompute, zero,
+                        mfu_megatron, pipeline_s, dp_exposed, optimizer_s, breakdown)
+
+
+def _breakdown(ops, microbatches: int, bubble_s: float) -> dict[str, float]:
+    """Seconds per step by op type of the microbatch work (time on the critical stream: a
+    hidden transfer counts only what it was exposed), plus the bubble."""
+    out: dict[str, float] = {}
+    for o in ops:
+        t = o.time_s if o.stream == DEFAULT_STREAM else o.exposed_s
+        out[o.op.name] = out.get(o.op.name, 0.0) + t * microbatches
+    out["pipeline_bubble"] = bubble_s
+    return out
+
+
+def _resized_s(collective, nbytes: float, hw: Hardware, level: str) -> float:
+    """The time of `collective` (a graph op) moving `nbytes` instead (one bucket, one layer)."""
+    params = {**collective.params, "bytes": float(nbytes)}
+    return predict_op(make_op(collective.name, **params), hw, level).time_s
 
 
 def _zero3_extra_comm_s(graph, hw: Hardware, level: str, microbatches: int) -> float:
-    """ZeRO-3's data-parallel traffic beyond the graph's one reduce-scatter and all-gather per
-    step: per microbatch a parameter all-gather before its forward and its backward and a
-    gradient reduce-scatter (module docstring)."""
+    """ZeRO-3 without overlap: beyond the graph's one reduce-scatter and all-gather per step,
+    per microbatch a parameter all-gather before its forward and its backward and a gradient
+    reduce-scatter (ZeRO §7.2.2): (2·microbatches − 1) more all-gathers and
+    (microbatches − 1) more reduce-scatters."""
     ops = {n.name: n.op for n in graph.nodes}
     gather = scatter = 0.0
     for prefix in ("", "expert_"):  # dense, and the routed experts over their own group
@@ -112,3 +279,96 @@ def _zero3_extra_comm_s(graph, hw: Hardware, level: str, microbatches: int) -> f
             gather += predict_op(ops[f"{prefix}param_allgather"], hw, level).time_s
             scatter += predict_op(ops[f"{prefix}grad_reduce_scatter"], hw, level).time_s
     return (2 * microbatches - 1) * gather + (microbatches - 1) * scatter
+
+
+# ---------------------------------------------------------------------------------------------
+# Search
+
+
+def _divisors(n: int, limit: int | None = None) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0 and (limit is None or d <= limit)]
+
+
+def training_layouts(model: ModelSpec, gpus: int, seq: int, global_batch: int,
+                     tp: int | None = None, cp: int | None = None, pp: int | None = None,
+                     vp: int | None = None, dp: int | None = None, ep: int | None = None,
+                     micro_batch: int | None = None, nvlink_gpus: int = 8,
+                     ) -> Iterable[tuple[int, int, int, int, int, int, int]]:
+    """(tp, cp, pp, vp, dp, ep, micro_batch) layouts of exactly `gpus` GPUs, Megatron's rules:
+    TP inside one NVLink domain dividing the heads; CP a power of two up to 8 with seq a
+    multiple of 2·cp; PP dividing the layers, up to MAX_SEARCH_PP; VP (pp > 1) dividing
+    layers/pp, up to MAX_SEARCH_VP, with at least two layers a chunk; DP the rest, dividing the global batch; EP (MoE) dividing the experts and
+    tp·cp·dp; micro-batch 1, 2 or 4 sequences dividing batch/dp (above 1 only while a
+    microbatch holds at most SEARCH_MICROBATCH_TOKENS tokens per GPU). Given values are fixed."""
+    m = model
+    for t in ([tp] if tp else [d for d in _divisors(m.heads, nvlink_gpus)
+                               if d & (d - 1) == 0]):
+        for c in ([cp] if cp else [c for c in (1, 2, 4, 8) if seq % (2 * c) == 0]):
+            for p in ([pp] if pp else _divisors(m.layers, MAX_SEARCH_PP)):
+                if gpus % (t * c * p):
+                    continue
+                d = gpus // (t * c * p)
+                if dp and d != dp or global_batch % d:
+                    continue
+                chunks = ([vp] if vp else [1] + ([v for v in _divisors(m.layers // p,
+                                                                       MAX_SEARCH_VP)
+                                                  if 1 < v and m.layers // p // v >= 2]
+                                                 if p > 1 else []))
+                for v in chunks:
+                    if m.layers % (p * v) and v > 1:
+                        continue
+                    for e in ([ep] if ep else ([x for x in _divisors(m.experts)
+                                                if (t * d * c) % x == 0 and x <= t * d * c]
+                                               if m.is_moe else [1])):
+                        for b in ([micro_batch] if micro_batch else (1, 2, 4)):
+                            if (global_batch // d) % b or (
+                                    not micro_batch and b > 1
+                                    and b * seq // c > SEARCH_MICROBATCH_TOKENS):
+                                continue
+                            yield t, c, p, v, d, e, b
+
+
+def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
+                          global_batch: int, seq: int = 4096, dtype: str = "bf16",
+                          tp: int | None = None, cp: int | None = None, pp: int | None = None,
+                          vp: int | None = None, dp: int | None = None, ep: int | None = None,
+                          micro_batch: int | None = None, recompute: str | None = None,
+                          zero: int = DEFAULT_ZERO, progress: bool = False,
+                          top: int | None = None) -> tuple[list[TrainingPlan], int, int]:
+    """Every layout of `gpus` GPUs (`training_layouts`) with the least recomputation that fits
+    (none, then full; a given `recompute` is fixed), predicted and ranked by tokens/s:
+    (plans that fit, fastest first; layouts tried; layouts that fit with no recomputation
+    choice). The memory check runs before the step is predicted, so the layouts that do not
+    fit cost almost nothing."""
+    from perfmodel.report.progress import Progress
+    m, h = as_model(model), hardware(hw)
+    for k, v in (("gpus", gpus), ("global_batch", global_batch), ("seq", seq)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InputError(f"{k}: expected a positive integer, got {v!r}")
+    if recompute is not None and recompute not in RECOMPUTE:
+        raise InputError(f"recompute: expected one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+    layouts = list(training_layouts(m, gpus, seq, global_batch, tp, cp, pp, vp, dp, ep,
+                                    micro_batch, h.nvlink_domain_gpus or 8))
+    choices = (recompute,) if recompute else ("none", "full")
+    bar = Progress(len(layouts), f"{m.name} train on {gpus}x {h.name}", force=progress) \
+        if progress else None
+    plans: list[TrainingPlan] = []
+    refused = 0
+    for t, c, p, v, d, e, b in layouts:
+        batch = global_batch // d
+        for rc in choices:
+            w = Workload("train", batch, seq, None, t, e, p, d, dtype, batch // b, v,
+                         recompute=rc, cp=c)
+            if w.problems(m):
+                break
+            if (t * d * c) % e or not memory_fit(m, h, w, zero).fits:
+                continue
+            plans.append(plan_training(m, h, batch, seq, t, p, d, dtype, e, batch // b, v,
+                                       recompute=rc, zero=zero, cp=c))
+            break
+        else:
+            refused += 1
+        if bar:
+            bar.update()
+    plans.sort(key=lambda pl: -pl.tokens_per_s)
+    return (plans[:top] if top else plans), len(layouts), refused

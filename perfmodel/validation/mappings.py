@@ -244,12 +244,24 @@ def _grouped_gemm(row: dict, s: dict, src: str):
 
 # ---- norms, softmax, cross-entropy -------------------------------------------------------------
 
+def row_implementation(library: str) -> str:
+    """The norm/softmax `implementation` a row's library names: PyTorch eager → ATen's kernels,
+    Liger → its Triton kernels, anything else (cuDNN, CUTLASS, quack) → fused."""
+    lib = library.lower()
+    if "eager" in lib:
+        return "eager"
+    if "liger" in lib:
+        return "triton"
+    return "fused"
+
+
 def _norm(row: dict, s: dict, src: str):
     kind, direction = row["op"].rsplit("_", 1)  # rms_norm_fwd → (rms_norm, fwd)
     dtype = dtype_of(row["dtype"])
     rows, cols = (s["N"], s["C"]) if "C" in s else (s["M"], s["N"])
     o = ops.Norm(rows=rows, cols=cols, dtype=dtype, direction=direction,
-                 kind={"rms_norm": "rmsnorm", "layer_norm": "layernorm"}[kind])
+                 kind={"rms_norm": "rmsnorm", "layer_norm": "layernorm"}[kind],
+                 implementation=row_implementation(row["library"]))
     if row["metric"] == "time":
         return o, _value(row, "time")
     if src != "cudnn_norms":
@@ -263,7 +275,8 @@ def _softmax(row: dict, s: dict, src: str):
     direction = row["op"].rsplit("_", 1)[1]
     if direction not in ops.Softmax.PARAMS["direction"].choices:
         return f"no op models softmax {direction} yet"
-    o = ops.Softmax(rows=s["M"], cols=s["N"], dtype=dtype_of(row["dtype"]), direction=direction)
+    o = ops.Softmax(rows=s["M"], cols=s["N"], dtype=dtype_of(row["dtype"]), direction=direction,
+                    implementation=row_implementation(row["library"]))
     return o, _value(row, "time")
 
 

@@ -100,7 +100,7 @@ RECIPES = ("bf16", "fp8", "fp8_delayed", "fp8_current", "fp8_tensorwise", "fp8_r
 PLANNER_DTYPE = {"bf16": "bf16", "fp8": "fp8", "fp8_delayed": "fp8", "fp8_current": "fp8",
                  "fp8_tensorwise": "fp8", "fp8_rowwise": "fp8", "fp8_blockwise": None,
                  "mxfp8": "mxfp8", "nvfp4": "nvfp4"}
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = ("none", "selective", "op", "full")
 SHARDING = ("distributed-optimizer", "zero", "fsdp", "fsdp-full-shard", "fsdp-shard-grad-op",
             "fsdp2")
 
@@ -302,13 +302,16 @@ def recipe_of(text: str) -> tuple[str | None, str]:
 
 def recompute_of(text: str) -> str | None:
     """RECOMPUTE value of a recompute text, None where not stated. torchtitan's per-op
-    selective activation checkpointing (SAC) keeps the matmul outputs and recomputes the rest:
-    selective."""
+    selective activation checkpointing (SAC) saves the matmul outputs except every second one
+    and recomputes the rest (torchtitan/distributed/activation_checkpoint.py): "op"; its
+    layer-wise SAC and Megatron's selective recomputation (the attention core): "selective"."""
     t = text.lower().strip()
     if t.startswith("not stated") or not t:
         return None
     if t.startswith("full"):
         return "full"
+    if "per-op" in t or "op sac" in t:
+        return "op"
     if "sac" in t or "selective" in t:
         return "selective"
     if t == "none":

@@ -5,8 +5,9 @@
 
 What a row becomes: plan_training(model, hardware, batch = global batch / dp, seq, tp, pp, dp,
 dtype = the recipe's GEMM policy, ep, microbatches = batch / micro-batch, virtual_stages = VP,
-recompute (the planner's default, "selective", where the row states none), zero = the row's ZeRO
-stage, allow_oversubscribed=False), once at level "pipes" (the planner) and once at "roofline"
+cp = CP, recompute (where the row states none: "none", the default of Megatron-Core's
+TransformerConfig that the NeMo performance recipes keep unless they say otherwise), zero = the
+row's ZeRO stage, allow_oversubscribed=False), once at level "pipes" (the planner) and once at "roofline"
 (the speed-of-light baseline: datasheet peaks, no kernel model). A plan whose memory estimate
 exceeds the usable HBM, or a layout the planner refuses, is a row not predicted, with the reason.
 
@@ -15,9 +16,8 @@ model-TFLOP/s or MFU row is not compared on its FLOPs, whose counts differ betwe
 (validate/data/training_SOURCES.md): where its configuration has a tokens/s or step-time row,
 that row is the comparison; otherwise it is converted to tokens/s only under a FLOP convention the
 row states (`TrainingCase.tokens_per_s_per_gpu_from_flops`), and left out where it states none.
-Peak-memory rows are not compared. Context parallelism (CP > 1), blockwise FP8 and an expert
-tensor parallelism other than the planner's (tp/ep) have no counterpart in the planner: not
-predicted.
+Peak-memory rows are not compared. Blockwise FP8 and an expert tensor parallelism other than
+the planner's (tp/ep) have no counterpart in the planner: not predicted.
 
 Errors are in throughput terms, so that one sign means one thing across metrics: predicted /
 measured − 1 of tokens/s, and measured / predicted − 1 of a step time (+ is a planner faster
@@ -71,8 +71,6 @@ def why_not(case: TrainingCase, compared: dict[str, TrainingCase]) -> str | None
                     f" row")
         if case.tokens_per_s_per_gpu_from_flops() is None:
             return f"{label} without a stated FLOP convention (and no tokens/s or step-time row)"
-    if case.cp > 1:
-        return "context parallelism (CP > 1) is not modelled by plan_training"
     if case.dtype is None:
         return f"recipe {case.recipe}: no whole-model GEMM policy in the planner"
     if case.expert_tp is not None and case.expert_tp != max(1, case.tp // case.ep):
@@ -84,12 +82,12 @@ def why_not(case: TrainingCase, compared: dict[str, TrainingCase]) -> str | None
 @functools.lru_cache(maxsize=None)
 def _plan(model: str, hw: str, batch: int, seq: int, tp: int, pp: int, dp: int, dtype: str,
           ep: int, microbatches: int, vp: int, level: str, recompute: str,
-          zero: int) -> TrainingPlan | str:
+          zero: int, cp: int = 1) -> TrainingPlan | str:
     """The plan, or the one-line reason plan_training refused it (memory or layout)."""
     try:
         return plan_training(model, hw, batch=batch, seq=seq, tp=tp, pp=pp, dp=dp, dtype=dtype,
                              ep=ep, microbatches=microbatches, virtual_stages=vp, level=level,
-                             recompute=recompute, zero=zero, allow_oversubscribed=False)
+                             recompute=recompute, zero=zero, allow_oversubscribed=False, cp=cp)
     except InputError as e:
         return str(e).splitlines()[0]
 
@@ -98,7 +96,7 @@ def plan_case(case: TrainingCase, level: str = "pipes") -> TrainingPlan | str:
     """plan_training for the row's layout at `level`, or the reason it was refused."""
     return _plan(case.model, case.hw, case.batch_per_replica, case.seq, case.tp, case.pp,
                  case.dp, case.dtype, case.ep, case.microbatches, case.vp, level,
-                 case.recompute or DEFAULT_RECOMPUTE, case.zero)
+                 case.recompute or DEFAULT_RECOMPUTE, case.zero, case.cp)
 
 
 def refusal_reason(message: str) -> str:

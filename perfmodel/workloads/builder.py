@@ -42,11 +42,20 @@ from perfmodel.units import GEMM_DTYPES, LINEAR_RECIPES, bytes_per_element
 PHASES = ("prefill", "decode", "train")
 # KV-cache storage types: the attention op's kv_dtype choices (16-bit, FP8 E4M3, NVFP4)
 KV_DTYPES = REGISTRY["attention"].PARAMS["kv_dtype"].choices
-# Activation recomputation in training (Korthikanti et al., arXiv:2205.05198): "full" stores only
-# each layer's input and re-runs the layer's forward before its backward (the graph gets those
-# ops); "selective" recomputes the attention core, which the FlashAttention backward of the graph
-# already does, so "none" and "selective" add nothing to the graph (plan.memory sizes them).
-RECOMPUTE = ("none", "selective", "full")
+# Activation recomputation in training, each with the forward work it repeats before the layer's
+# backward (the graph gets those ops):
+#   none       nothing (Megatron-Core's TransformerConfig.recompute_granularity = None, the
+#              default);
+#   selective  Megatron's selective recomputation (Korthikanti et al. arXiv:2205.05198 §5;
+#              megatron/core/transformer/attention.py checkpoints `core_attention` when
+#              recompute_granularity="selective"): the attention core's forward runs again
+#              before its backward;
+#   op         torchtitan's per-op selective activation checkpointing (torchtitan/distributed/
+#              activation_checkpoint.py, "recomputes every second matmul"): every second linear
+#              GEMM of the layer and every non-GEMM forward op (norms, RoPE, activation,
+#              residuals) again; attention and communication outputs are saved;
+#   full       each layer's whole forward again from its stored input.
+RECOMPUTE = ("none", "selective", "op", "full")
 ACT = "bf16"          # activations, attention, norms
 ACT_BYTES = 2.0
 ADAM_FLOP_PER_PARAM = 12  # two moment updates, bias correction, update (fp32)
@@ -71,7 +80,8 @@ class Workload:
     moe_replication: float = 1.0
     moe_skew: float = 0.0                # Zipf exponent of synthetic expert popularity
     kv_dtype: str | None = None          # K/V cache storage (None: the activation dtype)
-    recompute: str | None = None         # train: "full" re-runs each layer's forward (RECOMPUTE)
+    recompute: str | None = None         # train: the forward work recomputed (RECOMPUTE)
+    cp: int = 1                          # train: context-parallel ranks sharing each sequence
 
     def check(self, model: ModelSpec, names: Mapping[str, str] | None = None) -> None:
         """Refuse a workload this model cannot run: InputError, one line per problem naming the
@@ -95,6 +105,7 @@ class Workload:
                            ("microbatches", MAX_ELEMENTS, ELEMENTS_WHY),
                            ("tp", MAX_GPUS, GPUS_WHY), ("ep", MAX_GPUS, GPUS_WHY),
                            ("pp", MAX_GPUS, GPUS_WHY), ("dp", MAX_GPUS, GPUS_WHY),
+                           ("cp", MAX_GPUS, GPUS_WHY),
                            ("virtual_stages", MAX_GPUS, "more model chunks than layers")):
             v = getattr(self, k)
             if v is None and k in ("context", "microbatches"):
@@ -114,16 +125,25 @@ class Workload:
                                    f"got {self.recompute!r}"))
         if p:
             return p
-        gpus = self.tp * self.pp * self.dp
+        gpus = self.tp * self.pp * self.dp * self.cp
         if gpus > MAX_GPUS:
-            p.append(("dp", f"tp x pp x dp = {gpus} GPUs: expected at most "
-                            f"{bound_text(MAX_GPUS)} ({GPUS_WHY})"))
+            p.append(("dp", f"tp x pp x dp{' x cp' if self.cp > 1 else ''} = {gpus} GPUs: "
+                            f"expected at most {bound_text(MAX_GPUS)} ({GPUS_WHY})"))
+        if self.cp > 1 and self.phase != "train":
+            p.append(("cp", "context parallelism applies to training (ring attention over the "
+                            "sequence); serving graphs have none"))
+        elif self.cp > 1 and self.seq % (2 * self.cp):
+            # TE's load-balanced split: 2·cp chunks, rank r holds chunks r and 2·cp − 1 − r
+            p.append(("cp", f"{self.cp} ranks split each sequence into {2 * self.cp} chunks: "
+                            f"seq {self.seq} must be a multiple of {2 * self.cp}"))
         # the largest activation tensor of one microbatch: its tokens times the widest layer
         # output (QKV, the gated FFN's gate and up, the MoE dispatch, the logits of the tokens
         # that produce them)
         seqs = self.batch // max(1, self.n_microbatches if self.microbatches is None
                                  or self.microbatches >= 1 else 1)
         tokens = max(1, seqs) * (1 if self.phase == "decode" else self.seq)
+        if self.cp > 1 and self.phase == "train":
+            tokens = max(1, tokens // self.cp)
         tp = max(1, self.tp)
         widest = max(model.hidden, (model.heads + 2 * model.kv_heads) * model.head_dim // tp,
                      model.ffn_matrices * model.ffn_hidden // tp, model.top_k * model.hidden)
@@ -219,19 +239,33 @@ class _GraphWriter:
 
     def layer(self, prefix: str, kind: object, build) -> None:
         """Add one layer's ops: built once per layer kind, then replayed under new names
-        (every layer of a kind is the same op sequence, each op after the previous one)."""
+        (every layer of a kind is the same op sequence). A replayed op keeps its dependencies
+        inside the layer (a context-parallel KV transfer on its own stream beside the attention
+        it feeds); a dependency on an op before the layer becomes the op just before the
+        replayed layer. A layer of one chain (every op after the previous one) replays as
+        that chain."""
         template = self._templates.get(kind)
         if template is None:
             start = len(self.nodes)
             build(prefix)
-            self._templates[kind] = [(n.name[len(prefix):], n.op, n.stream)
-                                     for n in self.nodes[start:]]
+            inside = {n.name for n in self.nodes[start:]}
+            self._templates[kind] = [
+                (n.name[len(prefix):], n.op, n.stream,
+                 tuple(a[len(prefix):] if a in inside else None for a in n.after))
+                for n in self.nodes[start:]]
             return
         prev = self.nodes[-1].name if self.nodes else None
-        for suffix, o, stream in template:
-            name = prefix + suffix
-            self.nodes.append(Node(name, o, (prev,) if prev else (), stream))
-            prev = name
+        append = self.nodes.append
+        for suffix, o, stream, deps in template:
+            if len(deps) == 1 and deps[0] is not None:  # the common case: one dependency inside
+                append(Node(prefix + suffix, o, (prefix + deps[0],), stream))
+                continue
+            after: list[str] = []
+            for a in deps:
+                dep = prefix + a if a is not None else prev
+                if dep is not None and dep not in after:
+                    after.append(dep)
+            append(Node(prefix + suffix, o, tuple(after), stream))
 
     def add(self, name: str, kind: str, after: list[str] | None = None,
             stream: str = DEFAULT_STREAM, **params: Any) -> str:
@@ -260,6 +294,8 @@ class _LayerBuilder:
         self.t, self.b = tokens, seqs
         self.tp = w.tp
         self.gemms: list[tuple[str, int, int]] = []  # (name, n, k) of this layer, for backward
+        # the context-parallel ring: cp ranks tp apart (rank order TP, CP, ...: group_placements)
+        self.cp_placement = f"{w.cp}x{w.tp}"
 
     # -- helpers ------------------------------------------------------------------------------
     def gemm(self, name: str, n: int, k: int, dtype: str | None = None, batch: int = 1):
@@ -306,6 +342,8 @@ class _LayerBuilder:
         self.elementwise(f"{p}ffn_residual", self.t * h, inputs=2)
 
     def _attention(self, p: str, direction: str = "fwd", **shape):
+        if self.w.cp > 1:
+            return self._ring_attention(p, direction, **shape)
         decode = self.w.phase == "decode"
         seq_q = 1 if decode else self.w.seq
         seq_kv = (self.w.context or self.w.seq) if decode else self.w.seq
@@ -314,6 +352,44 @@ class _LayerBuilder:
         self.g.add(f"{p}attn" if direction == "fwd" else f"{p}attn_bwd", "attention",
                    batch=self.b, seq_q=seq_q, seq_kv=seq_kv, dtype=ACT, causal=not decode,
                    direction=direction, **shape)
+
+    def _ring_attention(self, p: str, direction: str, **shape):
+        """Context parallelism as Transformer Engine runs it (AttnFuncWithCPAndKVP2P,
+        transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py): each
+        sequence is cut into 2·cp chunks and rank r holds chunks r and 2·cp − 1 − r (the
+        load-balanced DUAL_CHUNK_SWAP split), so every rank does 1/cp of the causal work. The
+        attention runs in cp steps: step 0 is the rank's own queries against its own keys
+        (causal); each later step is its queries against half of a received KV block (the
+        other half is masked), s/cp × s/(2·cp) unmasked. While step i computes, the ring
+        passes the KV block of step i + 1 to the next rank on a stream of its own (the
+        forward sends K and V; the backward K, V and the accumulated dK, dV: twice the bytes),
+        so a transfer is hidden unless it is longer than the step it overlaps. After the last
+        backward step the accumulated dK, dV travel one more hop to their owner (exposed)."""
+        w = self.w
+        sq = w.seq // w.cp
+        kv_heads, head_dim = shape["kv_heads"], shape["head_dim"]
+        head_dim_v = shape.get("head_dim_v") or head_dim
+        block = float(self.b * sq * kv_heads * (head_dim + head_dim_v) * ACT_BYTES)
+        block *= 2 if direction == "bwd" else 1
+        name = f"{p}attn" if direction == "fwd" else f"{p}attn_bwd"
+        before = self.g.nodes[-1].name if self.g.nodes else None
+        ring, step, prev_send = before, None, None
+        for i in range(w.cp):
+            send = None
+            if i < w.cp - 1:  # the next step's block, in flight while this step computes
+                send = self.g.add(f"{name}.cp_send{i}", "sendrecv", bytes=block,
+                                  placement=self.cp_placement, stream="cp",
+                                  after=[ring] if ring else [])
+                ring = send
+            after = [step, prev_send] if step else ([before] if before else [])
+            kv = sq if i == 0 else sq // 2
+            step = self.g.add(f"{name}.cp{i}", "attention", after=after, batch=self.b,
+                              seq_q=sq, seq_kv=kv, dtype=ACT, causal=i == 0,
+                              direction=direction, **shape)
+            prev_send = send
+        if direction == "bwd":
+            self.g.add(f"{name}.cp_dkv_home", "sendrecv", bytes=block / 2,
+                       placement=self.cp_placement)
 
     def _gqa(self, p: str):
         m, h = self.m, self.m.hidden
@@ -368,6 +444,30 @@ class _LayerBuilder:
         else:
             self.allreduce(f"{p}ffn_allreduce")
 
+    def recompute_op(self, p: str, layer: int):
+        """torchtitan's per-op SAC (RECOMPUTE "op"): the layer's forward again without its
+        attention, its communication and every second linear GEMM (those outputs are saved);
+        quantization kernels go with the GEMM they feed."""
+        scratch = _GraphWriter()
+        saved = (self.g, self.gemms)
+        self.g, self.gemms = scratch, []
+        try:
+            self.forward(p, layer)
+        finally:
+            self.g, self.gemms = saved
+        # torchtitan counts the matmuls from 1 and recomputes the even ones (count % 2 == 0)
+        gemm_ops = [n for n in scratch.nodes if n.op.name == "gemm"]
+        again = {n.name for k, n in enumerate(gemm_ops, start=1) if k % 2 == 0}
+        for n in scratch.nodes:
+            kind = n.op.name
+            if kind in ("attention", "moe", "allreduce", "alltoall", "allgather",
+                        "reduce_scatter", "sendrecv"):
+                continue
+            base = n.name.split(".quant_", 1)[0]
+            if (kind == "gemm" or ".quant_" in n.name) and base not in again:
+                continue
+            self.g.add_op(n.name, n.op)
+
     # -- backward -----------------------------------------------------------------------------
     def backward(self, p: str, layer: int):
         """Reverse order: per GEMM a dgrad (dX = dY·Wᵀ) and a wgrad (dW = Xᵀ·dY) GEMM."""
@@ -393,6 +493,8 @@ class _LayerBuilder:
             self.allreduce(f"{p}ffn_allreduce_bwd")
         self.g.add(f"{p}ffn_norm_bwd", "norm", rows=self.t, cols=h, dtype=ACT, direction="bwd")
         self._gemm_bwd(attn[-1:], p)
+        if self.w.recompute == "selective":  # Megatron's checkpointed core attention (RECOMPUTE)
+            self._attention(f"{p}recompute.", **self.attn_shape)
         self._attention(p, direction="bwd", **self.attn_shape)
         self._gemm_bwd(list(reversed(attn[:-1])), p)
         self.allreduce(f"{p}attn_allreduce_bwd")
@@ -414,20 +516,22 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
                 virtual_stages: int = 1, hardware: str | None = None,
                 moe_routing: str = "token_balanced", moe_replication: float = 1.0,
                 moe_skew: float = 0.0, kv_dtype: str | None = None,
-                recompute: str | None = None) -> OpGraph:
+                recompute: str | None = None, cp: int = 1) -> OpGraph:
     """The op graph one GPU runs for one step of `phase` (see module docstring). `kv_dtype`:
-    the KV cache's storage type in serving (None: the activation dtype); `recompute="full"`
-    (training) re-runs each layer's forward before its backward (RECOMPUTE)."""
+    the KV cache's storage type in serving (None: the activation dtype); `recompute`
+    (training): the forward work repeated before each layer's backward (RECOMPUTE); `cp`
+    (training): context-parallel ranks per sequence, each holding seq/cp of its tokens with
+    ring attention (`_LayerBuilder._ring_attention`)."""
     w = Workload(phase, batch, seq, context, tp, ep, pp, dp, dtype, microbatches, virtual_stages,
-                 moe_routing, moe_replication, moe_skew, kv_dtype, recompute)
+                 moe_routing, moe_replication, moe_skew, kv_dtype, recompute, cp)
     w.check(model)
     mb = w.n_microbatches
     seqs = batch // mb
-    tokens = seqs * (1 if phase == "decode" else seq)
+    tokens = seqs * (1 if phase == "decode" else seq) // cp  # cp > 1: training only
     out = _GraphWriter()
     stage_layers = range(model.layers - math.ceil(model.layers / pp), model.layers)  # last stage
     h = model.hidden
-    ranks = group_placements(tp, ep, pp, dp)  # which link each group spans (link: auto)
+    ranks = group_placements(tp, ep, pp, dp, cp)  # which link each group spans (link: auto)
 
     if pp == 1:
         out.add("embed", "elementwise", elements=tokens * h, dtype=ACT, flop_per_element=0)
@@ -441,8 +545,10 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
 
     for i in stage_layers:
         kind = layer_kind(i)
-        lb = builders.setdefault(kind, _LayerBuilder(model, dataclasses.replace(w, dtype=kind[1]),
-                                                     out, tokens, seqs))
+        lb = builders.get(kind)
+        if lb is None:  # one builder per kind (not one made per layer and dropped)
+            lb = builders[kind] = _LayerBuilder(model, dataclasses.replace(w, dtype=kind[1]),
+                                                out, tokens, seqs)
         out.layer(f"l{i}.", kind, lambda p, lb=lb, i=i: lb.forward(p, i))
     logits = tokens if phase == "train" else seqs  # serving samples from the last position
     out.add("final_norm", "norm", rows=logits, cols=h, dtype=ACT)
@@ -459,6 +565,9 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
             if recompute == "full":  # the layer's forward again, from its stored input
                 out.layer(f"l{i}.recompute.", kind,
                           lambda p, lb=builders[kind], i=i: lb.forward(p, i))
+            elif recompute == "op":  # torchtitan's per-op SAC (RECOMPUTE)
+                out.layer(f"l{i}.recompute.", ("op", *kind),
+                          lambda p, lb=builders[kind], i=i: lb.recompute_op(p, i))
             out.layer(f"l{i}.", ("bwd", *kind), lambda p, lb=builders[kind], i=i: lb.backward(p, i))
         if pp > 1:
             _stage_transfer(out, "send_grads", tokens * h * ACT_BYTES, tp, ranks["pp"])
@@ -471,9 +580,15 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
         dense_params, expert_params = _stage_params_split(model, stage_layers)
         dense = dense_params / tp
         expert = expert_params / (ep * w.moe_tp) if model.is_moe else 0.0
-        edp = max(1, tp * dp // (ep * w.moe_tp)) if model.is_moe else dp
-        syncs = [("", dense, dp, ranks["dp"])] + (
-            [("expert_", expert, edp, ranks["edp"])] if expert else [])
+        # context parallelism: the cp ranks of a sequence hold the same weights, so gradients
+        # are reduced (and the distributed optimizer sharded) over dp·cp (Megatron-Core's
+        # data-parallel group with context parallelism)
+        edp = max(1, tp * dp * cp // (ep * w.moe_tp)) if model.is_moe else dp * cp
+        syncs = [("", dense, dp * cp, ranks["dp"])] + (
+            # with cp > 1 and an expert group other than dp·cp, the placement is not derived
+            # (priced as consecutive GPUs): an approximation
+            [("expert_", expert, edp, ranks["edp"] if cp == 1 or edp == dp * cp else None)]
+            if expert else [])
         for prefix, params, group, where in syncs:
             if group > 1:
                 out.add(f"{prefix}grad_reduce_scatter", "reduce_scatter",
@@ -486,16 +601,23 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
             if group > 1:
                 out.add(f"{prefix}param_allgather", "allgather",
                         bytes=float(params * ACT_BYTES), gpus=group, placement=where)
-    meta = {"model": model.name, **{k: v for k, v in asdict(w).items() if v is not None},
+    meta = {"model": model.name, **{k: v for k, v in asdict(w).items()
+                                    if v is not None and not (k == "cp" and v == 1)},
             "tokens_per_microbatch": tokens, "microbatches": mb}
+    if phase == "train":  # where the microbatch's backward starts (plan.training's overlap)
+        meta["backward_op"] = next(k for k, n in enumerate(out.nodes) if n.name == "loss") + 1
     # the step repeats the microbatch's ops: 1F1B over pp stages, or plain gradient accumulation
-    # over microbatches without pipeline parallelism (a one-stage pipeline, no bubble)
-    pipeline = Pipeline(per_microbatch, pp, mb, virtual_stages) if pp > 1 or mb > 1 else None
+    # over microbatches without pipeline parallelism (a one-stage pipeline, no bubble); a
+    # training step always has its pipeline, so that its microbatch time is reported
+    pipeline = (Pipeline(per_microbatch, pp, mb, virtual_stages)
+                if pp > 1 or mb > 1 or phase == "train" else None)
     name = f"{model.name}-{phase}-b{batch}" + (f"-s{seq}" if phase != "decode" else
                                                 f"-ctx{context or seq}")
     if tp * ep * pp * dp > 1:
         name += f"-tp{tp}" + (f"-ep{ep}" if ep > 1 else "") + (f"-pp{pp}" if pp > 1 else "") \
             + (f"-dp{dp}" if dp > 1 else "")
+    if cp > 1:
+        name += f"-cp{cp}"
     return OpGraph(name, out.nodes, hardware, meta, pipeline)
 
 
@@ -540,7 +662,7 @@ def _stage_transfer(out: _GraphWriter, name: str, nbytes: float, tp: int,
         out.add(f"{name}.allgather", "allgather", bytes=float(nbytes), gpus=tp)
 
 
-def group_placements(tp: int, ep: int, pp: int, dp: int) -> dict[str, str | None]:
+def group_placements(tp: int, ep: int, pp: int, dp: int, cp: int = 1) -> dict[str, str | None]:
     """Where the pipeline's and a data-parallel group's GPUs sit in rank order (the ops'
     `placement`; None: consecutive), from which `link: auto` prices each group on NVLink inside
     one NVLink domain and on the network across domains (perfmodel.ops.comm). Ranks are laid
@@ -551,7 +673,18 @@ def group_placements(tp: int, ep: int, pp: int, dp: int) -> dict[str, str | None
     consecutive (a TP group larger than the domain is priced across domains, not refused),
     pipeline neighbours are max(tp, ep) GPUs apart, and a data-parallel group is the replicas
     inside one EP group plus the rest, max(tp, ep)·pp apart; the expert-data-parallel group
-    (`edp`) only the rest."""
+    (`edp`) only the rest. Context parallelism (cp > 1, training) sits next to TP as in
+    Llama 3's order: a stage replica is tp·cp GPUs, and the gradient group holds its cp ranks
+    too (dp·cp GPUs)."""
+    if cp > 1:
+        block = max(tp * cp, ep)
+        inner = math.gcd(block // (tp * cp), dp)
+
+        def lv(*pairs: tuple[int, int]) -> str | None:
+            return ",".join(f"{c}x{s}" for c, s in pairs if c > 1) or None
+        dp_cp = lv((cp, tp), (inner, tp * cp), (dp // inner, block * pp))
+        return {"pp": lv((pp, block)), "dp": dp_cp,
+                "edp": lv((dp // inner, block * pp)) if ep > tp * cp else dp_cp}
     block = max(tp, ep)                 # GPUs of one stage replica: TP × EP's attention replicas
     inner = math.gcd(block // tp, dp)   # data-parallel replicas inside that block
 

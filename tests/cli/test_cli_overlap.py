@@ -10,9 +10,12 @@ def test_cli_json_matches_spec(capsys):
     assert main(["overlap", "--model", "llama3-8b", "--hw", "B200", "--dtype", "fp8",
                  "--seq", "2048", "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    for s in ("sequential", "fused", "overlap"):
+    for s in ("sequential", "fused", "overlap", "rng_in_gemm"):
         assert d["schedules"][s]["time_s"] > 0
-    assert set(d["speedup"]) == {"overlap_vs_sequential", "overlap_vs_fused"}
+    assert set(d["speedup"]) == {"overlap_vs_sequential", "overlap_vs_fused",
+                                 "rng_in_gemm_vs_sequential", "rng_in_gemm_vs_fused",
+                                 "rng_in_gemm_vs_overlap"}
+    assert d["best"] in d["schedules"]
 
 
 def test_cli_rejects_bad_dropout(capsys):

@@ -68,14 +68,16 @@ def test_train(capsys):
     assert main(["plan", "train", "llama3-8b", "--hw", "h100", "--gpus", "4", "--batch", "8",
                  "--seq", "2048", "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert set(d) == {"search", "rows", "best"}
-    assert len(d["rows"]) == 6 and all(r["tp"] * r["pp"] * r["dp"] == 4 for r in d["rows"])
-    assert d["best"]["fits"] and d["best"]["step_time_s"] == min(
-        r["step_time_s"] for r in d["rows"] if r["fits"])
-    assert main(["plan", "train", "llama3-8b", "--hw", "h100", "--gpus", "2", "--batch", "8",
-                 "--seq", "2048"]) == 0  # none fits in 2 GPUs: each layout with its reason
+    assert set(d) == {"search", "plans"}
+    rows = d["plans"]
+    assert rows and all(r["tp"] * r["pp"] * r["dp"] * r["cp"] == 4 for r in rows)
+    assert all(r["memory"]["fits"] for r in rows)
+    assert [r["tokens_per_s"] for r in rows] == sorted((r["tokens_per_s"] for r in rows),
+                                                       reverse=True)
+    assert main(["plan", "train", "llama3-8b", "--hw", "h100", "--gpus", "1", "--batch", "8",
+                 "--seq", "8192", "--recompute", "none"]) == 0  # none fits on one GPU
     out = capsys.readouterr().out
-    assert "best: none fits" in out and out.count("does not fit: needs") == 3
+    assert "0 fit in memory" in out and "no layout fits" in out
 
 
 @pytest.mark.parametrize("argv, flag", [

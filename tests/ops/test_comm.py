@@ -83,6 +83,8 @@ def test_nvls_is_never_chosen_without_nvlink_sharp_nor_across_domains(any_hw):
 
 
 def test_ll_for_tiny_messages_and_simple_or_ll128_for_large(any_hw):
+    if any_hw.nvlink_domain_gpus == 1:
+        pytest.skip(f"{any_hw.name}: a one-GPU NVLink domain runs no NVLink collective")
     gpus = min(8, any_hw.nvlink_domain_gpus)
     for kind in KINDS:
         tiny = pm.predict_op(pm.ops.op(kind, bytes=1e3, gpus=gpus, algorithm="ring"), any_hw)
@@ -190,6 +192,9 @@ LL_MAX_BW = {"8": (87.7, 22.5, 19.0), "9": (141.0, 45.0, 35.0), "10": (282.0, 90
 
 
 def test_nccls_ll_bandwidth_caps_never_bind_on_the_built_in_gpus(any_hw):
+    if any_hw.compute_capability.split(".")[0] not in LL_MAX_BW:
+        pytest.skip(f"{any_hw.name}: NCCL's LL bandwidth table has no row for sm_"
+                    f"{any_hw.compute_capability}")
     one_node, _, beyond = LL_MAX_BW[any_hw.compute_capability.split(".")[0]]
     nv, net = any_hw.link("nvlink"), any_hw.link("network")
     ll = max(nccl.bus_efficiency(k, "ring", "ll", False, False) for k in KINDS[:3])
@@ -288,7 +293,8 @@ def test_a_group_inside_one_domain_is_priced_exactly_as_on_nvlink(any_hw, kind, 
     if algorithm not in (*cls.ALGORITHMS, "nccl", "auto") or (algorithm == "nvls"
                                                                and not any_hw.nvls):
         return
-    for gpus in sorted({2, any_hw.nvlink_domain_gpus} - {1}):
+    # group sizes inside the domain (none on a one-GPU domain such as GB10's)
+    for gpus in sorted(g for g in {2, any_hw.nvlink_domain_gpus} if 1 < g <= any_hw.nvlink_domain_gpus):
         for nbytes in (1e3, 1e8):
             auto = pm.ops.op(kind, bytes=nbytes, gpus=gpus, algorithm=algorithm)
             named = auto.with_params(link="nvlink")

@@ -1,6 +1,8 @@
 """Streaming ops (elementwise, norm, softmax, memcpy) at HBM speed."""
 from __future__ import annotations
 
+import math
+
 import pytest
 
 import perfmodel as pm
@@ -83,3 +85,72 @@ def test_norm_backward_of_few_rows_uses_one_cta_per_row(h100):
     assert pm.predict_op(norm("rmsnorm", "bwd", rows=7), h100).time_s > \
         2 * h100.kernel_launch_s + 2 * h100.hbm_latency_s
 
+
+
+# ---- implementations: ATen (eager) and Liger (triton) launch shapes ---------------------------
+
+def _b200():
+    return pm.hardware("B200")
+
+
+def test_eager_softmax_forward_is_one_1024_thread_cta_per_row_alone_on_its_sm():
+    hw = _b200()
+    d = pm.ops.Softmax(rows=8192, cols=4096, dtype="bf16", implementation="eager").demand(hw)
+    assert (d.launch.ctas, d.launch.threads_per_cta) == (8192, 1024)
+    assert d.launch.bytes_in_flight_per_cta == 4096 * 2  # 512 vectors of 16 B, one per thread
+    assert d.details["row_in_smem"] and d.cta_dram_round_trips == 1.0
+    eager = pm.predict_op(pm.ops.Softmax(rows=8192, cols=4096, dtype="bf16",
+                                         implementation="eager"), hw)
+    fused = pm.predict_op(pm.ops.Softmax(rows=8192, cols=4096, dtype="bf16"), hw)
+    assert eager.details["ctas_per_sm"] == 1 and eager.time_s > 2 * fused.time_s
+
+
+def test_eager_softmax_short_rows_take_the_persistent_warp_kernel():
+    hw = _b200()
+    a = pm.ops.Softmax(rows=4096, cols=1024, dtype="bf16", implementation="eager").demand(hw)
+    b = pm.ops.Softmax(rows=4096, cols=1024, dtype="bf16").demand(hw)
+    assert a.work == b.work and a.launch == b.launch
+
+
+def test_triton_softmax_follows_liger_calculate_settings():
+    hw = _b200()
+    for cols, threads in ((1024, 128), (4096, 256), (8192, 512), (32768, 1024)):
+        d = pm.ops.Softmax(rows=64, cols=cols, dtype="bf16", implementation="triton").demand(hw)
+        assert d.launch.threads_per_cta == threads
+        assert d.launch.bytes_in_flight_per_cta == cols * 2  # the whole row at once
+
+
+def test_eager_layernorm_backward_rereads_x_and_dy_for_dgamma():
+    hw = _b200()
+    small = pm.ops.Norm(rows=1024, cols=4096, dtype="bf16", kind="layernorm", direction="bwd",
+                        implementation="eager").demand(hw)
+    big = pm.ops.Norm(rows=16384, cols=4096, dtype="bf16", kind="layernorm", direction="bwd",
+                      implementation="eager").demand(hw)
+    assert small.kernels == 2 and [p.details["part"] for p in small.sequence] == \
+        ["dx", "dgamma dbeta"]
+    n = 1024 * 4096 * 2
+    assert small.details["dgamma_reads_from_l2"] and small.sequence[1].work["l2"] >= 2 * n
+    assert not big.details["dgamma_reads_from_l2"]  # 3·n·b > L2: x and dy from HBM again
+    assert big.sequence[1].hbm_bytes > 2 * 16384 * 4096 * 2
+
+
+def test_triton_norm_backward_runs_one_program_per_sm_with_exposed_rows():
+    hw = _b200()
+    d = pm.ops.Norm(rows=8192, cols=4096, dtype="bf16", kind="layernorm", direction="bwd",
+                    implementation="triton").demand(hw)
+    dx, fin = d.sequence
+    assert dx.launch.ctas == hw.sm_count and dx.launch.threads_per_cta == 256
+    assert dx.cta_dram_round_trips == math.ceil(8192 / hw.sm_count)
+    assert fin.kernels == 4  # _DW/_DB .sum(0) and .to(dtype)
+
+
+def test_eager_layernorm_forward_keeps_one_load_per_thread_in_flight():
+    hw = _b200()
+    ln = pm.ops.Norm(rows=4096, cols=4096, dtype="bf16", kind="layernorm",
+                     implementation="eager").demand(hw)
+    rms = pm.ops.Norm(rows=4096, cols=4096, dtype="bf16", implementation="eager").demand(hw)
+    assert ln.launch.threads_per_cta == 128 and ln.launch.bytes_in_flight_per_cta == 128 * 8
+    assert rms.launch.bytes_in_flight_per_cta == 4 * 128 * 8
+    odd = pm.ops.Norm(rows=64, cols=4095, dtype="bf16", kind="layernorm",
+                      implementation="eager").demand(hw)
+    assert odd.kernels == 2  # RowwiseMoments, then the normalize kernel

@@ -1,4 +1,4 @@
-"""Dropout RNG schedules (studies/dropout.py): sequential, fused, overlap."""
+"""Dropout RNG schedules (studies/dropout.py): sequential, fused, overlap, rng_in_gemm."""
 from __future__ import annotations
 
 import pytest
@@ -12,8 +12,8 @@ def h100_fp8():
     return evaluate("llama3-8b", "H100-SXM", batch=1, seq=2048, dtype="fp8")
 
 
-def test_three_schedules_and_speedups(h100_fp8):
-    assert set(h100_fp8) == {"sequential", "fused", "overlap"}
+def test_four_schedules_and_speedups(h100_fp8):
+    assert set(h100_fp8) == {"sequential", "fused", "overlap", "rng_in_gemm"}
     sp = speedups(h100_fp8)
     assert sp["overlap_vs_sequential"] == pytest.approx(
         h100_fp8["sequential"].time_s / h100_fp8["overlap"].time_s)

@@ -36,7 +36,12 @@ Shah et al. FlashAttention-3, arXiv:2407.08608 §3; FlashAttention-4, arXiv:2603
     written per query head and summed (FA2) or accumulated in FP32 and converted (FA3-style);
   * causal and sliding-window masks skip tiles; diagonal tiles compute fully but are partly
     wasted; decode (few query rows) splits the KV sequence across CTAs (flash-decoding).
-Dropout adds Philox work per score (fused) or a mask read from HBM (precomputed).
+Dropout adds Philox work per score (fused) or a mask read from HBM (precomputed). Fused, the
+Philox calls run on the warps that compute the softmax (FA2: every warp; FA3: the consumer
+warpgroups; FA4: the two softmax warpgroups forward, the compute warps backward), in their issue
+slots, FMA-heavy lanes, ALU and registers (perfmodel.ops.rng.fused_dropout_work; the register
+split and warp roles per design are DROPOUT_WARPS); the backward regenerates the mask and applies
+it to P (dV) and dP (dS). The terms are in the Estimate's details["dropout"].
 A KV cache stored narrower than the MMA dtype (`kv_dtype`: FP8 or NVFP4 K/V with BF16/FP16 or FP8
 compute, FlashInfer's and vLLM's FP8 KV caches) moves K and V in their storage bytes (HBM, L2,
 the K/V stages in shared memory) and converts each K/V element a CTA loads on the CUDA cores into
@@ -56,7 +61,7 @@ from perfmodel.units import bytes_per_element, tensor_dtype
 from perfmodel.ops.attention.tiles import (FA4_CLASS, FA4_FWD_Q_STAGES, KV_STAGES, Tiling,
                                            fa2_bwd_smem_elements, tile_smem_bytes, tiling)
 from perfmodel.ops.base import Op, Param, positive
-from perfmodel.ops.rng import GENERATOR_ROUNDS, rng_instruction_work
+from perfmodel.ops.rng import GENERATOR_ROUNDS, fused_dropout_work
 from perfmodel.ops.streaming import stream_demand
 
 KERNELS = ("fa2", "fa3", "fa4", "cudnn")
@@ -157,6 +162,38 @@ MASK_APPLY_ALU_PER_SCORE = {"bytes": 1.0, "bits": 2.0}
 # (sm_100), else the PRMT table lookup e2m1x8_to_bf16x8 (~17 ALU ops per 8 elements), then the
 # block scale's HMUL2 (load_fp4_k_frag_scaled). Into FP8 MMAs (FP8 queries, NVFP4 K/V) a further
 # cvt…e4m3x2 per two elements follows.
+# Fused dropout: which warps of each design run Philox, per pass, with their register budget
+# (setmaxnreg) and what those registers already hold, and the Philox variant each code base
+# ships. (rng warps per CTA, registers per thread or None for the launch's, fragments held:
+# S only, or S and dP, plus register accumulators or not)
+#   fa4 / cudnn_tcgen05 forward: the two softmax warpgroups (8 warps), 192 registers each
+#     (flash_attn/cute/flash_fwd_sm100.py, flash-attn-4 4.0.0b36: num_regs_softmax = 192 at
+#     head dim 128); a thread owns one row of the bn-wide S tile loaded from tensor memory; O is
+#     in tensor memory, not in registers;
+#   fa4 / cudnn_tcgen05 backward: the 8 compute warps at 136 registers (flash_bwd_sm100.py:
+#     num_regs_compute = 136; compute_warp_ids 4..11), holding a thread's share of S/P and dP;
+#   fa3 / cudnn on wgmma: the two consumer warpgroups at 240 registers (FA3 paper §3.1, hopper
+#     setmaxnreg 240 for 2 consumer warpgroups), with S and the O accumulator (forward) or S,
+#     dP and the dK, dV accumulators (backward) in registers;
+#   fa2: every warp, at the launch's registers, same fragments as fa3.
+DROPOUT_WARPS = {("fa4", "fwd"): (8, 192), ("fa4", "bwd"): (8, 136),
+                 ("cudnn_tcgen05", "fwd"): (8, 192), ("cudnn_tcgen05", "bwd"): (8, 136),
+                 ("fa3", "fwd"): (8, 240), ("fa3", "bwd"): (8, 240),
+                 ("cudnn", "fwd"): (8, 240), ("cudnn", "bwd"): (8, 240)}
+# Registers a softmax/compute thread holds beside its fragments (addresses, row max and sum,
+# loop and pipeline state); assumed, range 16-40
+DROPOUT_BOOKKEEPING_REGS = 24
+# Random bits each design draws per score: FA2's philox.cuh/dropout.h read one call's 128 bits
+# as 16 bytes, one per score; FA4's CuTe dropout (PR 2597, flash_attn/cute/dropout.py) reads
+# them as 8 16-bit values (threshold p_keep_uint8·257) (docs/studies.md §1.2)
+DROPOUT_BITS_PER_SCORE = {"fa2": 8, "fa3": 8, "cudnn": 8, "fa4": 16, "cudnn_tcgen05": 16}
+# Philox as each design compiles it, per pass: (3-input XORs folded into LOP3, round keys
+# precomputed). FA4 folds forward and not backward, where the fold "REGRESSES the bwd kernel by
+# ~390 us" (flash_attn/cute/philox.py comment), and hoists its round keys
+# (philox_precompute_round_keys); FA2's C++ philox.cuh bumps the key in every round and ptxas
+# folds a ^ b ^ c into one LOP3.
+DROPOUT_PHILOX = {("fa4", "fwd"): (True, True), ("fa4", "bwd"): (False, True),
+                  ("cudnn_tcgen05", "fwd"): (True, True), ("cudnn_tcgen05", "bwd"): (False, True)}
 KV_DTYPES = ("bf16", "fp16", "fp8", "fp8_e4m3", "nvfp4")
 FP8_KV_DEQUANT_ALU = 2.0
 FP8_KV_DEQUANT_FMA = 0.5
@@ -251,10 +288,11 @@ class Attention(Op):
         "kernel": Param("choice", default=None, nullable=True, choices=KERNELS),
         "dropout_mask": Param("choice", default="bytes", choices=("bytes", "bits"),
                               doc="precomputed mask layout: a byte or a bit per score"),
-        "dropout_bits_per_score": Param("int", default=8, lo=1, hi=128,
+        "dropout_bits_per_score": Param("int", default=None, nullable=True, lo=1, hi=128,
                                         doc="random bits drawn per score by fused dropout "
-                                            "(FA2: 8, i.e. 16 per Philox call; 128: one call "
-                                            "per score, FA's per-element SM90/SM100 path)"),
+                                            "(none: the kernel's own, FA2/FA3 8, i.e. 16 per "
+                                            "Philox call, FA4 16; 128: one call per score, "
+                                            "FA's per-element SM90/SM100 path)"),
         "dropout_generator": Param("choice", default="philox4x32-7",
                                    choices=("philox4x32-7", "philox4x32-10"),
                                    doc="fused RNG (FlashAttention uses Philox4x32-7)"),
@@ -327,16 +365,19 @@ class Attention(Op):
                    v_transposed=v_transposed, shared_kv=self.shared_kv, kv_element_bytes=kb)
         work = self._tile_work(hw, t, kernel, design, direction, tensor, v_transposed)
         io = self._memory(t, kernel, direction)
-        if self.dropout > 0:
-            self._add_dropout(work, io, t.scores)
-        work["hbm"], work["l2"] = io["hbm"], io["l2"]
         smem = tile_smem_bytes(t.tile_m, t.bn, d, dv, b, v_transposed, self.shared_kv, kb)
+        dropout_terms = {}
+        if self.dropout > 0:
+            dropout_terms = self._add_dropout(hw, work, io, t, design, direction, smem)
+        work["hbm"], work["l2"] = io["hbm"], io["l2"]
         launch = LaunchShape(ctas=t.ctas, threads_per_cta=t.threads,
                              registers_per_thread=t.registers,
                              smem_per_cta_bytes=min(hw.smem_per_cta_bytes, int(smem)),
                              bytes_in_flight_per_cta=KV_STAGES * t.bn * (d + dv) * kb)
         details = {"kernel": kernel, "direction": direction, "tile_pairs": t.pairs,
                    "key_tile": t.bn, "decode": t.decode, "kv_splits": t.kv_splits}
+        if dropout_terms:
+            details["dropout"] = dropout_terms
         main = Demand(work=work, launch=launch, flop=self._mma_flop_per_score(direction) * t.scores,
                       hbm_bytes=io["hbm"],
                       overlap=self._overlap(kernel, design, direction, tensor),
@@ -520,19 +561,56 @@ class Attention(Op):
         """Bytes per K/V element as stored (kv_dtype, block scales included; none: dtype)."""
         return bytes_per_element(self.kv_dtype or self.dtype)
 
-    def _add_dropout(self, work: dict[str, float], io: dict[str, float], scores: float) -> None:
-        """Fused dropout: Philox work per score beside the softmax. Precomputed: a mask read
-        from HBM and applied per score."""
-        if self.dropout_rng == "fused":
-            rounds = GENERATOR_ROUNDS[self.dropout_generator]
-            rng = rng_instruction_work(scores, self.dropout_bits_per_score, rounds, "bytes")
-            work.update(add_work(work, rng))
-            return
-        mask_bytes = scores * (1.0 if self.dropout_mask == "bytes" else 1 / 8)
-        io["hbm"] += mask_bytes
-        io["l2"] += mask_bytes
-        work["alu"] += scores * MASK_APPLY_ALU_PER_SCORE[self.dropout_mask]
-        work["issue"] += scores * MASK_APPLY_ALU_PER_SCORE[self.dropout_mask] / 32
+    def _add_dropout(self, hw, work: dict[str, float], io: dict[str, float], t: Tiling,
+                     design: str, direction: str, smem_bytes: float) -> dict[str, float]:
+        """Fused dropout: Philox beside the softmax on the warps that compute it
+        (rng.fused_dropout_work), the mask regenerated in backward. Precomputed: a mask read from
+        HBM and applied per score. Returns the named terms (details["dropout"])."""
+        if self.dropout_rng != "fused":
+            mask_bytes = t.scores * (1.0 if self.dropout_mask == "bytes" else 1 / 8)
+            io["hbm"] += mask_bytes
+            io["l2"] += mask_bytes
+            apply = t.scores * MASK_APPLY_ALU_PER_SCORE[self.dropout_mask]
+            work["alu"] += apply
+            work["issue"] += apply / 32
+            return {"mask_bytes": mask_bytes, "mask_alu": apply}
+        d, dv = self.head_dim, self.head_dim_v or self.head_dim
+        warps, regs = DROPOUT_WARPS.get((design, direction), (t.threads // 32, t.registers))
+        rng_threads = warps * 32
+        tile = t.tile_m * t.bn
+        scores_per_thread = t.bn if (design in FA4_CLASS and direction == "fwd") \
+            else tile / rng_threads
+        live = scores_per_thread * (2 if direction == "bwd" else 1) + DROPOUT_BOOKKEEPING_REGS
+        if design not in FA4_CLASS:  # accumulators in registers (tensor memory on tcgen05)
+            live += (t.tile_m * dv if direction == "fwd" else t.bn * (d + dv)) / rng_threads
+        fold, keys = DROPOUT_PHILOX.get((design, direction), (True, False))
+        bits = self.dropout_bits_per_score or DROPOUT_BITS_PER_SCORE[design]
+        rng_work, terms = fused_dropout_work(
+            t.tile_scores, bits, GENERATOR_ROUNDS[self.dropout_generator], direction, fold, keys,
+            rng_warps_per_sm=warps * self._ctas_per_sm(hw, t, smem_bytes), register_budget=min(
+                regs, hw.max_registers_per_thread), live_registers=live,
+            scores_per_thread=scores_per_thread)
+        issue = work.get("issue", 0.0) + rng_work["issue"]
+        # the Philox chains' latency floor: softmax instructions fill the stalls, so the warps'
+        # issue is the larger of all their instructions and the chains' own floor
+        terms["chain_stall_issue"] = max(0.0, terms["chain_issue_floor"] - issue)
+        work.update(add_work(work, {r: w for r, w in rng_work.items() if r != "issue"}))
+        work["issue"] = max(issue, terms["chain_issue_floor"])
+        terms.update(bits_per_score=float(bits), lop3_fold=float(fold),
+                     precomputed_keys=float(keys), register_budget=float(regs))
+        return terms
+
+    @staticmethod
+    def _ctas_per_sm(hw, t: Tiling, smem_bytes: float) -> int:
+        """Resident CTAs per SM of the pass (registers, warps, shared memory): the count the
+        engine's occupancy gives, repeated here because an op does not call the engine."""
+        warps = t.threads // 32
+        regs_per_warp = math.ceil(min(t.registers, hw.max_registers_per_thread) * 32 / 256) * 256
+        limits = [hw.max_ctas_per_sm, hw.max_warps_per_sm // warps,
+                  hw.registers_per_sm // (regs_per_warp * warps)]
+        if smem_bytes:
+            limits.append(hw.smem_per_sm_bytes // min(hw.smem_per_cta_bytes, int(smem_bytes)))
+        return max(1, min(limits))
 
     @staticmethod
     def _overlap(kernel: str, design: str, direction: str, tensor: str) -> Overlap:

@@ -76,6 +76,10 @@ def _file_digest(path) -> tuple:
     data = Path(path).read_bytes()
     return len(data), hashlib.blake2b(data, digest_size=16).hexdigest()
 
+# shared memory of the grouped GEMM's CTA (its pipeline stages) where the GPU allows it, and the
+# 4/5 of it in flight from HBM (the stages not being consumed): 160 / 128 KiB as before
+GROUPED_GEMM_SMEM_BYTES = 160 * 1024
+
 class Moe(Op):
     name = "moe"
     EXAMPLE = dict(tokens=256, experts=64, top_k=4, hidden=2048, expert_hidden=1024, dtype="bf16",
@@ -268,9 +272,11 @@ class Moe(Op):
                              f"cores")
         # GPUs with the same row groups (as a multiset) do the same work: price each once
         distinct = dict.fromkeys(tuple(sorted(rows)) for rows in self.per_gpu_rows())
-        return Choice(tuple(self._gpu_demand(list(rows)) for rows in distinct), pick="slowest")
+        smem = min(GROUPED_GEMM_SMEM_BYTES, hw.smem_per_cta_bytes)
+        return Choice(tuple(self._gpu_demand(list(rows), smem) for rows in distinct),
+                      pick="slowest")
 
-    def _gpu_demand(self, rows: list[int]) -> Demand:
+    def _gpu_demand(self, rows: list[int], smem_bytes: int) -> Demand:
         h, f = self.hidden, self.expert_hidden
         w = bytes_per_element(self.dtype)
         act = 2.0  # activations in BF16
@@ -286,9 +292,11 @@ class Moe(Op):
         work = {f"tensor:{tensor_dtype(self.dtype)}": 2.0 * padded * 3 * h * f,
                 "fma": tokens * 3 * f, "xu": tokens * f,  # SiLU(gate)·up epilogue
                 "l2": hbm, "hbm": hbm}
+        # the grouped GEMM's pipeline stages fill the shared memory a CTA may have (CUTLASS sizes
+        # its stage count from it): 160 KiB on Hopper/Blackwell datacenter parts, less on GB10
         launch = LaunchShape(ctas=max(1, tiles), threads_per_cta=384, registers_per_thread=168,
-                             smem_per_cta_bytes=160 * 1024,
-                             bytes_in_flight_per_cta=128 * 1024)
+                             smem_per_cta_bytes=smem_bytes,
+                             bytes_in_flight_per_cta=smem_bytes * 4 // 5)
         return Demand(work=work, launch=launch, flop=2.0 * tokens * 3 * h * f, hbm_bytes=hbm,
                       kernels=2,  # grouped GEMM gate/up, grouped GEMM down
                       details={"activated_replicas": len(rows), "tokens_on_gpu": tokens})

@@ -109,6 +109,7 @@ class StepCost:
         if bytes_per_element(kv_dtype) != ACT_BYTES:  # a cache narrower than the activations
             self._graph_kw["kv_dtype"] = kv_dtype
         pre = build_graph(self.model, "prefill", batch=1, seq=CLASSIFY_TOKENS, **self._graph_kw)
+        self._last_graph = (CLASSIFY_TOKENS, pre)  # see _prefill_graph
         dec = build_graph(self.model, "decode", batch=CLASSIFY_TOKENS, context=CLASSIFY_TOKENS,
                           **self._graph_kw)
         pre_roles = {role(n.name) for n in pre.nodes}
@@ -178,9 +179,19 @@ class StepCost:
             t, lt = t + e[0], lt + e[1]
         return t, lt
 
+    def _prefill_graph(self, tokens: int):
+        """The builder's prefill graph of one sequence of `tokens` tokens; the last one kept, as
+        the body and experts tables often want a node at the same token count in turn."""
+        last = self._last_graph
+        if last is not None and last[0] == tokens:
+            return last[1]
+        g = build_graph(self.model, "prefill", batch=1, seq=tokens, **self._graph_kw)
+        self._last_graph = (tokens, g)
+        return g
+
     def _eval_body(self, tokens: int) -> tuple[float, float, float, float]:
         """(time, launch) of the shared ops and of the prefill-only ops at `tokens`."""
-        g = build_graph(self.model, "prefill", batch=1, seq=tokens, **self._graph_kw)
+        g = self._prefill_graph(tokens)
         seen: dict[int, tuple[float, float]] = {}
         st = sl = pt = pl = 0.0
         for n in g.nodes:
@@ -202,7 +213,7 @@ class StepCost:
                                   bytes=float(tokens * self.model.hidden * ACT_BYTES)))[0],)
 
     def _eval_experts(self, tokens: int) -> tuple[float, float]:
-        g = build_graph(self.model, "prefill", batch=1, seq=tokens, **self._graph_kw)
+        g = self._prefill_graph(tokens)
         return self._sum_nodes(n for n in g.nodes if n.op.name == MOE_OP)
 
     def _eval_decode_only(self, batch: int) -> tuple[float, float]:

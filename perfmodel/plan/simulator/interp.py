@@ -28,6 +28,7 @@ class Axis:
         self.per_octave = per_octave
         self.lo = lo
         self.base = max(base, 2 * per_octave)  # node spacing ≥ ~1.4 past the base
+        self._around: dict[tuple[float, int], tuple[int, int]] = {}  # between_nodes' cache
 
     def node(self, k: int) -> int:
         return round(self.base * 2.0 ** (k / self.per_octave))
@@ -42,7 +43,21 @@ class Axis:
 
     def between_nodes(self, x: float, origin: float) -> tuple[int, int, float]:
         """The two nodes around x above `origin`, where node(k) grows by a factor 2 every
-        `per_octave` steps, and x's weight between them."""
+        `per_octave` steps, and x's weight between them.
+
+        The nodes are integers, strictly increasing (spacing > 1), so the pair around x is that
+        around floor(x) + 1/2 (largest node ≤ floor(x), smallest above it) unless x is a node:
+        it is searched once per floor(x) and cached."""
+        f = math.floor(x)
+        pair = self._around.get((origin, f))
+        if pair is None:
+            pair = self._around[(origin, f)] = self._search(f + 0.5, origin)[:2]
+        x0, x1 = pair
+        if x0 == x:
+            return x0, x0, 0.0
+        return x0, x1, (x - x0) / (x1 - x0)
+
+    def _search(self, x: float, origin: float) -> tuple[int, int, float]:
         k = int(math.log2(x / origin) * self.per_octave)
         x0, x1 = self.node(k), self.node(k + 1)
         while x0 > x:
@@ -144,10 +159,25 @@ class Table2:
             return self.at_node(max(self.ax.lo, round(x)), max(self.ay.lo, round(y)))
         x0, x1, wx = self.ax.bracket(x)
         y0, y1, wy = self.ay.bracket(y)
-        a = self._along_y(x0, y0, y1, wy)
+        nodes = self.nodes  # _along_y inlined: the same nodes in the same order, same floats
+        a = nodes.get((x0, y0))
+        if a is None:
+            a = self.at_node(x0, y0)
+        if wy:
+            b = nodes.get((x0, y1))
+            if b is None:
+                b = self.at_node(x0, y1)
+            a = a[0] + wy * (b[0] - a[0]), a[1] + wy * (b[1] - a[1])
         if not wx:
             return a
-        b = self._along_y(x1, y0, y1, wy)
+        b = nodes.get((x1, y0))
+        if b is None:
+            b = self.at_node(x1, y0)
+        if wy:
+            c = nodes.get((x1, y1))
+            if c is None:
+                c = self.at_node(x1, y1)
+            b = b[0] + wy * (c[0] - b[0]), b[1] + wy * (c[1] - b[1])
         if self.log_x and a[0] > 0 and b[0] > 0:
             f = math.log(x / x0) / math.log(x1 / x0)
             return a[0] * (b[0] / a[0]) ** f, a[1] + wx * (b[1] - a[1])

@@ -282,19 +282,35 @@ class Simulation:
 
     def run(self, m, h, tp, ep, pp, dtype, kv_dtype) -> SimResult:
         total = len(self.requests)
+        lanes, pending, stage_free = self.lanes, self.pending, self.stage_free
+        overhead = self.eng.step_overhead_s
+        # the lanes with work and the earliest to start (start_s; ties to the lowest index, as
+        # min over (start, k) pairs), the arrivals up to that start delivered first
+        fast = self.expected_tokens == 1.0 and not self.eng.spec_tokens
         while self.done < total:
             while True:
-                ready = [(self.start_s(ln), k) for k, ln in enumerate(self.lanes)
-                         if ln.running or ln.waiting]
-                if not ready:
-                    if not self.pending:
+                start = k = None
+                free0 = stage_free[0]
+                for i, ln in enumerate(lanes):
+                    if ln.running or ln.waiting:
+                        s = ln.ready_s + overhead
+                        if s < free0:
+                            s = free0
+                        if s < ln.wake_s:
+                            s = ln.wake_s
+                        if start is None or s < start:
+                            start, k = s, i
+                if start is None:
+                    if not pending:
                         raise RuntimeError("simulation stalled with requests unfinished")
-                    self.deliver(self.pending[0][0])
+                    self.deliver(pending[0][0])
                     continue
-                start, k = min(ready)
-                if not self.deliver(start):
+                if not (pending and pending[0][0] <= start) or not self.deliver(start):
                     break
-            if not self.step(self.lanes[k], start) and not self.lanes[k].running:
+            ln = lanes[k]
+            if fast and self.decode_step(ln, start):
+                continue
+            if not self.step(ln, start) and not ln.running:
                 raise RuntimeError("simulation stalled: a waiting request can never be admitted")
         return self.result(m, h, tp, ep, pp, dtype, kv_dtype)
 
@@ -370,6 +386,80 @@ class Simulation:
                     ln.start_decode(r)
         return True
 
+    def decode_step(self, ln: Lane, start: float) -> bool:
+        """`step` of a lane whose step is decode only (no prefill running, none admitted, no
+        preemption, one token per decoder): the same state changes and floats as `step`, its
+        scheduling shortcut. False, with nothing changed, when the step is not such a one."""
+        if not ln.n or ln.prefilling:
+            return False
+        eng = self.eng
+        mixed = eng.mixed_batching
+        if not mixed and not self.admission_blocked(ln, self.budget):
+            return False
+        need = ln.residue[ln.j % ln.bt]
+        if ln.capacity - ln.used < need:
+            return False  # preemption: step() does it
+        decode = ln.n
+        ln.used += need
+        if mixed and not self.admission_blocked(ln, self.budget - decode):
+            ln.used -= need
+            return False
+        self.admitted_decoders = 0
+        if ln.peak < ln.used:
+            ln.peak = ln.used
+        lanes = self.lanes
+        if len(lanes) == 1:
+            used, running = ln.used, len(ln.running)
+        else:
+            used = running = 0
+            for x in lanes:
+                used += x.used
+                running += len(x.running)
+        if self.peak < used:
+            self.peak = used
+        if self.peak_running < running:
+            self.peak_running = running
+        latency, stage = self.price(decode, ln.a + ln.n * (ln.j + 1), ())
+        stage_free = self.stage_free
+        t = start
+        last = len(stage_free) - 1
+        for s in range(last):
+            t = max(t, stage_free[s]) + stage
+            stage_free[s] = t
+        t = max(t, stage_free[-1]) + (latency - last * stage)
+        stage_free[-1] = t
+        ln.ready_s = t
+        self.busy += stage if last else latency
+        self.steps += 1
+        self.decode_steps += 1
+        ln.decode_end_s.append(t)
+        j = ln.j
+        ln.j = j + 1
+        ln.decode_steps += 1
+        done = ln.finish_at.pop(j, None)
+        if done:
+            for r, epoch in done:
+                if r.epoch == epoch and r.state == DECODE:
+                    self.finish(ln, r, t)
+        return True
+
+    def admission_blocked(self, ln: Lane, budget: int) -> bool:
+        """Whether `schedule_prefill`'s admission loop admits no one (with no prefill running
+        and no chunk scheduled before it): its first test, without its side effects."""
+        if not ln.waiting or budget <= 0 or len(ln.running) >= ln.max_batch:
+            return True
+        eng, bt = self.eng, ln.bt
+        r = ln.waiting[0]
+        tokens = r.prompt + r.generated
+        c = min(tokens, budget)
+        if not eng.chunked_prefill and c < tokens:
+            c = tokens
+        if self.prefilled and r.preempted == 0:
+            blocks = -(-tokens // bt)
+        else:
+            blocks = -(-c // bt)
+        return not ln.admissible(blocks, r.total_blocks, eng.reserve_output_fraction)
+
     def tokens_this_step(self, ln: Lane) -> int:
         """Tokens each decoder gains this step: 1, or with speculative decoding the accepted
         drafts plus the verified token, E = (1 - a^(k+1)) / (1 - a) on average for k drafts
@@ -441,12 +531,15 @@ class Simulation:
 
     def price(self, decode: int, ctx_sum: float, chunks) -> tuple[float, float]:
         eng = self.eng
-        tokens = decode + sum(c for _, c in chunks)
+        tokens = decode
+        for _, c in chunks:
+            tokens += c
         graphs, pad = "none", 0
         sizes = self.graph_sizes
         if sizes:
-            full = eng.cuda_graph_mode in ("full_decode", "full_and_piecewise")
-            piece = eng.cuda_graph_mode in ("piecewise", "full_and_piecewise")
+            mode = eng.cuda_graph_mode
+            full = mode in ("full_decode", "full_and_piecewise")
+            piece = mode in ("piecewise", "full_and_piecewise")
             if full and not chunks and decode <= sizes[-1]:
                 graphs, pad = "all", sizes[bisect.bisect_left(sizes, decode)]
             elif piece and tokens <= sizes[-1]:

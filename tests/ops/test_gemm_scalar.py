@@ -1,0 +1,105 @@
+"""The scalar GEMM path (perfmodel.predict.gemm_estimate: the plain-Python tile search and the
+engine's formulas on floats) gives the engine's Estimates bit for bit: every field compared by
+repr (floats exactly, -0.0 apart from 0.0), on random shapes, dtypes and flags on every GPU at
+both levels, and predict_op, which takes it, agrees with the engine path and with clear_cache."""
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+
+import perfmodel as pm
+from perfmodel import intervals
+from perfmodel.engine import estimate, resolve
+from perfmodel.predict import gemm_estimate
+
+HW = [pm.hardware(h.name) for h in pm.list_hardware()]
+DTYPES = ("bf16", "fp16", "fp8", "fp8_e4m3", "tf32", "int8", "fp32", "mxfp8", "nvfp4")
+
+
+def engine_estimate(op, hw, level):
+    """What predict_op gave before the scalar path: the engine's resolve and estimate, with the
+    band at the pipes level."""
+    est = estimate(resolve(op.demand(hw), hw, level), hw, level)
+    band = intervals.band(op, hw) if level == "pipes" else None
+    if band is not None:
+        est = dataclasses.replace(est, interval_s=band.around(est.time_s),
+                                  interval_basis=band.basis)
+    return est
+
+
+def exact(est):
+    return repr([(f.name, getattr(est, f.name)) for f in dataclasses.fields(est)])
+
+
+def random_gemms(seed: int, n: int):
+    rng = random.Random(seed)
+    out = []
+    while len(out) < n:
+        hw = rng.choice(HW)
+        dtype = rng.choice(DTYPES)
+        if dtype != "fp32" and not hw.supports(dtype):
+            continue
+        size = lambda hi: rng.choice((rng.randint(1, 64), rng.randint(1, hi),  # noqa: E731
+                                      1 << rng.randint(0, 15)))
+        params = dict(m=size(1 << 17), n=size(1 << 16), k=size(1 << 16), dtype=dtype)
+        if rng.random() < 0.2:
+            params["batch"] = rng.randint(1, 64)
+        if rng.random() < 0.1:
+            params["count"] = rng.randint(1, 8)
+        if rng.random() < 0.2:
+            params["persistent"] = rng.choice((True, False))
+        if rng.random() < 0.2:
+            params["out_dtype"] = rng.choice(("fp32", "fp16", "fp8"))
+        if dtype == "bf16" and rng.random() < 0.2:
+            params["b_dtype"] = rng.choice(("int4", "fp8", "int8"))
+        if dtype in ("fp8", "fp8_e4m3") and rng.random() < 0.2:
+            params["fp8_scaling"] = "block"
+        try:
+            op = pm.ops.Gemm(**params)
+        except pm.InputError:  # a tensor too large
+            continue
+        out.append((op, hw, rng.choice(("pipes", "roofline"))))
+    return out
+
+
+def check(cases):
+    mirrored = 0
+    for op, hw, level in cases:
+        fast = gemm_estimate(op, hw, level)
+        if fast is None:  # block-scaled FP8 promoted on the CUDA cores: the engine's
+            assert op.promotes_on_cuda_cores(hw)
+            continue
+        mirrored += 1
+        assert exact(fast) == exact(engine_estimate(op, hw, level)), (op, hw.name, level)
+    return mirrored
+
+
+def test_scalar_path_is_the_engine_bit_for_bit():
+    assert check(random_gemms(1, 400)) > 300
+
+
+@pytest.mark.slow
+def test_scalar_path_is_the_engine_bit_for_bit_on_thousands_of_shapes():
+    assert check(random_gemms(2, 4000)) > 3000
+
+
+def test_predict_op_takes_it_and_keeps_the_engine_numbers(h100):
+    op = pm.ops.Gemm(m=333, n=4096, k=7168, dtype="fp8")
+    pm.clear_cache()
+    est = pm.predict_op(op, h100)
+    assert exact(est) == exact(engine_estimate(op, h100, "pipes"))
+    assert pm.predict_op(op, h100) is est  # memoized
+    pm.clear_cache()
+    assert pm.predict_op(op, h100) is not est
+    # a graph schedules the same GEMM through the engine: the same time
+    g = pm.OpGraph.from_ops([op]) if hasattr(pm.OpGraph, "from_ops") else None
+    if g is not None:
+        assert pm.predict(g, h100).ops[0].estimate.time_s == est.time_s
+
+
+def test_engine_errors_stay_the_engines(h100):
+    a100 = pm.hardware("a100")
+    with pytest.raises(pm.InputError, match="not supported"):
+        pm.predict_op(pm.ops.Gemm(m=64, n=64, k=64, dtype="fp8"), a100)

@@ -1,0 +1,133 @@
+"""Fused-dropout overhead on the GPU: the same attention with and without dropout, interleaved.
+
+What it measures (docs/studies.md §1.5-1.6; the model's side is
+perfmodel.studies.dropout.judged_overheads): PyTorch SDPA's flash backend (FlashAttention-2) and,
+where installed, flash_attn's own `flash_attn_func` (FA2 on Hopper), forward and backward, at the
+shapes of the published GB10/GB200 rows (16 heads, head dim 64 and 128, causal and not, 4096 and
+8192 tokens per sequence, 16k tokens), p = 0.1 against p = 0. The variants alternate rep by rep
+(quack/rounding.py: sequential runs at 700 W drift 8-15 % thermally, so variants must be
+interleaved); each time is the median of REPS CUDA-event timings. Rows use the columns of
+validate/data/public_measurements.csv (op attention_fwd / attention_bwd, metric time in ms,
+shape_json with dropout_p), one per variant, so the overhead is their ratio.
+
+Without torch or without a GPU it prints a note to stderr and exits 0 (the one-shot script's
+dry run and CI import it on CPU-only machines).
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+try:  # optional: the harness must import without torch
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # pragma: no cover - exercised where torch is absent
+    torch = None
+    F = None
+
+from torch_bench import COLUMNS, attention_flop  # noqa: E402  (validate/ is the script's dir)
+
+TOKENS = 16384
+HEADS = 16
+SHAPES = [(64, 4096), (64, 8192), (128, 4096), (128, 8192)]   # (head dim, seq)
+P = 0.1
+WARMUP, REPS = 2, 8
+
+
+def _median(v):
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+def _interleaved(fns, reps=REPS, warmup=WARMUP):
+    """Median time (ms) of each callable, alternating them every repetition."""
+    for f in fns:
+        for _ in range(warmup):
+            f()
+    torch.cuda.synchronize()
+    times = [[] for _ in fns]
+    for _ in range(reps):
+        for i, f in enumerate(fns):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            f()
+            b.record()
+            b.synchronize()
+            times[i].append(a.elapsed_time(b))
+    return [_median(t) for t in times]
+
+
+def _impls():
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    out = []
+
+    def sdpa(q, k, v, p, causal):
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=causal)
+    out.append(("sdpa_flash", f"FlashAttention-2 (PyTorch {torch.__version__} SDPA flash)",
+                sdpa, "bhsd"))
+    try:
+        import flash_attn
+        from flash_attn import flash_attn_func
+
+        def fa(q, k, v, p, causal):
+            return flash_attn_func(q, k, v, dropout_p=p, causal=causal)
+        out.append(("flash_attn", f"flash_attn {flash_attn.__version__} flash_attn_func", fa,
+                    "bshd"))
+    except ImportError:
+        print("dropout_bench: flash_attn not installed; SDPA only", file=sys.stderr)
+    return out
+
+
+def main() -> int:
+    if torch is None or not torch.cuda.is_available():
+        print("dropout_bench: no PyTorch with CUDA; nothing to measure", file=sys.stderr)
+        return 0
+    import csv
+    w = csv.writer(sys.stdout, lineterminator="\n")
+    w.writerow(COLUMNS)
+    hw = torch.cuda.get_device_name()
+    seq_id = 0
+    torch.manual_seed(0)
+    for name, lib, fn, layout in _impls():
+        for d, s in SHAPES:
+            for causal in (False, True):
+                b = TOKENS // s
+                dims = (b, HEADS, s, d) if layout == "bhsd" else (b, s, HEADS, d)
+                q, k, v = (torch.randn(dims, device="cuda", dtype=torch.bfloat16,
+                                       requires_grad=True) for _ in range(3))
+                try:
+                    fwd = [lambda p=p: fn(q, k, v, p, causal) for p in (0.0, P)]
+                    o = fn(q, k, v, 0.0, causal)
+                    g = torch.randn_like(o)
+                    bwd = [lambda p=p: torch.autograd.grad(fn(q, k, v, p, causal), (q, k, v), g)
+                           for p in (0.0, P)]
+                    t_fwd = _interleaved(fwd)
+                    t_all = _interleaved(bwd)  # forward + backward; backward = difference
+                except RuntimeError as e:  # a backend refusing a shape is reported, not fatal
+                    print(f"dropout_bench: {name} d={d} s={s} causal={causal}: {e}",
+                          file=sys.stderr)
+                    continue
+                for i, p in enumerate((0.0, P)):
+                    for op, t, direction in (("attention_fwd", t_fwd[i], "fwd"),
+                                             ("attention_bwd", t_all[i] - t_fwd[i], "bwd")):
+                        seq_id += 1
+                        shape = {"batch": b, "nheads": HEADS, "seqlen": s, "headdim": d,
+                                 "causal": causal, "pass": direction, "dropout_p": p}
+                        flop = attention_flop(b, HEADS, s, s, d, causal, direction)
+                        w.writerow([f"dropout_bench-{op}-{seq_id:03d}",
+                                    "perfmodel validate/dropout_bench.py", hw, lib, op, "bf16",
+                                    json.dumps(shape, separators=(",", ":")), "time",
+                                    f"{t:.9g}", "ms",
+                                    f"median of {REPS} interleaved reps (p=0 and p={P} "
+                                    f"alternating); bwd = (fwd+bwd) - fwd; flop={flop:.6g}; "
+                                    f"achieved={flop / (t * 1e-3) / 1e12:.4g} TFLOP/s"])
+                        sys.stdout.flush()
+                del q, k, v
+                torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
