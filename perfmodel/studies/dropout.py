@@ -298,12 +298,17 @@ def best_schedule(results: dict[str, ScheduleResult]) -> str:
 
 # ------------------------------------------------------------------ judged fused-dropout rows --
 
-JUDGED_ROWS = "validate/data/dropout_overheads.csv"
+JUDGED_ROWS = "dropout_overheads.csv"  # in validate/data (validate/data/dropout_SOURCES.md)
 
 
-def _repo_file(rel: str):
+def _data_file(name: str):
+    """validate/data/<name>, shipped in the wheel as perfmodel/validation/data/<name>
+    (pyproject.toml package data), so the study runs after a plain install too."""
     from pathlib import Path
-    return Path(__file__).resolve().parents[2] / rel
+    installed = Path(__file__).resolve().parents[1] / "validation" / "data" / name
+    if installed.is_file():
+        return installed
+    return Path(__file__).resolve().parents[2] / "validate" / "data" / name
 
 
 def judged_overheads(path=None) -> list[dict[str, Any]]:
@@ -312,7 +317,7 @@ def judged_overheads(path=None) -> list[dict[str, Any]]:
     them). Error in percentage points: predicted − published; `outside_pp` is the distance to
     the published range where the row gives one (FA4's GB200 ranges), else |error|."""
     import csv
-    p = path or _repo_file(JUDGED_ROWS)
+    p = path or _data_file(JUDGED_ROWS)
     out = []
     with open(p) as f:
         for row in csv.DictReader(f):
