@@ -184,11 +184,37 @@ def kernel_clock_hz(hw: Hardware, times: Mapping[str, Any], overlap: Overlap | N
     return float(clock) if np.ndim(clock) == 0 else clock
 
 
+@functools.lru_cache(maxsize=256)
+def tensor_power_ratio(hw: Hardware, resource: str) -> float:
+    """How much slower than its datasheet rate `resource`'s MMA runs under the power limit,
+    relative to the 16-bit MMA: r**exponent, where r is its FLOP per clock over the 16-bit MMA's
+    (2 for FP8, 4 for FP4 on Blackwell) and the exponent hw.tensor_power_exponent. An MMA on
+    narrower operands does r times the multiply-adds per clock at less energy each; its power per
+    clock grows as r**exponent, so under the limit that holds a 16-bit MMA at the sustained clock
+    it delivers r**(1 - exponent) times the 16-bit FLOP/s (exponent 0: the datasheet ratio r; 1:
+    no faster than 16-bit). Applied to the tensor pipe's busy time at the kernel's clock
+    (power_limited), not to the SM clock, so halving an MMA's work never slows the rest of the
+    kernel. Types slower than 16-bit (TF32) count 1."""
+    rates = hw.tensor_flop_per_sm_per_clk
+    base = rates.get("bf16") or rates.get("fp16")
+    r = rates.get(resource.split(":", 1)[1], base) / base if base else 1.0
+    return r ** hw.tensor_power_exponent if r > 1.0 else 1.0
+
+
 def at_clock(times: Mapping[str, Any], from_hz: Any, to_hz: Any) -> dict[str, Any]:
     """Resource times at SM clock `from_hz` moved to `to_hz`: the SM-clocked ones scale, HBM and
     links keep theirs."""
     scale = from_hz / to_hz
     return {r: (t * scale if is_sm_clocked(r) else t) for r, t in times.items()}
+
+
+def power_limited(times: Mapping[str, Any], hw: Hardware) -> dict[str, Any]:
+    """Resource times at the kernel's clock with each narrow MMA's busy time stretched by its
+    tensor_power_ratio (1 for 16-bit MMAs). Applied after the kernel clock is set from the
+    unstretched times (kernel_clock_hz): the sustained clock is the 16-bit MMA's power limit and
+    the ratio is the narrow MMA's own, so the two do not compound."""
+    return {r: (t * tensor_power_ratio(hw, r) if r.startswith("tensor:") else t)
+            for r, t in times.items()}
 
 
 @functools.lru_cache(maxsize=64)
@@ -297,7 +323,8 @@ def _pipes_times(demand: Demand, hw: Hardware) -> tuple[float, dict[str, float],
         raw = kernel_resource_times(hw, work)
     clock = kernel_clock_hz(hw, raw, demand.overlap)
     details["sm_clock_hz"] = clock
-    times = {r: float(t) for r, t in at_clock(raw, hw.sustained_sm_clock_hz, clock).items()}
+    times = {r: float(t) for r, t in power_limited(
+        at_clock(raw, hw.sustained_sm_clock_hz, clock), hw).items()}
     busy = max(times.values(), default=0.0)
     if demand.overlap is not None:
         joint = demand.overlap.time_s(times)
@@ -364,7 +391,8 @@ def candidate_times_s(c: KernelCandidates, hw: Hardware) -> np.ndarray:
             seen[key] = occupancy(LaunchShape(1, int(t), int(r), int(sm)), hw)[0] if ok else 1
     ctas_per_sm = np.array([seen[key] for key in keys])
     times = kernel_resource_times(hw, c.work, c.ctas, ctas_per_sm, c.bytes_in_flight_per_cta)
-    times = at_clock(times, hw.sustained_sm_clock_hz, kernel_clock_hz(hw, times, c.overlap))
+    times = power_limited(at_clock(times, hw.sustained_sm_clock_hz,
+                                   kernel_clock_hz(hw, times, c.overlap)), hw)
     busy = np.maximum.reduce(list(times.values()))
     if c.overlap is not None:
         busy = np.maximum(busy, _overlap_time_s(c.overlap, times))

@@ -64,6 +64,7 @@ SCHEMA: dict[str, Any] = {
         "boost_clock_hz": Q(1e8, 5e9),
         "tensor_clock_hz": Q(1e8, 5e9),
         "tensor_sustained_fraction": Q(0.3, 1.0),
+        "tensor_power_exponent": Q(0.0, 1.0),
     },
     # at least half an operation per SM per clock: every SM since Kepler runs each of these
     # instruction classes in hardware (the narrowest, FP64 on B300 and consumer parts, 2 per
@@ -175,6 +176,7 @@ class Hardware:
     boost_clock_hz: float
     tensor_clock_hz: float
     tensor_sustained_fraction: float
+    tensor_power_exponent: float
     pipes_per_sm_per_clk: Mapping[str, float]
     issue_per_sm_per_clk: int
     tensor_flop_per_sm_per_clk: Mapping[str, float]
@@ -554,6 +556,7 @@ def parse_spec(raw: Any, file: str = "") -> Hardware:
         boost_clock_hz=v("clocks.boost_clock_hz"),
         tensor_clock_hz=v("clocks.tensor_clock_hz"),
         tensor_sustained_fraction=v("clocks.tensor_sustained_fraction"),
+        tensor_power_exponent=v("clocks.tensor_power_exponent"),
         pipes_per_sm_per_clk={p: v(f"pipes_per_sm_per_clk.{p}") for p in PIPES},
         issue_per_sm_per_clk=int(v("issue_per_sm_per_clk")),
         tensor_flop_per_sm_per_clk={d: v(f"tensor_flop_per_sm_per_clk.{d}") for d in TENSOR_DTYPES

@@ -13,7 +13,7 @@ from typing import Iterable
 
 from perfmodel import intervals
 from perfmodel.engine import LEVELS, ROOFLINE_PIPES, Estimate, occupancy, sm_rate_per_clk, \
-    sm_rate_per_s
+    sm_rate_per_s, tensor_power_ratio
 from perfmodel.demand import LaunchShape
 from perfmodel.errors import InputError
 from perfmodel.graph import OpGraph
@@ -139,6 +139,8 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
     sms, sustained = hw.sm_count, hw.sustained_sm_clock_hz
     hi, lo = hw.max_sm_clock_hz, sustained
     r_tensor = per_clk[compute] * sustained if tensor else 0.0
+    # narrow MMAs under the power limit (engine.kernel_resource_times: tensor_power_ratio)
+    power_ratio = tensor_power_ratio(hw, compute) if tensor else 1.0
     r_fma, r_smem = per_clk["fma"] * sustained, per_clk["smem"] * sustained
     hbm_bw, hbm_lat, launch_s = (hw.hbm_bandwidth_bytes_per_s, hw.hbm_latency_s,
                                  hw.kernel_launch_s)
@@ -169,8 +171,8 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
             clock = hi - (min(max(t_t / busy, 0.0), 1.0) if busy > 0 else 0.0) * (hi - lo)
         scale = sustained / clock
         top = max(t_f * scale, t_s * scale, t_l2 * scale, t_h)
-        if tensor:
-            top = max(top, t_t * scale)
+        if tensor:  # engine.power_limited after the clock
+            top = max(top, t_t * scale * power_ratio)
         total = top + (hbm_lat if w_h > 0 else 0.0) + launch_s * kernels
         if total < best_t:
             best, best_t = j, total
@@ -233,6 +235,8 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
         clock = hi - min(1.0, t_tensor / max(raw.values())) * (hi - lo)
     scale = sustained / clock
     times = {r: (t if r == "hbm" else t * scale) for r, t in raw.items()}
+    times = {r: (t * tensor_power_ratio(hw, r) if r.startswith("tensor:") else t)
+             for r, t in times.items()}  # engine.power_limited
     busy = max(times.values(), default=0.0)
     # first load + link latency (none) + CTA round trips (none), as engine._pipes_times adds
     times["latency"] = (hbm_lat if w_h > 0 else 0) + 0 + 0.0

@@ -33,8 +33,10 @@ def test_gemm_time_grows_with_k(m, n, k, hw):
     assert b >= a * (1 - 1e-9)
 
 
-@given(m=dims, n=dims, k=dims)
+@given(m=dims, n=dims, k=st.integers(min_value=128, max_value=20000))
 def test_fp8_is_never_slower_than_bf16(m, n, k):
+    # k from one FP8 k-tile (128): below it FP8 pads K to 128 where BF16 pads to 64, and the
+    # padded MMA work, at FP8's power-limited rate (engine.tensor_power_ratio), can cost more
     bf16 = pm.predict_op(pm.ops.Gemm(m=m, n=n, k=k, dtype="bf16"), H100).time_s
     fp8 = pm.predict_op(pm.ops.Gemm(m=m, n=n, k=k, dtype="fp8"), H100).time_s
     assert fp8 <= bf16 * 1.0001

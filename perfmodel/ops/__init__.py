@@ -11,6 +11,7 @@ from perfmodel.ops.gemm import Gemm
 from perfmodel.ops.grouped_gemm import GroupedGemm
 from perfmodel.ops.groupnorm import GroupNorm
 from perfmodel.ops.indexing import Embedding, Gather, Scatter
+from perfmodel.ops.linear import Linear
 from perfmodel.ops.losses import CrossEntropy
 from perfmodel.ops.moe.op import Moe
 from perfmodel.ops.quantize import Quantize
@@ -21,4 +22,4 @@ from perfmodel.ops.topk import TopK
 __all__ = ["REGISTRY", "Op", "Param", "op", "Gemm", "Attention", "Elementwise", "Norm",
            "Softmax", "GroupedGemm", "Rng", "Quantize", "Moe", "Memcpy", "Allreduce", "Allgather",
            "ReduceScatter", "Alltoall", "SendRecv", "CrossEntropy",
-           "Conv", "GroupNorm", "Gather", "Scatter", "Embedding", "TopK"]
+           "Conv", "GroupNorm", "Gather", "Scatter", "Embedding", "TopK", "Linear"]

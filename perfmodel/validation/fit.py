@@ -48,8 +48,9 @@ from perfmodel.hardware import Hardware
 from perfmodel.ops.attention import op as attention
 
 from perfmodel.validation import te_profile
-from perfmodel.validation.measurements import (BLACKWELL_CSV, BLACKWELL_MEASUREMENTS_CSV,
-                                               PUBLIC_CSV, Case, load_cases)
+from perfmodel.validation.measurements import (AICONFIGURATOR_CSV, BLACKWELL_CSV,
+                                               BLACKWELL_MEASUREMENTS_CSV, PUBLIC_CSV, Case,
+                                               load_cases)
 
 MAMF_ROW = "gemm-mamf-001"
 STREAM_ROW = "CUTLASS2917-001"
@@ -76,6 +77,12 @@ SPECS = {
         "the SM clock under sustained dense MMA load as a share of the tensor clock (power/"
         "thermal limit; every SM-clocked rate of a tensor-heavy kernel runs at it); hwspecs take "
         "it with `fitted: tensor_sustained_fraction`"),
+    "tensor_power_exponent": (
+        (0.0, 1.0), 3,
+        "how the power per clock of an MMA grows with its FLOP per clock r over the 16-bit MMA "
+        "(r**exponent: FP8 r = 2, FP4 r = 4): the SM clock falls linearly in the power-weighted "
+        "tensor utilization, so a busy FP8/FP4 MMA runs below the 16-bit sustained clock "
+        "(engine.tensor_power_ratio); hwspecs take it with `fitted: tensor_power_exponent`"),
     "tensor_sustained_fraction.b300": (
         (0.3, 1.0), 3,
         "B300's own sustained SM clock share (Blackwell Ultra is strongly power-limited); its "
@@ -159,6 +166,15 @@ SUSTAINED_RULE = (
     "H100 SXM (794.5 TFLOPS at 2048x2048x13312, L2 flushed), the row that measures the sustained "
     "rate with the least shape overhead; bisection for the fraction at which the pipes-level "
     "prediction equals it ({fit:.4f}), kept to 2 decimals. Every other GEMM row is judged")
+POWER_RULE = (
+    "the AIConfigurator pairs of TensorRT-LLM's per-tensor FP8 and BF16 linears on H100 SXM at "
+    "the same shapes with m, n, k >= 4096 (aiconfigurator_gemm.csv; {n} rows, compute-bound in "
+    "both types; the FP8 activation cast priced by its own kernel, ops.linear): bisection for the "
+    "exponent at which the mean log error of the predicted FP8/BF16 time ratio is zero "
+    "({fit:.4f}), kept to 3 decimals, with the sustained fraction at its fitted value. The ratio "
+    "isolates the operand type from the GEMM model's shape errors. Judged on every other row: "
+    "H200, B200, B300 and GB200 FP8, the block-scaled FP8 and NVFP4 linears, other shapes, and "
+    "the public FP8 GEMMs and attention")
 HBM_RULE = (
     f"the one row {STREAM_ROW} (blackwell_measurements.csv: NVIDIA/cutlass PR 2917's CuTe DSL "
     "RMSNorm on B200, 32768 x 16384 BF16, 2.15 GB read and written in 329.5 us, a kernel written "
@@ -179,6 +195,7 @@ B300_RULE = (
 # its source, perfmodel.validation.calibrate): the value its meaning implies without a fit.
 PRIORS = {
     "tensor_sustained_fraction": 1.0,          # the datasheet clock: no throttling assumed
+    "tensor_power_exponent": 0.0,              # narrow MMAs deliver their datasheet ratio
     "tensor_sustained_fraction.b300": 1.0,
     "hbm_achievable_fraction.b200": 0.90,      # the GH200 measurement hwspecs carried before
     "serving.step_overhead_s.sglang": 0.0,     # no CPU time per step
@@ -246,6 +263,7 @@ def cudnn_tcgen05_bwd_rows(cases: list[Case]) -> list[Case]:
 
 # hwspec quantities a fitted constant can feed -> the Hardware field it sets
 HARDWARE_FIELDS = {"clocks.tensor_sustained_fraction": "tensor_sustained_fraction",
+                   "clocks.tensor_power_exponent": "tensor_power_exponent",
                    "hbm.achievable_fraction": "hbm_achievable_fraction"}
 # hardware constants of the fit in progress (fit_all sets them before the fits that depend on them)
 _FRESH_HW: dict[str, float] = {}
@@ -434,6 +452,52 @@ def fit_sustained_fraction(row_id: str = MAMF_ROW, tol: float = 1e-5) -> float:
     return _solve_falling(time_at, case.measured_time_s, lo, hi, tol)
 
 
+# shapes at which every dtype was sampled (validate/import_aiconfigurator.py PAIRED): all three
+# dimensions >= 4096, compute-bound in every dtype
+POWER_FIT_MIN_DIM = 4096
+
+
+def power_fit_rows(cases: list[Case]) -> list[tuple[Case, Case]]:
+    """POWER_RULE's (FP8, BF16) row pairs: the same m x n x k on H100 SXM."""
+    def shape(c: Case) -> tuple[int, int, int]:
+        return c.op.m, c.op.n, c.op.k
+    bf16 = {shape(c): c for c in cases if c.id.startswith("AIC-H100-SXM-bfloat16-")}
+    return [(c, bf16[shape(c)]) for c in cases
+            if c.id.startswith("AIC-H100-SXM-fp8-") and c.op_class == "linear_fp8"
+            and min(shape(c)) >= POWER_FIT_MIN_DIM and shape(c) in bf16]
+
+
+def fit_power_exponent(sustained: float, exclude: frozenset[str] = frozenset(),
+                       tol: float = 1e-5) -> tuple[float, list[str]]:
+    """tensor_power_exponent on POWER_RULE's pairs (its prior if any row of them is held out):
+    the predicted FP8/BF16 time ratio grows with the exponent, so bisect the mean log error of
+    the ratio to zero."""
+    pairs = [(a, b) for a, b in power_fit_rows(load_cases(AICONFIGURATOR_CSV)[0])
+             if a.id not in exclude and b.id not in exclude]
+    if not pairs:
+        return prior("tensor_power_exponent"), []
+    hw0 = _with_sustained(pairs[0][0].hardware, sustained)
+
+    def mean_log_error(x: float) -> float:
+        hw = dataclasses.replace(hw0, tensor_power_exponent=x)
+        total = 0.0
+        for a, b in pairs:
+            ratio = (estimate(a.op.demand(hw), hw, "pipes").time_s
+                     / estimate(b.op.demand(hw), hw, "pipes").time_s)
+            total += math.log(ratio / (a.measured_time_s / b.measured_time_s))
+        return total / len(pairs)
+    lo, hi = SPECS["tensor_power_exponent"][0]
+    rows = [r.id for pair in pairs for r in pair]
+    if mean_log_error(lo) >= 0:
+        return lo, rows
+    if mean_log_error(hi) <= 0:
+        return hi, rows
+    while hi - lo > tol:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if mean_log_error(mid) < 0 else (lo, mid)
+    return (lo + hi) / 2, rows
+
+
 def step_overhead_fit_rows(cases) -> list:
     """The serving rows SGLang's step overhead is fitted on (STEP_OVERHEAD_RULE)."""
     from perfmodel.validation import serving_predict
@@ -499,6 +563,8 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
     raw_sustained, sustained_rows = _on_one_row("tensor_sustained_fraction", MAMF_ROW, exclude,
                                                 fit_sustained_fraction)
     sustained = round(raw_sustained, SPECS["tensor_sustained_fraction"][1])
+    raw_power, power_rows = fit_power_exponent(sustained, exclude)
+    _FRESH_HW["tensor_power_exponent"] = round(raw_power, SPECS["tensor_power_exponent"][1])
     raw_hbm, hbm_rows = _on_one_row("hbm_achievable_fraction.b200", STREAM_ROW, exclude,
                                     fit_hbm_fraction)
     _FRESH_HW["hbm_achievable_fraction.b200"] = round(
@@ -517,6 +583,9 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
     entries = {"tensor_sustained_fraction": _entry(
         "tensor_sustained_fraction", sustained, sustained_rows,
         SUSTAINED_RULE.format(fit=raw_sustained)),
+        "tensor_power_exponent": _entry(
+        "tensor_power_exponent", raw_power, power_rows,
+        POWER_RULE.format(n=len(power_rows), fit=raw_power)),
         "hbm_achievable_fraction.b200": _entry(
         "hbm_achievable_fraction.b200", raw_hbm, hbm_rows, HBM_RULE.format(fit=raw_hbm)),
         "tensor_sustained_fraction.b300": _entry(

@@ -37,6 +37,9 @@ BLACKWELL_CSV = DATA_DIR / "blackwell_attention.csv"  # B200 FA4/cuDNN (validate
 # published B200/GB200 (and one H200) kernel benchmarks (validate/data/SOURCES.md, "Added by
 # perfmodel: blackwell_measurements.csv")
 BLACKWELL_MEASUREMENTS_CSV = DATA_DIR / "blackwell_measurements.csv"
+# NVIDIA AIConfigurator's measured TensorRT-LLM linear modules on H100/H200/B200/B300/GB200
+# (validate/data/SOURCES.md "aiconfigurator_gemm.csv"; validate/import_aiconfigurator.py)
+AICONFIGURATOR_CSV = DATA_DIR / "aiconfigurator_gemm.csv"
 RESULTS_DIR = _shipped("results")
 
 # Rows that informed a constant: judged separately, never counted as validation. Derived from
@@ -165,6 +168,12 @@ def _case(row: dict) -> Case | Skipped:
         o = ops.Gemm(m=s["M"], n=s["N"], k=s["K"], dtype=_dtype(row["dtype"]),
                      fp8_scaling="block" if kind == "gemm_fp8_blockscaled" else "tensor")
         t = o.flop / value
+    elif kind == "linear":  # a framework's linear module: activation cast + GEMM (ops.linear)
+        dt = row["dtype"].lower()
+        o = ops.Linear(m=s["M"], n=s["N"], k=s["K"], dtype="nvfp4" if "nvfp4" in dt
+                       else _dtype(dt), fp8_scaling="block" if "block" in dt else "tensor")
+        t = o.flop / value
+        kind = "linear_" + dt.replace("_e4m3", "")
     elif kind.startswith("attention_"):
         kernel = next((k for name, k in KERNEL_OF_LIBRARY.items() if lib.lower().startswith(name)),
                       None)
@@ -278,5 +287,5 @@ def _problem(e: Exception) -> str:
 def default_sources() -> list[Path]:
     """The public data (H100/A100, our B200 attention rows and the published Blackwell kernel
     benchmarks) plus every results CSV under validate/results/."""
-    return [PUBLIC_CSV, BLACKWELL_CSV, BLACKWELL_MEASUREMENTS_CSV,
+    return [PUBLIC_CSV, BLACKWELL_CSV, BLACKWELL_MEASUREMENTS_CSV, AICONFIGURATOR_CSV,
             *sorted(RESULTS_DIR.glob("**/*.csv"))]

@@ -305,7 +305,13 @@ class _LayerBuilder:
             # the weight are quantized on the fly in every forward
             self.g.add_op(f"{name}.quant_x", quantize_op(d, self.t * batch, k, "activation"))
             self.g.add_op(f"{name}.quant_w", quantize_op(d, k, n * batch, "weight"))
-        self.g.add(name, "gemm", m=self.t, n=n, k=k, dtype=d, batch=batch)
+        if self.w.phase != "train" and LINEAR_RECIPES[d].quantized and batch == 1:
+            # serving: the weights are stored quantized; the BF16 activation is cast in a kernel
+            # of its own before the GEMM (ops.linear: TensorRT-LLM's and vLLM's FP8/NVFP4
+            # linear methods; fusion of the cast into the norm before is not modelled)
+            self.g.add(name, "linear", m=self.t, n=n, k=k, dtype=d)
+        else:
+            self.g.add(name, "gemm", m=self.t, n=n, k=k, dtype=d, batch=batch)
         self.gemms.append((name, n, k, d, batch))
 
     def allreduce(self, name: str):

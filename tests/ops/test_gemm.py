@@ -93,7 +93,9 @@ def test_fp8_block_scaling_costs_promotion_on_hopper_only():
     h = pm.hardware("H100-SXM")
     tensor = t("fp8", h)
     block = pm.predict_op(pm.ops.Gemm(**BIG, dtype="fp8", fp8_scaling="block"), h)
-    assert block.time_s > 1.15 * tensor and block.resource_time_s["fma"] > 0
+    # (the power-limited FP8 clock, engine.tensor_power_ratio, slows the MMAs and so hides more
+    # of the promotion than at the 16-bit sustained clock)
+    assert block.time_s > 1.08 * tensor and block.resource_time_s["fma"] > 0
     b = pm.hardware("B200")
     assert pm.predict_op(pm.ops.Gemm(**BIG, dtype="fp8", fp8_scaling="block"),
                          b).time_s < 1.1 * t("fp8", b)

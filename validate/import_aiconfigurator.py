@@ -1,0 +1,94 @@
+"""Sample NVIDIA AIConfigurator's measured GEMM database into validate/data/aiconfigurator_gemm.csv.
+
+AIConfigurator (ai-dynamo/aiconfigurator, Apache-2.0) ships per-GPU, per-framework tables of
+measured op latencies, collected on the GPU with the framework's own modules. This script reads
+the TensorRT-LLM GEMM tables (`systems/data/<gpu>/gemm/trtllm/<version>/gemm_perf.parquet`: the
+latency in ms of TensorRT-LLM's Linear module for m x n x k, in BF16, per-tensor FP8, 1x128
+block FP8 and NVFP4) from the unpacked `aiconfigurator-core` wheel and writes a stratified sample
+in the columns of public_measurements.csv (op `linear`: the module quantizes its activation,
+then runs the GEMM; perfmodel.ops.linear).
+
+    pip download aiconfigurator-core==0.12.0 --no-deps -d /tmp/aic
+    unzip -q /tmp/aic/aiconfigurator_core-0.12.0-*.whl -d /tmp/aic/core
+    python validate/import_aiconfigurator.py /tmp/aic/core     # needs pandas + pyarrow
+
+Sampling: n and k from 1024 to 32768 (the layer shapes of the models served), every m; per GPU
+and dtype, PER_BIN rows drawn at random (seed 0) in each of six bins of m, so decode-sized and
+prefill-sized GEMMs are both judged.
+"""
+from __future__ import annotations
+
+import csv
+import glob
+import json
+import sys
+from pathlib import Path
+
+WHEEL = "aiconfigurator-core 0.12.0"
+GPUS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200-SXM", "b200_sxm": "B200", "b300_sxm": "B300",
+        "gb200": "GB200"}
+DTYPES = {"bfloat16": "bf16", "fp8": "fp8_e4m3", "fp8_block": "fp8_e4m3_block",
+          "nvfp4": "nvfp4"}
+M_BINS = (0, 16, 64, 256, 1024, 4096, 1 << 30)
+# and every dtype at the same compute-bound shapes, so dtypes compare on equal terms (the
+# power-limit fit, perfmodel.validation.fit POWER_RULE, uses these pairs)
+PAIRED = [(m, n, k) for m in (4096, 8192) for n in (4096, 8192) for k in (4096, 8192)] + [
+    (16384, 16384, 16384)]
+PER_BIN = 8
+OUT = Path(__file__).resolve().parent / "data" / "aiconfigurator_gemm.csv"
+
+
+def main(root: str) -> None:
+    import pandas as pd
+    rows = []
+    base = Path(root) / "aiconfigurator_core" / "systems" / "data"
+    for folder, gpu in GPUS.items():
+        tables = sorted(glob.glob(str(base / folder / "gemm" / "trtllm" / "*" / "gemm_perf.parquet")))
+        if not tables:
+            raise SystemExit(f"{base / folder}: no TensorRT-LLM gemm_perf.parquet")
+        path = Path(tables[-1])
+        version = path.parent.name
+        d = pd.read_parquet(path)
+        d = d[(d.n >= 1024) & (d.n <= 32768) & (d.k >= 1024) & (d.k <= 32768)]
+        paired = d.set_index(["m", "n", "k"]).index.isin(PAIRED)
+        for dt, g in sorted(d.groupby("gemm_dtype")):
+            if dt not in DTYPES:
+                continue
+            g = g.assign(bin=pd.cut(g.m, M_BINS, labels=False))
+            picks = [b.sample(min(PER_BIN, len(b)), random_state=0)
+                     for _, b in sorted(g.groupby("bin"))]
+            picks.append(g[paired[d.gemm_dtype == dt]])
+            chosen = pd.concat(picks).drop_duplicates(["m", "n", "k"])
+            number = 0
+            for _, s in sorted(chosen.groupby("bin")):
+                s = s.sort_values(["m", "n", "k"])
+                for r in s.itertuples():
+                    number += 1  # ids as elsewhere: source, then a number (calibrate.source_of)
+                    rows.append({
+                        "id": f"AIC-{gpu}-{dt}-{number:03d}",
+                        "source": f"ai-dynamo/aiconfigurator ({WHEEL} wheel): "
+                                  f"systems/data/{folder}/gemm/trtllm/{version}/gemm_perf.parquet",
+                        "hardware": gpu,
+                        "library": f"TensorRT-LLM {version} Linear ({r.kernel_source})",
+                        "op": "linear",
+                        "dtype": DTYPES[dt],
+                        "shape_json": json.dumps({"M": int(r.m), "N": int(r.n), "K": int(r.k)}),
+                        "metric": "time",
+                        "value": f"{float(r.latency):.6g}",
+                        "unit": "ms",
+                        "notes": f"AIConfigurator measured latency of TensorRT-LLM's {dt} linear "
+                                 f"module on {r.device} (activation quantization included for "
+                                 f"the quantized types); sampled by "
+                                 f"validate/import_aiconfigurator.py",
+                    })
+    with open(OUT, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    print(f"{OUT}: {len(rows)} rows")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit(__doc__)
+    main(sys.argv[1])
