@@ -543,23 +543,12 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
         out.add("embed", "elementwise", elements=tokens * h, dtype=ACT, flop_per_element=0)
     else:  # receive the previous stage's activations
         _stage_transfer(out, "recv_activations", tokens * h * ACT_BYTES, tp, ranks["pp"])
-    builders: dict[tuple, _LayerBuilder] = {}  # one per layer kind (dense / MoE, GEMM dtype)
     high = _high_precision_layers(model, w)
 
     def layer_kind(i: int) -> tuple:
         return (model.is_moe_layer(i), "bf16" if i in high else w.dtype)
 
-    for i in stage_layers:
-        kind = layer_kind(i)
-        lb = builders.get(kind)
-        if lb is None:  # one builder per kind (not one made per layer and dropped)
-            lb = builders[kind] = _LayerBuilder(model, dataclasses.replace(w, dtype=kind[1]),
-                                                out, tokens, seqs)
-        out.layer(f"l{i}.", kind, lambda p, lb=lb, i=i: lb.forward(p, i))
-    logits = tokens if phase == "train" else seqs  # serving samples from the last position
-    out.add("final_norm", "norm", rows=logits, cols=h, dtype=ACT)
-    out.add("lm_head", "gemm", m=logits, n=model.vocab // tp if model.vocab % tp == 0
-            else math.ceil(model.vocab / tp), k=h, dtype=ACT)
+    builders = _forward_layers(out, model, w, tokens, seqs, stage_layers, layer_kind)
     if phase == "train":
         out.add("loss", "softmax", rows=tokens, cols=math.ceil(model.vocab / tp), dtype="fp32")
         out.add("lm_head.dgrad", "gemm", m=tokens, n=h, k=math.ceil(model.vocab / tp), dtype=ACT)
@@ -625,6 +614,68 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
     if cp > 1:
         name += f"-cp{cp}"
     return OpGraph(name, out.nodes, hardware, meta, pipeline)
+
+
+def _forward_layers(out: _GraphWriter, model: ModelSpec, w: Workload, tokens: int, seqs: int,
+                    layers, layer_kind) -> dict[tuple, "_LayerBuilder"]:
+    """The forward of `layers` (one layer builder per layer kind: dense / MoE, GEMM dtype),
+    then the final norm and LM head; returns the builders by kind."""
+    builders: dict[tuple, _LayerBuilder] = {}
+    for i in layers:
+        kind = layer_kind(i)
+        lb = builders.get(kind)
+        if lb is None:  # one builder per kind (not one made per layer and dropped)
+            lb = builders[kind] = _LayerBuilder(model, dataclasses.replace(w, dtype=kind[1]),
+                                                out, tokens, seqs)
+        out.layer(f"l{i}.", kind, lambda p, lb=lb, i=i: lb.forward(p, i))
+    h, tp = model.hidden, w.tp
+    logits = tokens if w.phase == "train" else seqs  # serving samples from the last position
+    out.add("final_norm", "norm", rows=logits, cols=h, dtype=ACT)
+    out.add("lm_head", "gemm", m=logits, n=model.vocab // tp if model.vocab % tp == 0
+            else math.ceil(model.vocab / tp), k=h, dtype=ACT)
+    return builders
+
+
+class _CountingWriter(_GraphWriter):
+    """A _GraphWriter that writes the first layer of each kind and counts the others (which
+    build_graph replays op for op: _GraphWriter.layer)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer_nodes: dict[object, list[Node]] = {}
+        self.layer_count: dict[object, int] = {}
+
+    def layer(self, prefix: str, kind: object, build) -> None:
+        if kind not in self.layer_count:
+            start = len(self.nodes)
+            super().layer(prefix, kind, build)
+            self.layer_nodes[kind] = self.nodes[start:]
+        self.layer_count[kind] = self.layer_count.get(kind, 0) + 1
+
+
+def inference_op_counts(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
+                        context: int | None = None, tp: int = 1, ep: int = 1,
+                        dtype: str = "bf16", moe_routing: str = "token_balanced",
+                        moe_replication: float = 1.0, moe_skew: float = 0.0,
+                        kv_dtype: str | None = None) -> list[tuple[str, Op, int]]:
+    """(node name, op, how many times it runs) for the ops of `build_graph(model, phase, ...)`
+    with pp = 1, phase prefill or decode: the first layer of each kind stands for every layer
+    of its kind, as build_graph replays it, so a caller that only sums op times (the serving
+    simulator's StepCost) prices ~15 ops instead of building every layer's nodes."""
+    if phase not in ("prefill", "decode"):
+        raise ValueError(f"inference_op_counts: phase prefill or decode, got {phase!r}")
+    w = Workload(phase, batch, seq, context, tp, ep, 1, 1, dtype, None, 1, moe_routing,
+                 moe_replication, moe_skew, kv_dtype, None, 1)
+    w.check(model)
+    seqs = batch
+    tokens = seqs * (1 if phase == "decode" else seq)
+    out = _CountingWriter()
+    out.add("embed", "elementwise", elements=tokens * model.hidden, dtype=ACT,
+            flop_per_element=0)
+    _forward_layers(out, model, w, tokens, seqs, range(model.layers),
+                    lambda i: (model.is_moe_layer(i), w.dtype))
+    counts = {id(n): out.layer_count[k] for k, ns in out.layer_nodes.items() for n in ns}
+    return [(n.name, n.op, counts.get(id(n), 1)) for n in out.nodes]
 
 
 def layer_nodes(model: ModelSpec, workload: Workload, prefix: str = "", layer: int = 0,

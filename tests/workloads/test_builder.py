@@ -276,3 +276,25 @@ def test_hybrid_expert_and_tensor_parallel_moe_splits_each_expert():
     assert w[2] == pytest.approx(w[1]) and w[2] == pytest.approx(w[8], rel=0.05)
     wide = build_graph(m, "decode", batch=4, context=512, tp=1, ep=8)
     assert Counter(n.op.name for n in wide.nodes)["alltoall"] > 0
+
+
+@pytest.mark.parametrize("model, kw", [
+    ("llama3-70b", dict(tp=4)), ("deepseek-v3", dict(ep=8, dtype="nvfp4")),
+    ("qwen3-30b-a3b", dict(tp=2, ep=2, dtype="fp8", kv_dtype="fp8"))])
+@pytest.mark.parametrize("phase, shape", [("prefill", dict(seq=300)),
+                                          ("decode", dict(batch=32, context=1000))])
+def test_inference_op_counts_are_the_graphs_ops_with_their_multiplicity(model, kw, phase,
+                                                                          shape):
+    """The serving simulator prices each layer kind once (inference_op_counts); the ops it sees,
+    counted, must be exactly the graph's nodes' ops."""
+    from collections import Counter
+    from perfmodel.plan.memory import as_model
+    from perfmodel.workloads.builder import inference_op_counts
+    m = as_model(model)
+    graph = build_graph(m, phase, **shape, **kw)
+    counted = inference_op_counts(m, phase, **shape, **kw)
+    seen: Counter = Counter()
+    for _, o, k in counted:  # an op may head several entries (a norm in dense and MoE layers)
+        seen[repr(o.to_dict())] += k
+    assert seen == Counter(repr(n.op.to_dict()) for n in graph.nodes)
+    assert len(counted) < len(graph.nodes) / 10  # each layer kind once, not every layer

@@ -2,8 +2,9 @@
 
 A continuous-batching engine step (vLLM, SGLang, TensorRT-LLM) runs `D` decode tokens, each of a
 running sequence at its own context, plus prefill chunks `(chunk_tokens, prior_context)`. The
-step is priced from the builder's graphs (`perfmodel.workloads.builder.build_graph`) and the op
-models, in four parts:
+step is priced from the builder's graphs (`perfmodel.workloads.builder.build_graph`; the tables'
+nodes read their ops with `inference_op_counts`, each layer kind once with how many layers run
+it, rather than building every layer's nodes) and the op models, in four parts:
 
   body      every op but attention and the LM head, at T = D + sum(chunk_tokens) tokens: the
             prefill graph of one sequence of T tokens (batch=1, seq=T). Weights are read once per
@@ -65,7 +66,7 @@ from perfmodel.plan.simulator.interp import Axis, Table1, Table2, TileAxis, node
 from perfmodel.plan.simulator.kv import check_kv_dtype
 from perfmodel.predict import predict_op
 from perfmodel.units import bytes_per_element
-from perfmodel.workloads.builder import ACT_BYTES, build_graph
+from perfmodel.workloads.builder import ACT_BYTES, build_graph, inference_op_counts
 from perfmodel.workloads.models import ModelSpec
 
 HEAD_ROLES = ("final_norm", "lm_head")
@@ -108,8 +109,9 @@ class StepCost:
         self._graph_kw = dict(tp=tp, ep=ep, pp=1, dtype=dtype, moe_routing=moe_routing)
         if bytes_per_element(kv_dtype) != ACT_BYTES:  # a cache narrower than the activations
             self._graph_kw["kv_dtype"] = kv_dtype
+        self._op_kw = {k: v for k, v in self._graph_kw.items() if k != "pp"}
         pre = build_graph(self.model, "prefill", batch=1, seq=CLASSIFY_TOKENS, **self._graph_kw)
-        self._last_graph = (CLASSIFY_TOKENS, pre)  # see _prefill_graph
+        self._last_ops = None  # see _prefill_ops
         dec = build_graph(self.model, "decode", batch=CLASSIFY_TOKENS, context=CLASSIFY_TOKENS,
                           **self._graph_kw)
         pre_roles = {role(n.name) for n in pre.nodes}
@@ -167,44 +169,38 @@ class StepCost:
         e = predict_op(o, self.hw, self.level)
         return e.time_s, e.resource_time_s.get("launch", 0.0)
 
-    def _sum_nodes(self, nodes) -> tuple[float, float]:
-        """Summed (time, launch) of graph nodes, each distinct op predicted once (the builder
-        shares one op object among the layers)."""
-        seen: dict[int, tuple[float, float]] = {}
+    def _sum_ops(self, counted) -> tuple[float, float]:
+        """Summed (time, launch) of (name, op, count) entries (inference_op_counts)."""
         t = lt = 0.0
-        for n in nodes:
-            e = seen.get(id(n.op))
-            if e is None:
-                e = seen[id(n.op)] = self._est(n.op)
-            t, lt = t + e[0], lt + e[1]
+        for _, o, k in counted:
+            e = self._est(o)
+            t, lt = t + k * e[0], lt + k * e[1]
         return t, lt
 
-    def _prefill_graph(self, tokens: int):
-        """The builder's prefill graph of one sequence of `tokens` tokens; the last one kept, as
-        the body and experts tables often want a node at the same token count in turn."""
-        last = self._last_graph
+    def _prefill_ops(self, tokens: int):
+        """The builder's prefill ops of one sequence of `tokens` tokens with their counts
+        (`inference_op_counts`: each layer kind once, not every layer's nodes); the last one
+        kept, as the body and experts tables often want a node at the same token count in
+        turn."""
+        last = self._last_ops
         if last is not None and last[0] == tokens:
             return last[1]
-        g = build_graph(self.model, "prefill", batch=1, seq=tokens, **self._graph_kw)
-        self._last_graph = (tokens, g)
-        return g
+        ops = inference_op_counts(self.model, "prefill", batch=1, seq=tokens, **self._op_kw)
+        self._last_ops = (tokens, ops)
+        return ops
 
     def _eval_body(self, tokens: int) -> tuple[float, float, float, float]:
         """(time, launch) of the shared ops and of the prefill-only ops at `tokens`."""
-        g = self._prefill_graph(tokens)
-        seen: dict[int, tuple[float, float]] = {}
         st = sl = pt = pl = 0.0
-        for n in g.nodes:
-            r = role(n.name)
-            if r == ATTENTION_ROLE or r in HEAD_ROLES or n.op.name == MOE_OP:
+        for name, o, k in self._prefill_ops(tokens):
+            r = role(name)
+            if r == ATTENTION_ROLE or r in HEAD_ROLES or o.name == MOE_OP:
                 continue
-            e = seen.get(id(n.op))
-            if e is None:
-                e = seen[id(n.op)] = self._est(n.op)
+            e = self._est(o)
             if r in self.prefill_only:
-                pt, pl = pt + e[0], pl + e[1]
+                pt, pl = pt + k * e[0], pl + k * e[1]
             else:
-                st, sl = st + e[0], sl + e[1]
+                st, sl = st + k * e[0], sl + k * e[1]
         return st, sl, pt, pl
 
     def _eval_send(self, tokens: int) -> tuple[float]:
@@ -213,15 +209,14 @@ class StepCost:
                                   bytes=float(tokens * self.model.hidden * ACT_BYTES)))[0],)
 
     def _eval_experts(self, tokens: int) -> tuple[float, float]:
-        g = self._prefill_graph(tokens)
-        return self._sum_nodes(n for n in g.nodes if n.op.name == MOE_OP)
+        return self._sum_ops(e for e in self._prefill_ops(tokens) if e[1].name == MOE_OP)
 
     def _eval_decode_only(self, batch: int) -> tuple[float, float]:
         if not self.decode_only:
             return 0.0, 0.0
-        g = build_graph(self.model, "decode", batch=batch, context=CLASSIFY_TOKENS,
-                        **self._graph_kw)
-        return self._sum_nodes(n for n in g.nodes if role(n.name) in self.decode_only)
+        ops = inference_op_counts(self.model, "decode", batch=batch, context=CLASSIFY_TOKENS,
+                                  **self._op_kw)
+        return self._sum_ops(e for e in ops if role(e[0]) in self.decode_only)
 
     def _eval_head(self, rows: int) -> tuple[float, float]:
         t = lt = 0.0
