@@ -51,9 +51,11 @@ def median_s(fn, runs: int = 7, number: int = 1) -> float:
     return statistics.median(out)
 
 
-def each_new(make, runs: int = 9) -> float:
-    """Median time of `make(i)()` over distinct i: a new shape (or object) per call."""
-    counter = itertools.count(1)
+def each_new(make, runs: int = 9, counter=None) -> float:
+    """Median time of `make(i)()` over distinct i: a new shape (or object) per call (building
+    the callable is not timed). `counter`: where i comes from (a fresh count by default; share
+    one across calls so no two calls repeat a shape)."""
+    counter = counter if counter is not None else itertools.count(1)
     out = []
     for _ in range(runs):
         f = make(next(counter))

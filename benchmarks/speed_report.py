@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,39 +23,15 @@ sys.path.insert(0, str(ROOT))
 
 import perfmodel as pm  # noqa: E402
 from perfmodel.report.tables import format_table  # noqa: E402
+# the timing helpers of the per-op benchmark (this folder is on sys.path when run as a script)
+from predict_speed import each_new as _each_new, median_s, wall_s  # noqa: E402
 
 COUNTER = itertools.count(1)
 
 
-def median_s(fn, runs: int = 7, number: int = 1) -> float:
-    out = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        for _ in range(number):
-            fn()
-        out.append((time.perf_counter() - t) / number)
-    return statistics.median(out)
-
-
 def each_new(make, runs: int) -> float:
-    """Median time of `make(i)()` over distinct i (a new shape per call; building the callable
-    is not timed)."""
-    out = []
-    for _ in range(runs):
-        f = make(next(COUNTER))
-        t = time.perf_counter()
-        f()
-        out.append(time.perf_counter() - t)
-    return statistics.median(out)
-
-
-def wall_s(args: list[str], runs: int = 5) -> float:
-    out = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        subprocess.run([sys.executable, *args], check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
-        out.append(time.perf_counter() - t)
-    return statistics.median(out)
+    """predict_speed.each_new with this report's one counter: no two figures repeat a shape."""
+    return _each_new(make, runs, COUNTER)
 
 
 def flop_loop_s(n: int = 200_000) -> float:
