@@ -102,6 +102,7 @@ SCHEMA: dict[str, Any] = {
     # all-reduce inside the domain; absent means false
     "topology": {"nvlink_domain_gpus": Q(1, 576, integer=True), "nvls": F("flag", optional=True)},
     "kernel_launch_s": Q(1e-7, 1e-4),
+    "graph_kernel_gap_s": Q(0.0, 1e-4),
     "power": {"tdp_w": Q(10, 5000)},
     # What the instruction set offers: ops branch on these, never on the architecture's name,
     # so a new GPU is a new spec file (docs/hwspec-format.md "isa")
@@ -197,6 +198,7 @@ class Hardware:
     hbm_latency_s: float
     links: Mapping[str, Link]
     kernel_launch_s: float
+    graph_kernel_gap_s: float
     tdp_w: float
     nvlink_domain_gpus: int = 1  # GPUs in one NVLink domain (beyond it: links["network"])
     nvls: bool = False  # the domain's NVSwitches reduce (NVLink SHARP): topology.nvls
@@ -493,6 +495,8 @@ CONSISTENCY = (
      "a CTA's shared memory lives in one SM"),
     ("sm_resources.max_registers_per_thread", "sm_resources.registers_per_sm",
      "a thread's registers live in one SM's register file"),
+    ("graph_kernel_gap_s", "kernel_launch_s",
+     "a CUDA graph removes the host's share of a launch, never adds to it"),
 )
 
 
@@ -582,6 +586,7 @@ def parse_spec(raw: Any, file: str = "") -> Hardware:
                          else None for p in ("ll", "ll128", "simple")))
                for n in sorted(link_names)},
         kernel_launch_s=v("kernel_launch_s"),
+        graph_kernel_gap_s=v("graph_kernel_gap_s"),
         tdp_w=v("power.tdp_w"),
         nvlink_domain_gpus=int(v("topology.nvlink_domain_gpus")),
         nvls=caps["topology.nvls"].value if "topology.nvls" in caps else False,

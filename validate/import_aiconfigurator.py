@@ -1,4 +1,6 @@
-"""Sample NVIDIA AIConfigurator's measured GEMM database into validate/data/aiconfigurator_gemm.csv.
+"""Sample NVIDIA AIConfigurator's measured op database into validate/data/aiconfigurator_gemm.csv
+(TensorRT-LLM's linears) and validate/data/aiconfigurator_mla_decode.csv (its DeepSeek-V3 MLA
+attention block in decode).
 
 AIConfigurator (ai-dynamo/aiconfigurator, Apache-2.0) ships per-GPU, per-framework tables of
 measured op latencies, collected on the GPU with the framework's own modules. This script reads
@@ -36,6 +38,9 @@ PAIRED = [(m, n, k) for m in (4096, 8192) for n in (4096, 8192) for k in (4096, 
     (16384, 16384, 16384)]
 PER_BIN = 8
 OUT = Path(__file__).resolve().parent / "data" / "aiconfigurator_gemm.csv"
+MLA_OUT = OUT.with_name("aiconfigurator_mla_decode.csv")
+# the MLA block rows kept: TP8 and TP1 head counts, decode batches, 1024 keys, a BF16 cache
+MLA_HEADS, MLA_BATCHES, MLA_KEYS = (16, 128), (1, 2, 4, 8, 32, 128), 1024
 
 
 def main(root: str) -> None:
@@ -43,7 +48,8 @@ def main(root: str) -> None:
     rows = []
     base = Path(root) / "aiconfigurator_core" / "systems" / "data"
     for folder, gpu in GPUS.items():
-        tables = sorted(glob.glob(str(base / folder / "gemm" / "trtllm" / "*" / "gemm_perf.parquet")))
+        tables = sorted(glob.glob(str(base / folder / "gemm" / "trtllm" / "*"
+                                      / "gemm_perf.parquet")))
         if not tables:
             raise SystemExit(f"{base / folder}: no TensorRT-LLM gemm_perf.parquet")
         path = Path(tables[-1])
@@ -81,11 +87,52 @@ def main(root: str) -> None:
                                  f"the quantized types); sampled by "
                                  f"validate/import_aiconfigurator.py",
                     })
-    with open(OUT, "w", newline="") as f:
+    _write(OUT, rows)
+    _write(MLA_OUT, mla_rows(base))
+
+
+def mla_rows(base: Path) -> list[dict]:
+    """Every row of the MLA generation-module tables at MLA_HEADS x MLA_BATCHES, MLA_KEYS keys
+    and a BF16 KV cache: the latency of TensorRT-LLM's whole attention block of DeepSeek-V3 in
+    decode (q_a, q_norm, q_b, kv_a, kv_norm, rope, the q absorb, the attention, the v up
+    projection, o_proj), per GEMM type."""
+    import pandas as pd
+    rows = []
+    for folder, gpu in GPUS.items():
+        path = (base / folder / "mla" / "trtllm" / "1.3.0rc20"
+                / "mla_generation_module_perf.parquet")
+        d = pd.read_parquet(path)
+        d = d[d.num_heads.isin(MLA_HEADS) & d.batch_size.isin(MLA_BATCHES)
+              & (d.step == MLA_KEYS) & (d.kv_cache_dtype == "bfloat16")]
+        for n, r in enumerate(d.sort_values(["gemm_type", "num_heads", "batch_size"])
+                              .itertuples(), start=1):
+            rows.append({
+                "id": f"AICMLA-{gpu}-{n:03d}",
+                "source": f"ai-dynamo/aiconfigurator ({WHEEL} wheel): systems/data/{folder}/mla/"
+                          f"trtllm/1.3.0rc20/mla_generation_module_perf.parquet",
+                "hardware": gpu,
+                "library": "TensorRT-LLM 1.3.0rc20 MLA generation module",
+                "op": "mla_generation_module",
+                "dtype": r.gemm_type,
+                "shape_json": json.dumps({
+                    "heads": int(r.num_heads), "batch": int(r.batch_size), "keys": int(r.step),
+                    "kv_cache_dtype": r.kv_cache_dtype, "model": r.model}),
+                "metric": "time",
+                "value": f"{float(r.latency):.6g}",
+                "unit": "ms",
+                "notes": "AIConfigurator measured latency of TensorRT-LLM's DeepSeek-V3 MLA "
+                         "attention block in decode (q_a, q_norm, q_b, kv_a, kv_norm, rope, q "
+                         "absorb, attention, v up, o_proj) on " + r.device,
+            })
+    return rows
+
+
+def _write(path: Path, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
-    print(f"{OUT}: {len(rows)} rows")
+    print(f"{path}: {len(rows)} rows")
 
 
 if __name__ == "__main__":

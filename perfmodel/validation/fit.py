@@ -83,6 +83,12 @@ SPECS = {
         "(r**exponent: FP8 r = 2, FP4 r = 4): the SM clock falls linearly in the power-weighted "
         "tensor utilization, so a busy FP8/FP4 MMA runs below the 16-bit sustained clock "
         "(engine.tensor_power_ratio); hwspecs take it with `fitted: tensor_power_exponent`"),
+    **{f"graph_kernel_gap_s.{family}": (
+        (0.0, 6.0e-6), 8,
+        f"the GPU-side cost of each kernel a CUDA graph replays on {family} GPUs (the grid's "
+        f"launch after the previous grid drains; the host's launch is gone): the serving "
+        f"simulator's captured steps keep it per kernel; hwspecs take it with "
+        f"`fitted: graph_kernel_gap_s.{family}`") for family in ("hopper", "blackwell")},
     "tensor_sustained_fraction.b300": (
         (0.3, 1.0), 3,
         "B300's own sustained SM clock share (Blackwell Ultra is strongly power-limited); its "
@@ -175,6 +181,16 @@ POWER_RULE = (
     "isolates the operand type from the GEMM model's shape errors. Judged on every other row: "
     "H200, B200, B300 and GB200 FP8, the block-scaled FP8 and NVFP4 linears, other shapes, and "
     "the public FP8 GEMMs and attention")
+GRAPH_GAP_RULE = (
+    "the AIConfigurator rows of TensorRT-LLM's DeepSeek-V3 MLA attention block in decode "
+    "(aiconfigurator_mla_decode.csv) on {gpu} with 16 heads (TP8), BF16 GEMMs and batch <= 8, "
+    "{n} rows where the block's 10-odd kernels are nearly all per-kernel cost: bisection for the "
+    "gap at which the mean log error of the block predicted under CUDA graphs "
+    "(perfmodel.validation.modules) is zero ({fit:.3g} s). Judged on the other GPUs of the "
+    "family, 128 heads, batch 32 and 128, FP8-block and NVFP4 GEMMs, and the serving rows")
+# the GPU each gap family is fitted on (GRAPH_GAP_RULE)
+GRAPH_GAP_GPU = {"hopper": "H100-SXM", "blackwell": "B200"}
+GRAPH_GAP_MAX_BATCH = 8
 HBM_RULE = (
     f"the one row {STREAM_ROW} (blackwell_measurements.csv: NVIDIA/cutlass PR 2917's CuTe DSL "
     "RMSNorm on B200, 32768 x 16384 BF16, 2.15 GB read and written in 329.5 us, a kernel written "
@@ -196,6 +212,8 @@ B300_RULE = (
 PRIORS = {
     "tensor_sustained_fraction": 1.0,          # the datasheet clock: no throttling assumed
     "tensor_power_exponent": 0.0,              # narrow MMAs deliver their datasheet ratio
+    "graph_kernel_gap_s.hopper": 0.0,          # a graph removes the whole launch
+    "graph_kernel_gap_s.blackwell": 0.0,
     "tensor_sustained_fraction.b300": 1.0,
     "hbm_achievable_fraction.b200": 0.90,      # the GH200 measurement hwspecs carried before
     "serving.step_overhead_s.sglang": 0.0,     # no CPU time per step
@@ -263,6 +281,7 @@ def cudnn_tcgen05_bwd_rows(cases: list[Case]) -> list[Case]:
 
 # hwspec quantities a fitted constant can feed -> the Hardware field it sets
 HARDWARE_FIELDS = {"clocks.tensor_sustained_fraction": "tensor_sustained_fraction",
+                   "graph_kernel_gap_s": "graph_kernel_gap_s",
                    "clocks.tensor_power_exponent": "tensor_power_exponent",
                    "hbm.achievable_fraction": "hbm_achievable_fraction"}
 # hardware constants of the fit in progress (fit_all sets them before the fits that depend on them)
@@ -498,6 +517,40 @@ def fit_power_exponent(sustained: float, exclude: frozenset[str] = frozenset(),
     return (lo + hi) / 2, rows
 
 
+def graph_gap_fit_rows(family: str) -> list[dict]:
+    """GRAPH_GAP_RULE's rows for `family`."""
+    from perfmodel.validation import modules
+    return [r for r in modules.load_rows() if r["hardware"] == GRAPH_GAP_GPU[family]
+            and r["heads"] == 16 and r["gemm"] == "bfloat16"
+            and r["batch"] <= GRAPH_GAP_MAX_BATCH]
+
+
+def fit_graph_gap(family: str, exclude: frozenset[str] = frozenset(), sustained=None,
+                  tol: float = 1e-10) -> tuple[float, list[str]]:
+    """graph_kernel_gap_s.<family> on its rows (its prior if they are held out): the block's
+    time grows with the gap, so bisect the mean log error to zero."""
+    from perfmodel.hardware import hardware
+    from perfmodel.validation import modules
+    rows = [r for r in graph_gap_fit_rows(family) if r["id"] not in exclude]
+    key = f"graph_kernel_gap_s.{family}"
+    if not rows:
+        return prior(key), []
+    hw = _with_sustained(hardware(GRAPH_GAP_GPU[family]), sustained)
+
+    def mean_log_error(gap: float) -> float:
+        return sum(math.log(modules.predicted_s(r, hw, gap) / r["measured_s"])
+                   for r in rows) / len(rows)
+    lo, hi = SPECS[key][0]
+    if mean_log_error(lo) >= 0:
+        return lo, [r["id"] for r in rows]
+    if mean_log_error(hi) <= 0:
+        return hi, [r["id"] for r in rows]
+    while hi - lo > tol:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if mean_log_error(mid) < 0 else (lo, mid)
+    return (lo + hi) / 2, [r["id"] for r in rows]
+
+
 def step_overhead_fit_rows(cases) -> list:
     """The serving rows SGLang's step overhead is fitted on (STEP_OVERHEAD_RULE)."""
     from perfmodel.validation import serving_predict
@@ -506,16 +559,21 @@ def step_overhead_fit_rows(cases) -> list:
             and c.rate <= 1.0 and serving_predict.why_not(c) is None]
 
 
-def fit_sglang_step_overhead(tol: float = 1e-6) -> tuple[float, list[str]]:
+def fit_sglang_step_overhead(sustained: float | None = None,
+                             tol: float = 1e-6) -> tuple[float, list[str]]:
     """SGLang's per-step overhead on its light-load ITL rows: the simulated inter-token latency
-    rises by about the overhead per step, so regula falsi converges in a few simulations."""
+    rises by about the overhead per step, so regula falsi converges in a few simulations. The
+    GPUs as this fit has them (_with_sustained: the hardware constants fitted before it, the
+    CUDA-graph kernel gap among them), not as fitted.yaml holds them."""
     from perfmodel.validation import serving_predict
     from perfmodel.validation.serving import load_serving_cases
     rows = step_overhead_fit_rows(load_serving_cases()[0])
+    hws = {id(c.hardware): _with_sustained(c.hardware, sustained) for c in rows}
 
     def mean_log_error(overhead: float) -> float:
-        return sum(math.log(serving_predict.simulate_case(c, step_overhead_s=overhead)
-                            / c.value) for c in rows) / len(rows)
+        return sum(math.log(serving_predict.simulate_case(
+            c, hw=hws[id(c.hardware)], step_overhead_s=overhead) / c.value)
+            for c in rows) / len(rows)
     lo, hi = SPECS["serving.step_overhead_s.sglang"][0]
     f_lo, f_hi = mean_log_error(lo), mean_log_error(hi)
     if f_lo >= 0:  # the simulation is already slower at no overhead
@@ -575,11 +633,21 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
                                 lambda: fit_fa4_overlap(constants=att, sustained=sustained))
     cudnn_tcgen05 = fit_cudnn_tcgen05(att, sustained, exclude)
     raw_b300 = te_profile.fit_b300_sustained_fraction()
-    if serving:
-        overhead, overhead_rows = fit_sglang_step_overhead()
-    else:
-        c = fitted.CONSTANTS["serving.step_overhead_s.sglang"]
-        overhead, overhead_rows = c.value, list(c.fitted_on)
+    # the module and serving fits price attention too: with the attention constants just fitted
+    attention_now = {key: {"value": att[name]} for name, key in ATTENTION_KEYS.items()}
+    attention_now["attention.softmax_overlap.fa4"] = {"value": fa4}
+    attention_now.update({key: {"value": cudnn_tcgen05[key][0]} for key in CUDNN_TCGEN05_KEYS})
+    gaps = {}
+    with applied(attention_now):
+        for family in GRAPH_GAP_GPU:
+            key = f"graph_kernel_gap_s.{family}"
+            gaps[family] = fit_graph_gap(family, exclude, sustained)
+            _FRESH_HW[key] = round(gaps[family][0], SPECS[key][1])
+        if serving:
+            overhead, overhead_rows = fit_sglang_step_overhead(sustained)
+        else:
+            c = fitted.CONSTANTS["serving.step_overhead_s.sglang"]
+            overhead, overhead_rows = c.value, list(c.fitted_on)
     entries = {"tensor_sustained_fraction": _entry(
         "tensor_sustained_fraction", sustained, sustained_rows,
         SUSTAINED_RULE.format(fit=raw_sustained)),
@@ -588,6 +656,10 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
         POWER_RULE.format(n=len(power_rows), fit=raw_power)),
         "hbm_achievable_fraction.b200": _entry(
         "hbm_achievable_fraction.b200", raw_hbm, hbm_rows, HBM_RULE.format(fit=raw_hbm)),
+        **{f"graph_kernel_gap_s.{f}": _entry(
+            f"graph_kernel_gap_s.{f}", gaps[f][0], gaps[f][1],
+            GRAPH_GAP_RULE.format(gpu=GRAPH_GAP_GPU[f], n=len(gaps[f][1]), fit=gaps[f][0]))
+           for f in GRAPH_GAP_GPU},
         "tensor_sustained_fraction.b300": _entry(
         "tensor_sustained_fraction.b300", raw_b300, list(te_profile.FIT_ROWS),
         B300_RULE.format(fit=raw_b300)),

@@ -153,25 +153,28 @@ def engine_settings(case: ServingCase) -> dict:
 
 
 @functools.lru_cache(maxsize=None)
-def _metrics(model: str, hw_name: str, engine: str, tp: int, ep: int, pp: int, dtype: str,
+def _metrics(model: str, hw, engine: str, tp: int, ep: int, pp: int, dtype: str,
              kv_dtype: str, workload: Workload, overrides: tuple) -> dict[str, float]:
-    r = simulate(model, hw_name, workload, engine=engine, tp=tp, ep=ep, pp=pp, dtype=dtype,
+    """One simulation's metrics; `hw` a hardware name or a Hardware (hashable: memoized)."""
+    r = simulate(model, hw, workload, engine=engine, tp=tp, ep=ep, pp=pp, dtype=dtype,
                  kv_dtype=kv_dtype, **dict(overrides))
     return r.metrics()
 
 
-def simulate_case(case: ServingCase, **engine_overrides) -> float | None:
+def simulate_case(case: ServingCase, hw=None, **engine_overrides) -> float | None:
     """The row's metric from a simulation of one replica under its load (None where the
     simulator cannot express the row, see `why_not`, or the deployment does not fit);
-    `engine_overrides` replace preset settings (the fit varies `step_overhead_s`)."""
+    `engine_overrides` replace preset settings (the fit varies `step_overhead_s`); `hw` a
+    Hardware to simulate on instead of the row's (the fit's, with its own fitted values)."""
     if why_not(case) is not None:
         return None
     kv = case.kv_dtype if case.kv_dtype in SIM_DTYPES else "bf16"  # engines' default: auto
     tp, ep, pp = layout(case)
     settings = {**engine_settings(case), **engine_overrides}
     try:
-        m = _metrics(case.model, case.hardware.name, ENGINE_PRESETS[case.engine], tp, ep, pp,
-                     case.weights_dtype, kv, _workload(case), tuple(sorted(settings.items())))
+        m = _metrics(case.model, hw or case.hardware.name, ENGINE_PRESETS[case.engine], tp, ep,
+                     pp, case.weights_dtype, kv, _workload(case),
+                     tuple(sorted(settings.items())))
     except InputError:
         return None
     value = m.get(case.metric)

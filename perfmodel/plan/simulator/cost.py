@@ -110,6 +110,10 @@ class StepCost:
         if bytes_per_element(kv_dtype) != ACT_BYTES:  # a cache narrower than the activations
             self._graph_kw["kv_dtype"] = kv_dtype
         self._op_kw = {k: v for k, v in self._graph_kw.items() if k != "pp"}
+        # the share of a kernel's launch a CUDA graph removes: the host's; each replayed kernel
+        # keeps the GPU's own graph_kernel_gap_s (the grid launched after the previous drains)
+        self._graph_removes = (1.0 - self.hw.graph_kernel_gap_s / self.hw.kernel_launch_s
+                               if self.hw.kernel_launch_s > 0 else 1.0)
         pre = build_graph(self.model, "prefill", batch=1, seq=CLASSIFY_TOKENS, **self._graph_kw)
         self._last_ops = None  # see _prefill_ops
         dec = build_graph(self.model, "decode", batch=CLASSIFY_TOKENS, context=CLASSIFY_TOKENS,
@@ -238,11 +242,12 @@ class StepCost:
                    pad_tokens: int = 0, spec_tokens: int = 0) -> tuple[float, float]:
         """(latency, one pipeline stage's busy time) of a step of `decode` decode sequences
         whose contexts (keys each one's first query attends to, itself included) sum to
-        `decode_context_sum`, and prefill `chunks` of (tokens, prior context). `graphs`: launch
-        overhead a CUDA graph removes: "none", "body" (piecewise graphs: all but attention) or
-        "all" (a fully captured decode step); `pad_tokens`: the captured size the step is
-        padded to. `spec_tokens` k > 0: a speculative decoding step, the k draft passes
-        (`draft_time_s`) then one verification forward of 1 + k query tokens per sequence:
+        `decode_context_sum`, and prefill `chunks` of (tokens, prior context). `graphs`: the
+        kernels whose host launch a CUDA graph removes (each keeps hw.graph_kernel_gap_s):
+        "none", "body" (piecewise graphs: all but attention) or "all" (a fully captured decode
+        step); `pad_tokens`: the captured size the step is padded to. `spec_tokens` k > 0: a
+        speculative decoding step, the k draft passes (`draft_time_s`) then one verification
+        forward of 1 + k query tokens per sequence:
         every op at decode·(1 + k) tokens and each sequence's attention a (1 + k)-query causal
         decode over its context plus the drafts (one multi-query decode kernel reads its KV
         once, as FlashMLA's and FlashInfer's do)."""
@@ -289,9 +294,9 @@ class StepCost:
             t += layers * (busy + first_launch)
             launch_attn += layers * first_launch
         if graphs == "all":
-            t -= launch_body + launch_attn
+            t -= (launch_body + launch_attn) * self._graph_removes
         elif graphs == "body":
-            t -= launch_body
+            t -= launch_body * self._graph_removes
         t += draft
         if self.pp == 1:
             return t, t

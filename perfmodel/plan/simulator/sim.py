@@ -15,9 +15,10 @@ Each step (`Engine` settings, engines.py):
   Without `chunked_prefill` a prompt is prefilled whole in one step; without `mixed_batching` a
   step is either all prefill (when any can be scheduled, prefill first) or all decode (vLLM V0,
   SGLang). A request's first token is sampled at the end of the step that completes its prefill.
-The step's time comes from `StepCost` (cost.py); CUDA graphs remove the kernel launch overhead of
-the steps they capture (full decode steps, or all but attention for piecewise graphs) after
-padding the step to the next captured size; `step_overhead_s` is added per step.
+The step's time comes from `StepCost` (cost.py); CUDA graphs remove the host's share of the kernel
+launches of the steps they capture (full decode steps, or all but attention for piecewise graphs)
+after padding the step to the next captured size, each replayed kernel keeping the GPU's own
+`graph_kernel_gap_s`; `step_overhead_s` is added per step.
 
 Pipeline parallelism: pp micro-batches are in flight (vLLM's virtual engines): requests go to the
 one with the fewest unfinished; each has 1/pp of the KV blocks and of max_batch; its steps flow

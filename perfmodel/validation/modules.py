@@ -1,0 +1,107 @@
+"""Measured serving-engine modules (a block of kernels run back to back in a captured CUDA
+graph) against the model: AIConfigurator's TensorRT-LLM DeepSeek-V3 MLA attention block in
+decode (validate/data/aiconfigurator_mla_decode.csv, validate/data/SOURCES.md).
+
+    python -m perfmodel.validation.modules        # error per GPU, GEMM type and head count
+
+A row's prediction is the builder's decode graph of DeepSeek-V3 at the row's batch and 1024 keys
+with tp = 128 / heads (the block's heads on one GPU), summed over the ops of one layer's attention
+block (MLA_ROLES) as the serving simulator prices a captured decode step: each op's time without
+its host launch, plus `graph_kernel_gap_s` per kernel (the GPU-side cost of a kernel replayed
+from a graph). The block runs 10 kernels (the module's own list, in its notes); small batches
+are nearly all per-kernel cost, which is what the gap constants are fitted on
+(perfmodel.validation.fit GRAPH_GAP_RULE).
+"""
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import json
+
+from perfmodel import yamlio
+from perfmodel.hardware import Hardware, hardware
+from perfmodel.plan.memory import as_model
+from perfmodel.predict import predict_op
+from perfmodel.report.tables import format_table
+from perfmodel.validation.measurements import DATA_DIR
+
+MLA_CSV = DATA_DIR / "aiconfigurator_mla_decode.csv"
+MLA_ROLES = ("q_a", "q_norm", "q_b", "kv_a", "kv_norm", "rope", "q_absorb", "attn", "v_up",
+             "o_proj")
+MODEL = "deepseek-v3"
+# the rows' GEMM types as the builder's dtype policies (1x128 block FP8 runs as the fp8 policy:
+# the builder has no block-scaled policy for serving)
+GEMM_DTYPES = {"bfloat16": "bf16", "fp8_block": "fp8", "nvfp4": "nvfp4", "fp8": "fp8"}
+
+
+def load_rows(path=MLA_CSV) -> list[dict]:
+    """The module rows: id, hardware name, GEMM type, heads, batch, keys, measured seconds."""
+    out = []
+    for r in csv.DictReader(io.StringIO(yamlio.read_text(path))):
+        s = json.loads(r["shape_json"])
+        out.append({"id": r["id"], "hardware": r["hardware"], "gemm": r["dtype"],
+                    "heads": s["heads"], "batch": s["batch"], "keys": s["keys"],
+                    "measured_s": float(r["value"]) * 1e-3})
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def block_parts_s(hw: Hardware, gemm: str, heads: int, batch: int, keys: int
+                  ) -> tuple[float, float, int]:
+    """(kernel time without host launches, host launch time, kernels) of one layer's MLA block
+    on `hw` (module docstring)."""
+    from perfmodel.workloads.builder import inference_op_counts
+    tp = 128 // heads
+    busy = launch = 0.0
+    kernels = 0
+    first = None  # the first layer's prefix (`l0.`): every layer runs the same attention block
+    for name, o, _ in inference_op_counts(as_model(MODEL), "decode", batch=batch,
+                                          context=keys, tp=tp, dtype=GEMM_DTYPES[gemm]):
+        prefix, _, block_role = name.partition(".")
+        if block_role not in MLA_ROLES:
+            continue
+        first = first or prefix
+        if prefix != first:
+            continue
+        e = predict_op(o, hw)
+        host = e.resource_time_s.get("launch", 0.0)
+        busy += e.time_s - host
+        launch += host
+        kernels += round(host / hw.kernel_launch_s) if hw.kernel_launch_s else 0
+    return busy, launch, kernels
+
+
+def predicted_s(row: dict, hw: Hardware | None = None, gap_s: float | None = None) -> float:
+    """The row's block under CUDA graphs: kernel time + gap per kernel (module docstring)."""
+    hw = hw or hardware(row["hardware"])
+    busy, _, kernels = block_parts_s(hw, row["gemm"], row["heads"], row["batch"], row["keys"])
+    return busy + kernels * (hw.graph_kernel_gap_s if gap_s is None else gap_s)
+
+
+def report(rows: list[dict]) -> str:
+    groups: dict[tuple, list[float]] = {}
+    for r in rows:
+        err = predicted_s(r) / r["measured_s"] - 1
+        groups.setdefault((r["hardware"], r["gemm"], r["heads"]), []).append(err)
+    lines = [(hw, g, h, len(e), f"{100 * sum(map(abs, e)) / len(e):.1f}%",
+              f"{100 * sum(e) / len(e):+.1f}%", f"{100 * max(map(abs, e)):.1f}%")
+             for (hw, g, h), e in sorted(groups.items())]
+    errs = [e for es in groups.values() for e in es]
+    lines.append(("all", "", "", len(errs), f"{100 * sum(map(abs, errs)) / len(errs):.1f}%",
+                  f"{100 * sum(errs) / len(errs):+.1f}%",
+                  f"{100 * max(map(abs, errs)):.1f}%"))
+    return format_table(["hardware", "gemm", "heads", "n", "MAPE", "bias", "max"], lines)
+
+
+def main() -> None:
+    rows = load_rows()
+    print("TensorRT-LLM's DeepSeek-V3 MLA block in decode (AIConfigurator), predicted under CUDA "
+          "graphs\n")
+    print(report(rows))
+    print(f"\n({len(rows)} rows; the gap constants are fitted on the 16-head BF16 rows at batch "
+          f"<= 8 of H100-SXM (hopper) and B200 (blackwell): perfmodel/fitted.yaml)")
+
+
+if __name__ == "__main__":
+    main()
