@@ -28,6 +28,7 @@ Ops only count; this module alone turns counts into seconds. Where an op returns
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -448,11 +449,19 @@ def resolve(demand: "Demand | Choice | KernelCandidates", hw: Hardware,
 
 
 def estimate(demand: "Demand | Choice | KernelCandidates", hw: Hardware,
-             level: str = "pipes") -> Estimate:
-    """Time, bound and resource times of an op's demand (alternatives resolved at `level`)."""
+             level: str = "pipes", resolved: Demand | None = None) -> Estimate:
+    """Time, bound and resource times of an op's demand (alternatives resolved at `level`;
+    `resolved`: that resolution, when the caller has it already)."""
     if level not in LEVELS:
         raise InputError(f"unknown level '{level}' (expected one of {', '.join(LEVELS)})")
-    demand = resolve(demand, hw, level)
-    if level == "pipes":
-        return pipes(demand, hw)
-    return roofline(demand, hw)
+    chosen = resolved if resolved is not None else resolve(demand, hw, level)
+    if level != "pipes":
+        return roofline(chosen, hw)
+    est = pipes(chosen, hw)
+    if isinstance(demand, Choice) and len(demand.options) > 1:
+        # the op's speed of light is the roofline level's own pick among the options (the
+        # slowest GPU by roofline need not be the slowest by pipes)
+        roof = roofline(resolve(demand, hw, "roofline"), hw).time_s
+        if roof != est.roofline_time_s:
+            est = dataclasses.replace(est, roofline_time_s=roof)
+    return est

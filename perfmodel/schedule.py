@@ -68,8 +68,9 @@ def op_entry(op: Any, hw: Hardware, level: str) -> OpEntry:
         except KeyError:  # evicted meanwhile by another thread
             pass
         return hit
-    d = resolve(op.demand(hw), hw, level)
-    hit = _ENTRIES[key] = OpEntry(state, d, estimate(d, hw, level))
+    raw = op.demand(hw)
+    d = resolve(raw, hw, level)
+    hit = _ENTRIES[key] = OpEntry(state, d, estimate(raw, hw, level, resolved=d))
     while len(_ENTRIES) > CACHE_SIZE:
         _ENTRIES.popitem(last=False)
     return hit

@@ -39,6 +39,10 @@ PAIRED = [(m, n, k) for m in (4096, 8192) for n in (4096, 8192) for k in (4096, 
 PER_BIN = 8
 OUT = Path(__file__).resolve().parent / "data" / "aiconfigurator_gemm.csv"
 MLA_OUT = OUT.with_name("aiconfigurator_mla_decode.csv")
+MOE_OUT = OUT.with_name("aiconfigurator_moe.csv")
+# the fused-MoE rows kept: DeepSeek-V3's routed experts (7168 hidden, 2048 per expert, top-8 of
+# 256), balanced routing, experts split over EP 8/16/32 GPUs (no TP), CUTLASS kernels
+MOE_EP, MOE_TOKENS = (8, 16, 32), (1, 16, 64, 256, 1024, 4096, 16384)
 # the MLA block rows kept: TP8 and TP1 head counts, decode batches, 1024 keys, a BF16 cache
 MLA_HEADS, MLA_BATCHES, MLA_KEYS = (16, 128), (1, 2, 4, 8, 32, 128), 1024
 
@@ -89,6 +93,42 @@ def main(root: str) -> None:
                     })
     _write(OUT, rows)
     _write(MLA_OUT, mla_rows(base))
+    _write(MOE_OUT, moe_rows(base))
+
+
+def moe_rows(base: Path) -> list[dict]:
+    """TensorRT-LLM's fused MoE module (the routed experts of one GPU: permute, grouped GEMMs,
+    activation, finalize) at MOE_EP x MOE_TOKENS, for every GEMM type the table has."""
+    import pandas as pd
+    rows = []
+    for folder, gpu in GPUS.items():
+        path = base / folder / "moe" / "trtllm" / "1.3.0rc20" / "moe_perf.parquet"
+        d = pd.read_parquet(path)
+        d = d[(d.hidden_size == 7168) & (d.inter_size == 2048) & (d.num_experts == 256)
+              & (d.topk == 8) & (d.distribution == "balanced") & (d.moe_tp_size == 1)
+              & d.moe_ep_size.isin(MOE_EP) & d.num_tokens.isin(MOE_TOKENS)
+              & (d.kernel_source == "moe_torch_flow_cutlass")]
+        for n, r in enumerate(d.sort_values(["moe_dtype", "moe_ep_size", "num_tokens"])
+                              .itertuples(), start=1):
+            rows.append({
+                "id": f"AICMOE-{gpu}-{n:03d}",
+                "source": f"ai-dynamo/aiconfigurator ({WHEEL} wheel): systems/data/{folder}/moe/"
+                          f"trtllm/1.3.0rc20/moe_perf.parquet",
+                "hardware": gpu,
+                "library": f"TensorRT-LLM 1.3.0rc20 fused MoE ({r.kernel_source})",
+                "op": "moe_module",
+                "dtype": r.moe_dtype,
+                "shape_json": json.dumps({
+                    "tokens": int(r.num_tokens), "hidden": int(r.hidden_size),
+                    "expert_hidden": int(r.inter_size), "experts": int(r.num_experts),
+                    "top_k": int(r.topk), "ep": int(r.moe_ep_size), "routing": "balanced"}),
+                "metric": "time",
+                "value": f"{float(r.latency):.6g}",
+                "unit": "ms",
+                "notes": "AIConfigurator measured latency of TensorRT-LLM's fused MoE module "
+                         "(routed experts only) on " + r.device,
+            })
+    return rows
 
 
 def mla_rows(base: Path) -> list[dict]:

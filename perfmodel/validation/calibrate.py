@@ -43,9 +43,9 @@ from perfmodel.intervals import ACCURACY_PATH  # the file perfmodel.intervals re
 from perfmodel.report.progress import Progress
 from perfmodel.report.tables import format_table
 from perfmodel.validation import fit
-from perfmodel.validation.measurements import (AICONFIGURATOR_CSV, BLACKWELL_CSV,
-                                               BLACKWELL_MEASUREMENTS_CSV, PUBLIC_CSV, Case,
-                                               load_cases)
+from perfmodel.validation.measurements import (AICONFIGURATOR_CSV, AICONFIGURATOR_MOE_CSV,
+                                               BLACKWELL_CSV, BLACKWELL_MEASUREMENTS_CSV,
+                                               PUBLIC_CSV, Case, load_cases)
 
 MIN_INTERVAL_ROWS = 5
 QUANTILES = (10, 90)
@@ -60,10 +60,11 @@ def source_of(row_id: str) -> str:
 
 def kernel_cases() -> list[Case]:
     """Every published kernel row the model expresses (public, Blackwell attention, Blackwell
-    measurements, AIConfigurator's TensorRT-LLM linears); our own GPU results are judged by
-    `perfmodel validate`, not fitted here."""
+    measurements, AIConfigurator's TensorRT-LLM linears and fused MoE); our own GPU results are
+    judged by `perfmodel validate`, not fitted here."""
     out = []
-    for path in (PUBLIC_CSV, BLACKWELL_CSV, BLACKWELL_MEASUREMENTS_CSV, AICONFIGURATOR_CSV):
+    for path in (PUBLIC_CSV, BLACKWELL_CSV, BLACKWELL_MEASUREMENTS_CSV, AICONFIGURATOR_CSV,
+                 AICONFIGURATOR_MOE_CSV):
         out += load_cases(path)[0]
     return out
 

@@ -40,6 +40,8 @@ BLACKWELL_MEASUREMENTS_CSV = DATA_DIR / "blackwell_measurements.csv"
 # NVIDIA AIConfigurator's measured TensorRT-LLM linear modules on H100/H200/B200/B300/GB200
 # (validate/data/SOURCES.md "aiconfigurator_gemm.csv"; validate/import_aiconfigurator.py)
 AICONFIGURATOR_CSV = DATA_DIR / "aiconfigurator_gemm.csv"
+# and its fused-MoE module (DeepSeek-V3's routed experts), judged only
+AICONFIGURATOR_MOE_CSV = DATA_DIR / "aiconfigurator_moe.csv"
 RESULTS_DIR = _shipped("results")
 
 # Rows that informed a constant: judged separately, never counted as validation. Derived from
@@ -174,6 +176,13 @@ def _case(row: dict) -> Case | Skipped:
                        else _dtype(dt), fp8_scaling="block" if "block" in dt else "tensor")
         t = o.flop / value
         kind = "linear_" + dt.replace("_e4m3", "")
+    elif kind == "moe_module":  # a framework's fused MoE over one GPU's experts (ops.moe)
+        dt = row["dtype"].lower()
+        o = ops.Moe(tokens=s["tokens"], hidden=s["hidden"], expert_hidden=s["expert_hidden"],
+                    experts=s["experts"], top_k=s["top_k"], gpus=s["ep"],
+                    dtype="nvfp4" if "nvfp4" in dt else _dtype(dt), routing="token_balanced")
+        t = value
+        kind = "moe_" + dt.replace("_e4m3", "")
     elif kind.startswith("attention_"):
         kernel = next((k for name, k in KERNEL_OF_LIBRARY.items() if lib.lower().startswith(name)),
                       None)
@@ -288,4 +297,4 @@ def default_sources() -> list[Path]:
     """The public data (H100/A100, our B200 attention rows and the published Blackwell kernel
     benchmarks) plus every results CSV under validate/results/."""
     return [PUBLIC_CSV, BLACKWELL_CSV, BLACKWELL_MEASUREMENTS_CSV, AICONFIGURATOR_CSV,
-            *sorted(RESULTS_DIR.glob("**/*.csv"))]
+            AICONFIGURATOR_MOE_CSV, *sorted(RESULTS_DIR.glob("**/*.csv"))]

@@ -20,7 +20,8 @@ A routing policy (`perfmodel.ops.moe.routing`) sends each expert's tokens to rep
   optimal         minimum over routings of the max activated replicas per GPU (max-flow);
   uniform         each token to a random replica.
 Per GPU the grouped GEMM reads every activated replica's gate/up/down weights (3·h·f elements)
-and multiplies its tokens (rows padded to the 64-row MMA tile). In decode the weight bytes
+and multiplies its tokens (rows padded to the 64-row MMA tile), between the fused-MoE runner's
+other kernels (ROUTING_SORT_KERNELS and _gpu_demand: routing sort, expand-and-cast, gated activation, finalize). In decode the weight bytes
 dominate, so time follows activated experts per GPU, not tokens (METRO's observation). The layer
 waits for its slowest GPU: the op returns every GPU's demand and the engine keeps the slowest.
 """
@@ -34,7 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-from perfmodel.demand import Choice, Demand, LaunchShape
+from dataclasses import replace
+
+from perfmodel.demand import Choice, Demand, LaunchShape, add_work
 from perfmodel.errors import InputError
 from perfmodel.units import bytes_per_element, tensor_dtype
 from perfmodel.ops.moe.eplb import eplb_placement, nodes_for, route_token_balanced_slots
@@ -44,6 +47,7 @@ from perfmodel.ops.moe.routing import POLICIES, Routing, place_contiguous, place
 from perfmodel.ops.moe.routing import route as route_tokens
 from perfmodel.ops.moe.traces import load_trace, popularity, synthetic_trace
 from perfmodel.ops.base import GPUS_WHY, MAX_GPUS, MAX_SEED, Op, Param, positive
+from perfmodel.ops.streaming import stream_demand
 
 # Above this many token × expert draws, route by per-expert counts instead of per token
 # (prefill and training batches: every expert is active anyway).
@@ -76,6 +80,14 @@ def _file_digest(path) -> tuple:
     data = Path(path).read_bytes()
     return len(data), hashlib.blake2b(data, digest_size=16).hexdigest()
 
+# The fused-MoE runner's kernels around its two grouped GEMMs (TensorRT-LLM cpp/tensorrt_llm/
+# kernels/cutlass_kernels/moe_gemm/moe_kernels.cu: the expert maps and sort of the routing,
+# threeStepBuildExpertMapsSortFirstToken, 3 kernels; expandInputRowsKernel, gathering each
+# expert's rows and casting them to the GEMM type; doActivationKernel, the SwiGLU of GEMM1's
+# output cast for GEMM2; finalizeMoeRoutingKernel, the top-k weighted sum back in token order.
+# vLLM's fused_moe runs the same stages: moe_align_block_size, two fused_moe_kernel GEMMs,
+# silu_and_mul, moe_sum)
+ROUTING_SORT_KERNELS = 3
 # shared memory of the grouped GEMM's CTA (its pipeline stages) where the GPU allows it, and the
 # 4/5 of it in flight from HBM (the stages not being consumed): 160 / 128 KiB as before
 GROUPED_GEMM_SMEM_BYTES = 160 * 1024
@@ -277,6 +289,9 @@ class Moe(Op):
                       pick="slowest")
 
     def _gpu_demand(self, rows: list[int], smem_bytes: int) -> Demand:
+        """One GPU's share as the fused-MoE runner runs it (RUNNER_KERNELS): the routing sort,
+        the expand of each expert's rows (cast to the GEMM type), the two grouped GEMMs, the
+        gated activation (cast again) and the finalize back to token order."""
         h, f = self.hidden, self.expert_hidden
         w = bytes_per_element(self.dtype)
         act = 2.0  # activations in BF16
@@ -288,18 +303,38 @@ class Moe(Op):
             + shared * math.ceil(shared_rows / MMA_ROWS)
         padded = row_tiles * MMA_ROWS
         tiles = row_tiles * (math.ceil(2 * f / TILE_N) + math.ceil(h / TILE_N))
-        hbm = weights + tokens * (2 * h + 3 * f) * act  # x in, y out, gate/up/act intermediates
+        # the GEMMs read the cast rows and the weights, write GEMM1's gate/up in BF16 and GEMM2's
+        # output; the activation's cast output is GEMM2's A
+        hbm = weights + tokens * (h * w + 2 * f * act + f * w + h * act)
         work = {f"tensor:{tensor_dtype(self.dtype)}": 2.0 * padded * 3 * h * f,
-                "fma": tokens * 3 * f, "xu": tokens * f,  # SiLU(gate)·up epilogue
                 "l2": hbm, "hbm": hbm}
-        # the grouped GEMM's pipeline stages fill the shared memory a CTA may have (CUTLASS sizes
-        # its stage count from it): 160 KiB on Hopper/Blackwell datacenter parts, less on GB10
         launch = LaunchShape(ctas=max(1, tiles), threads_per_cta=384, registers_per_thread=168,
                              smem_per_cta_bytes=smem_bytes,
                              bytes_in_flight_per_cta=smem_bytes * 4 // 5)
-        return Demand(work=work, launch=launch, flop=2.0 * tokens * 3 * h * f, hbm_bytes=hbm,
-                      kernels=2,  # grouped GEMM gate/up, grouped GEMM down
-                      details={"activated_replicas": len(rows), "tokens_on_gpu": tokens})
+        gemms = Demand(work=work, launch=launch, flop=2.0 * tokens * 3 * h * f, hbm_bytes=hbm,
+                       kernels=2,  # grouped GEMM gate/up, grouped GEMM down
+                       details={"activated_replicas": len(rows), "tokens_on_gpu": tokens,
+                                "part": "grouped GEMMs"})
+        picks = float(self.tokens * self.top_k)  # (token, expert) pairs the sort orders
+        sort = stream_demand(picks, picks * 4.0, picks * 8.0, {}, 4.0, 0.0,
+                             details={"part": "routing sort"})
+        sort = replace(sort, kernels=ROUTING_SORT_KERNELS)
+        expand = stream_demand(tokens * h, tokens * h * act, tokens * h * w, {}, act, 0.0,
+                               details={"part": "expand rows (cast)"})
+        # SwiGLU: silu(gate) * up, one exp (XU) and a few FMAs per output element
+        activation = stream_demand(tokens * f, tokens * 2 * f * act, tokens * f * w,
+                                   {"fma": 4.0, "xu": 1.0}, act, 4.0 * tokens * f,
+                                   details={"part": "gated activation (cast)"})
+        out_tokens = min(float(self.tokens), tokens)  # token rows this GPU writes back
+        finalize = stream_demand(tokens * h, tokens * h * act, out_tokens * h * act,
+                                 {"fma": 1.0}, act, tokens * h,
+                                 details={"part": "finalize (top-k weighted sum)"})
+        parts = (sort, expand, gemms, activation, finalize)
+        return Demand(work=add_work(*(p.work for p in parts)), launch=launch,
+                      flop=sum(p.flop for p in parts),
+                      hbm_bytes=sum(p.hbm_bytes for p in parts),
+                      kernels=sum(p.kernels for p in parts), sequence=parts,
+                      details=dict(gemms.details))
 
 
 def _redundant(v) -> int:
