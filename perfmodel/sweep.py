@@ -228,6 +228,24 @@ def _check_model_values(keys: list[str], values: list[tuple], file: str, at: str
     return problems
 
 
+
+def _load_names(names, key: str, expected: str, load, loaded: dict, base, file, at) -> list[str]:
+    """Load each of a grid's `key` values (a built-in name, or a YAML file relative to the
+    space file) into `loaded` once; one problem line per value that is not a string or does
+    not load."""
+    problems = []
+    for i, name in enumerate(names):
+        here = where(file, f"{at}.{key}" + (f"[{i}]" if len(names) > 1 else ""))
+        if not isinstance(name, str):
+            problems.append(f"{here}: expected {expected}, got {show(name)}")
+        elif name not in loaded:
+            path = base / name if name.endswith((".yaml", ".yml")) else name
+            try:
+                loaded[name] = load(path)
+            except InputError as e:
+                problems += [f"{here}: {p}" for p in e.problems]
+    return problems
+
 def parse_space(raw: Any, file: str = "<space>") -> Space:
     """Check a space's parsed YAML and resolve the GPUs and models it names."""
     if not isinstance(raw, dict):
@@ -291,28 +309,10 @@ def parse_space(raw: Any, file: str = "<space>") -> Space:
         if found:
             problems += found
             continue
-        for i, h in enumerate(vals_of.get("hw", ())):
-            idx = f"[{i}]" if len(vals_of["hw"]) > 1 else ""
-            if not isinstance(h, str):
-                problems.append(f"{where(file, f'{at}.hw{idx}')}: expected a GPU name or spec "
-                                f"path, got {show(h)}")
-            elif h not in hw_by_name:
-                spec = base / h if h.endswith((".yaml", ".yml")) else h
-                try:
-                    hw_by_name[h] = hardware(spec)
-                except InputError as e:
-                    problems += [f"{where(file, f'{at}.hw{idx}')}: {p}" for p in e.problems]
-        for i, m in enumerate(vals_of.get("model", ())):
-            idx = f"[{i}]" if len(vals_of["model"]) > 1 else ""
-            if not isinstance(m, str):
-                problems.append(f"{where(file, f'{at}.model{idx}')}: expected a model name or "
-                                f"file, got {show(m)}")
-            elif m not in models:
-                path = base / m if m.endswith((".yaml", ".yml")) else m
-                try:
-                    models[m] = load_model(path)
-                except InputError as e:
-                    problems += [f"{where(file, f'{at}.model{idx}')}: {p}" for p in e.problems]
+        problems += _load_names(vals_of.get("hw", ()), "hw", "a GPU name or spec path",
+                                hardware, hw_by_name, base, file, at)
+        problems += _load_names(vals_of.get("model", ()), "model", "a model name or file",
+                                load_model, models, base, file, at)
         size = math.prod(len(v) for v in values)
         grids.append(Grid(gi, kind, tuple(keys), tuple(values), start, size))
         start += size
