@@ -74,23 +74,14 @@ def main(root: str) -> None:
                 s = s.sort_values(["m", "n", "k"])
                 for r in s.itertuples():
                     number += 1  # ids as elsewhere: source, then a number (calibrate.source_of)
-                    rows.append({
-                        "id": f"AIC-{gpu}-{dt}-{number:03d}",
-                        "source": f"ai-dynamo/aiconfigurator ({WHEEL} wheel): "
-                                  f"systems/data/{folder}/gemm/trtllm/{version}/gemm_perf.parquet",
-                        "hardware": gpu,
-                        "library": f"TensorRT-LLM {version} Linear ({r.kernel_source})",
-                        "op": "linear",
-                        "dtype": DTYPES[dt],
-                        "shape_json": json.dumps({"M": int(r.m), "N": int(r.n), "K": int(r.k)}),
-                        "metric": "time",
-                        "value": f"{float(r.latency):.6g}",
-                        "unit": "ms",
-                        "notes": f"AIConfigurator measured latency of TensorRT-LLM's {dt} linear "
-                                 f"module on {r.device} (activation quantization included for "
-                                 f"the quantized types); sampled by "
-                                 f"validate/import_aiconfigurator.py",
-                    })
+                    rows.append(_row(
+                        f"AIC-{gpu}-{dt}-{number:03d}", gpu,
+                        f"{folder}/gemm/trtllm/{version}/gemm_perf.parquet",
+                        f"TensorRT-LLM {version} Linear ({r.kernel_source})", "linear",
+                        DTYPES[dt], {"M": int(r.m), "N": int(r.n), "K": int(r.k)}, r.latency,
+                        f"AIConfigurator measured latency of TensorRT-LLM's {dt} linear module "
+                        f"on {r.device} (activation quantization included for the quantized "
+                        f"types); sampled by validate/import_aiconfigurator.py"))
     _write(OUT, rows)
     _write(MLA_OUT, mla_rows(base))
     _write(MOE_OUT, moe_rows(base))
@@ -110,24 +101,15 @@ def moe_rows(base: Path) -> list[dict]:
               & (d.kernel_source == "moe_torch_flow_cutlass")]
         for n, r in enumerate(d.sort_values(["moe_dtype", "moe_ep_size", "num_tokens"])
                               .itertuples(), start=1):
-            rows.append({
-                "id": f"AICMOE-{gpu}-{n:03d}",
-                "source": f"ai-dynamo/aiconfigurator ({WHEEL} wheel): systems/data/{folder}/moe/"
-                          f"trtllm/1.3.0rc20/moe_perf.parquet",
-                "hardware": gpu,
-                "library": f"TensorRT-LLM 1.3.0rc20 fused MoE ({r.kernel_source})",
-                "op": "moe_module",
-                "dtype": r.moe_dtype,
-                "shape_json": json.dumps({
-                    "tokens": int(r.num_tokens), "hidden": int(r.hidden_size),
-                    "expert_hidden": int(r.inter_size), "experts": int(r.num_experts),
-                    "top_k": int(r.topk), "ep": int(r.moe_ep_size), "routing": "balanced"}),
-                "metric": "time",
-                "value": f"{float(r.latency):.6g}",
-                "unit": "ms",
-                "notes": "AIConfigurator measured latency of TensorRT-LLM's fused MoE module "
-                         "(routed experts only) on " + r.device,
-            })
+            rows.append(_row(
+                f"AICMOE-{gpu}-{n:03d}", gpu, f"{folder}/moe/trtllm/1.3.0rc20/moe_perf.parquet",
+                f"TensorRT-LLM 1.3.0rc20 fused MoE ({r.kernel_source})", "moe_module",
+                r.moe_dtype, {"tokens": int(r.num_tokens), "hidden": int(r.hidden_size),
+                              "expert_hidden": int(r.inter_size), "experts": int(r.num_experts),
+                              "top_k": int(r.topk), "ep": int(r.moe_ep_size),
+                              "routing": "balanced"}, r.latency,
+                "AIConfigurator measured latency of TensorRT-LLM's fused MoE module (routed "
+                "experts only) on " + r.device))
     return rows
 
 
@@ -146,25 +128,27 @@ def mla_rows(base: Path) -> list[dict]:
               & (d.step == MLA_KEYS) & (d.kv_cache_dtype == "bfloat16")]
         for n, r in enumerate(d.sort_values(["gemm_type", "num_heads", "batch_size"])
                               .itertuples(), start=1):
-            rows.append({
-                "id": f"AICMLA-{gpu}-{n:03d}",
-                "source": f"ai-dynamo/aiconfigurator ({WHEEL} wheel): systems/data/{folder}/mla/"
-                          f"trtllm/1.3.0rc20/mla_generation_module_perf.parquet",
-                "hardware": gpu,
-                "library": "TensorRT-LLM 1.3.0rc20 MLA generation module",
-                "op": "mla_generation_module",
-                "dtype": r.gemm_type,
-                "shape_json": json.dumps({
-                    "heads": int(r.num_heads), "batch": int(r.batch_size), "keys": int(r.step),
-                    "kv_cache_dtype": r.kv_cache_dtype, "model": r.model}),
-                "metric": "time",
-                "value": f"{float(r.latency):.6g}",
-                "unit": "ms",
-                "notes": "AIConfigurator measured latency of TensorRT-LLM's DeepSeek-V3 MLA "
-                         "attention block in decode (q_a, q_norm, q_b, kv_a, kv_norm, rope, q "
-                         "absorb, attention, v up, o_proj) on " + r.device,
-            })
+            rows.append(_row(
+                f"AICMLA-{gpu}-{n:03d}", gpu,
+                f"{folder}/mla/trtllm/1.3.0rc20/mla_generation_module_perf.parquet",
+                "TensorRT-LLM 1.3.0rc20 MLA generation module", "mla_generation_module",
+                r.gemm_type, {"heads": int(r.num_heads), "batch": int(r.batch_size),
+                              "keys": int(r.step), "kv_cache_dtype": r.kv_cache_dtype,
+                              "model": r.model}, r.latency,
+                "AIConfigurator measured latency of TensorRT-LLM's DeepSeek-V3 MLA attention "
+                "block in decode (q_a, q_norm, q_b, kv_a, kv_norm, rope, q absorb, attention, v "
+                "up, o_proj) on " + r.device))
     return rows
+
+
+def _row(row_id: str, gpu: str, table: str, library: str, op: str, dtype: str, shape: dict,
+         latency_ms: float, notes: str) -> dict:
+    """One measurement row in public_measurements.csv's columns: a table's latency (ms)."""
+    return {"id": row_id, "source": f"ai-dynamo/aiconfigurator ({WHEEL} wheel): systems/data/"
+                                    f"{table}",
+            "hardware": gpu, "library": library, "op": op, "dtype": dtype,
+            "shape_json": json.dumps(shape), "metric": "time",
+            "value": f"{float(latency_ms):.6g}", "unit": "ms", "notes": notes}
 
 
 def _write(path: Path, rows: list[dict]) -> None:
