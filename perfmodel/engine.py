@@ -210,10 +210,11 @@ def at_clock(times: Mapping[str, Any], from_hz: Any, to_hz: Any) -> dict[str, An
 
 
 def power_limited(times: Mapping[str, Any], hw: Hardware) -> dict[str, Any]:
-    """Resource times at the kernel's clock with each narrow MMA's busy time stretched by its
-    tensor_power_ratio (1 for 16-bit MMAs). Applied after the kernel clock is set from the
-    unstretched times (kernel_clock_hz): the sustained clock is the 16-bit MMA's power limit and
-    the ratio is the narrow MMA's own, so the two do not compound."""
+    """Resource times with each narrow MMA's busy time stretched by its tensor_power_ratio (1 for
+    16-bit MMAs). The kernel's clock (kernel_clock_hz) is read from the stretched times, so a
+    kernel kept busy by its power-limited MMAs runs at the sustained clock (the 16-bit MMA's
+    power limit) and extra non-MMA work never raises it; the stretch is the narrow MMA's own
+    share of the power limit, so the two do not compound."""
     return {r: (t * tensor_power_ratio(hw, r) if r.startswith("tensor:") else t)
             for r, t in times.items()}
 
@@ -322,7 +323,9 @@ def _pipes_times(demand: Demand, hw: Hardware) -> tuple[float, dict[str, float],
                                     demand.cta_imbalance)
     else:
         raw = kernel_resource_times(hw, work)
-    clock = kernel_clock_hz(hw, raw, demand.overlap)
+    # the clock follows the tensor pipe's real (power-limited) busy time; the times then move
+    # to that clock, narrow MMAs stretched (power_limited)
+    clock = kernel_clock_hz(hw, power_limited(raw, hw), demand.overlap)
     details["sm_clock_hz"] = clock
     times = {r: float(t) for r, t in power_limited(
         at_clock(raw, hw.sustained_sm_clock_hz, clock), hw).items()}
@@ -393,7 +396,7 @@ def candidate_times_s(c: KernelCandidates, hw: Hardware) -> np.ndarray:
     ctas_per_sm = np.array([seen[key] for key in keys])
     times = kernel_resource_times(hw, c.work, c.ctas, ctas_per_sm, c.bytes_in_flight_per_cta)
     times = power_limited(at_clock(times, hw.sustained_sm_clock_hz,
-                                   kernel_clock_hz(hw, times, c.overlap)), hw)
+                                   kernel_clock_hz(hw, power_limited(times, hw), c.overlap)), hw)
     busy = np.maximum.reduce(list(times.values()))
     if c.overlap is not None:
         busy = np.maximum(busy, _overlap_time_s(c.overlap, times))

@@ -160,7 +160,7 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
         t_h = w_h / rate if rate else math.inf
         if tensor:
             t_t = busiest * (w_t / ctas) / r_tensor
-            busy = max(t_t, t_f, t_s, t_l2, t_h)
+            busy = max(t_t * power_ratio, t_f, t_s, t_l2, t_h)  # engine: clock from power_limited
         else:
             t_t, busy = 0.0, max(t_f, t_s, t_l2, t_h)
         if hi <= lo:
@@ -168,7 +168,8 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
         elif not any_tensor:
             clock = hi
         else:
-            clock = hi - (min(max(t_t / busy, 0.0), 1.0) if busy > 0 else 0.0) * (hi - lo)
+            clock = hi - (min(max(t_t * power_ratio / busy, 0.0), 1.0) if busy > 0 else 0.0) \
+                * (hi - lo)
         scale = sustained / clock
         top = max(t_f * scale, t_s * scale, t_l2 * scale, t_h)
         if tensor:  # engine.power_limited after the clock
@@ -228,11 +229,13 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
             raw[r] = w / l2_rate
         else:
             raw[r] = busiest * (w / ctas) / (per_clk[r] * sustained)
-    t_tensor = sum((t for r, t in raw.items() if r.startswith("tensor:")), 0.0)
+    stretched = {r: (t * tensor_power_ratio(hw, r) if r.startswith("tensor:") else t)
+                 for r, t in raw.items()}  # engine: the clock from power_limited(raw)
+    t_tensor = sum((t for r, t in stretched.items() if r.startswith("tensor:")), 0.0)
     if hi <= lo or not t_tensor > 0:
         clock = lo if hi <= lo else hi
     else:
-        clock = hi - min(1.0, t_tensor / max(raw.values())) * (hi - lo)
+        clock = hi - min(1.0, t_tensor / max(stretched.values())) * (hi - lo)
     scale = sustained / clock
     times = {r: (t if r == "hbm" else t * scale) for r, t in raw.items()}
     times = {r: (t * tensor_power_ratio(hw, r) if r.startswith("tensor:") else t)
