@@ -446,29 +446,44 @@ def fit_fa4_overlap(row_id: str = FA4_ROW, tol: float = 1e-5,
         _restore_attention(saved)
 
 
-def fit_hbm_fraction(row_id: str = STREAM_ROW, tol: float = 1e-5) -> float:
-    """B200-class HBM's achievable share on its one streaming row (HBM_RULE)."""
-    cases, _ = load_cases(BLACKWELL_MEASUREMENTS_CSV)
+def _fit_field_on_row(path, row_id: str, field: str, key: str, tol: float) -> float:
+    """The value of Hardware `field` (a share whose rise speeds the row up) at which the
+    pipes-level prediction of row `row_id` of `path` equals its measurement, within the range
+    of fitted constant `key`."""
+    cases, _ = load_cases(path)
     case = next(c for c in cases if c.id == row_id)
 
-    def time_at(fraction: float) -> float:
-        hw = dataclasses.replace(case.hardware, hbm_achievable_fraction=fraction)
+    def time_at(value: float) -> float:
+        hw = dataclasses.replace(case.hardware, **{field: value})
         return estimate(case.op.demand(hw), hw, "pipes").time_s
 
-    lo, hi = SPECS["hbm_achievable_fraction.b200"][0]
+    lo, hi = SPECS[key][0]
     return _solve_falling(time_at, case.measured_time_s, lo, hi, tol)
+
+
+def fit_hbm_fraction(row_id: str = STREAM_ROW, tol: float = 1e-5) -> float:
+    """B200-class HBM's achievable share on its one streaming row (HBM_RULE)."""
+    return _fit_field_on_row(BLACKWELL_MEASUREMENTS_CSV, row_id, "hbm_achievable_fraction",
+                             "hbm_achievable_fraction.b200", tol)
 
 
 def fit_sustained_fraction(row_id: str = MAMF_ROW, tol: float = 1e-5) -> float:
-    cases, _ = load_cases(PUBLIC_CSV)
-    case = next(c for c in cases if c.id == row_id)
+    """The sustained SM clock's share of the tensor clock on its one row (SUSTAINED_RULE)."""
+    return _fit_field_on_row(PUBLIC_CSV, row_id, "tensor_sustained_fraction",
+                             "tensor_sustained_fraction", tol)
 
-    def time_at(fraction: float) -> float:
-        hw = dataclasses.replace(case.hardware, tensor_sustained_fraction=fraction)
-        return estimate(case.op.demand(hw), hw, "pipes").time_s
 
-    lo, hi = SPECS["tensor_sustained_fraction"][0]
-    return _solve_falling(time_at, case.measured_time_s, lo, hi, tol)
+def _zero_of_rising(f, lo: float, hi: float, tol: float) -> float:
+    """Where a rising `f` crosses zero in [lo, hi], by bisection; lo (hi) when f is already
+    >= 0 (<= 0) there."""
+    if f(lo) >= 0:
+        return lo
+    if f(hi) <= 0:
+        return hi
+    while hi - lo > tol:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if f(mid) < 0 else (lo, mid)
+    return (lo + hi) / 2
 
 
 # shapes at which every dtype was sampled (validate/import_aiconfigurator.py PAIRED): all three
@@ -505,16 +520,8 @@ def fit_power_exponent(sustained: float, exclude: frozenset[str] = frozenset(),
                      / estimate(b.op.demand(hw), hw, "pipes").time_s)
             total += math.log(ratio / (a.measured_time_s / b.measured_time_s))
         return total / len(pairs)
-    lo, hi = SPECS["tensor_power_exponent"][0]
-    rows = [r.id for pair in pairs for r in pair]
-    if mean_log_error(lo) >= 0:
-        return lo, rows
-    if mean_log_error(hi) <= 0:
-        return hi, rows
-    while hi - lo > tol:
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if mean_log_error(mid) < 0 else (lo, mid)
-    return (lo + hi) / 2, rows
+    return (_zero_of_rising(mean_log_error, *SPECS["tensor_power_exponent"][0], tol),
+            [r.id for pair in pairs for r in pair])
 
 
 def graph_gap_fit_rows(family: str) -> list[dict]:
@@ -540,15 +547,7 @@ def fit_graph_gap(family: str, exclude: frozenset[str] = frozenset(), sustained=
     def mean_log_error(gap: float) -> float:
         return sum(math.log(modules.predicted_s(r, hw, gap) / r["measured_s"])
                    for r in rows) / len(rows)
-    lo, hi = SPECS[key][0]
-    if mean_log_error(lo) >= 0:
-        return lo, [r["id"] for r in rows]
-    if mean_log_error(hi) <= 0:
-        return hi, [r["id"] for r in rows]
-    while hi - lo > tol:
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if mean_log_error(mid) < 0 else (lo, mid)
-    return (lo + hi) / 2, [r["id"] for r in rows]
+    return _zero_of_rising(mean_log_error, *SPECS[key][0], tol), [r["id"] for r in rows]
 
 
 def step_overhead_fit_rows(cases) -> list:
