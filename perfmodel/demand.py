@@ -217,3 +217,16 @@ def add_work(*works: Mapping[str, float]) -> dict[str, float]:
         for r, x in w.items():
             out[r] = out.get(r, 0.0) + x
     return out
+
+
+def sequence_demand(parts, launch_from: int = -1, flop: float | None = None,
+                    kernels: int | None = None, details: Mapping | None = None) -> "Demand":
+    """Kernels run back to back as one op's demand: their work, bytes and launches summed, the
+    launch shape of part `launch_from` (the last by default), `flop` the parts' sum unless given
+    (an op whose extra kernels do no useful FLOP), `kernels` the parts' sum unless given."""
+    parts = tuple(parts)
+    return Demand(work=add_work(*(p.work for p in parts)), launch=parts[launch_from].launch,
+                  flop=sum(p.flop for p in parts) if flop is None else flop,
+                  hbm_bytes=sum(p.hbm_bytes for p in parts),
+                  kernels=sum(p.kernels for p in parts) if kernels is None else kernels,
+                  sequence=parts, details=dict(details or {}))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from perfmodel.demand import Demand, add_work
+from perfmodel.demand import sequence_demand
 from perfmodel.units import bytes_per_element
 from perfmodel.ops.base import Op, Param, positive
 from perfmodel.ops.streaming import row_threads, stream_demand
@@ -77,7 +77,7 @@ class GroupNorm(Op):
             apply = stream_demand(n, n * b + params + stats, n * b,
                                   {"fma": FMA[("fwd", "apply")]}, b,
                                   flop=FMA[("fwd", "apply")] * n, details={"part": "apply"})
-            return _sequence((moments, apply))
+            return sequence_demand((moments, apply))
         sums = self.batch * self.channels * 2 * STAT_BYTES
         fma = FMA[("bwd", "sums")] + FMA[("bwd", "dx")]
         if self.implementation == "fused":
@@ -95,10 +95,4 @@ class GroupNorm(Op):
                                STAT_BYTES, flop=2.0 * self.batch * self.channels,
                                ctas=max(1, math.ceil(self.channels / 256)),
                                details={"part": "dgamma dbeta"})
-        return _sequence((grads, dx, dgamma))
-
-
-def _sequence(parts: tuple[Demand, ...]) -> Demand:
-    return Demand(work=add_work(*(p.work for p in parts)), launch=parts[-1].launch,
-                  flop=sum(p.flop for p in parts), hbm_bytes=sum(p.hbm_bytes for p in parts),
-                  kernels=sum(p.kernels for p in parts), sequence=parts)
+        return sequence_demand((grads, dx, dgamma))

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from perfmodel.demand import Demand, add_work
+from perfmodel.demand import sequence_demand
 from perfmodel.units import bytes_per_element
 from perfmodel.ops.base import Op, Param, positive
 from perfmodel.ops.streaming import stream_demand
@@ -135,7 +135,8 @@ class Scatter(Op):
         fill_bytes = float(self.dest_rows) * self.cols * b
         fill = stream_demand(fill_bytes / b, 0.0, fill_bytes, {}, b, flop=0.0,
                              details={"part": "zero-fill destination"})
-        return _sequence((fill, scatter), {"distinct_rows": unique, "reduce": self.reduce})
+        return sequence_demand((fill, scatter),
+                               details={"distinct_rows": unique, "reduce": self.reduce})
 
 
 class Embedding(Op):
@@ -182,10 +183,5 @@ class Embedding(Op):
         reduce = dataclasses.replace(reduce, work={**reduce.work,
                                                    "l2": reduce.work["l2"] + 2 * partials},
                                      cta_dram_round_trips=1.0)
-        return _sequence((fill, sort, reduce), {"distinct_rows": unique, "sort_passes": passes})
-
-
-def _sequence(parts: tuple[Demand, ...], details: dict) -> Demand:
-    return Demand(work=add_work(*(p.work for p in parts)), launch=parts[-1].launch,
-                  flop=sum(p.flop for p in parts), hbm_bytes=sum(p.hbm_bytes for p in parts),
-                  kernels=sum(p.kernels for p in parts), sequence=parts, details=details)
+        return sequence_demand((fill, sort, reduce),
+                               details={"distinct_rows": unique, "sort_passes": passes})

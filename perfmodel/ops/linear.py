@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from perfmodel.demand import Demand, KernelCandidates, add_work
+from perfmodel.demand import Demand, KernelCandidates, sequence_demand
 from perfmodel.hardware import Hardware
 from perfmodel.ops.base import Op, Param, positive
 from perfmodel.ops.gemm import Gemm
@@ -90,8 +90,5 @@ class Linear(Op):
 
 def _after(cast: Demand, gemm: Demand, to: str) -> Demand:
     """The cast kernel, then the GEMM kernel."""
-    parts = (cast, gemm)
-    return Demand(work=add_work(*(p.work for p in parts)), launch=gemm.launch, flop=gemm.flop,
-                  hbm_bytes=sum(p.hbm_bytes for p in parts),
-                  kernels=sum(p.kernels for p in parts), sequence=parts,
-                  details={**gemm.details, "input_cast": to})
+    return sequence_demand((cast, gemm), flop=gemm.flop,
+                           details={**gemm.details, "input_cast": to})

@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from perfmodel.demand import Demand, add_work
+from perfmodel.demand import Demand, sequence_demand
 from perfmodel.units import bytes_per_element
 from perfmodel.ops.base import Op, Param, positive
 from perfmodel.ops.streaming import VECTOR_BYTES, stream_demand
@@ -125,10 +125,7 @@ class CrossEntropy(Op):
                    (n * bytes_per_element(self.dtype))}
         if len(kernels) == 1:
             return dataclasses.replace(kernels[0], details={**kernels[0].details, **details})
-        return Demand(work=add_work(*(k.work for k in kernels)), launch=kernels[-1].launch,
-                      flop=flop, hbm_bytes=sum(k.hbm_bytes for k in kernels),
-                      kernels=sum(k.kernels for k in kernels), sequence=tuple(kernels),
-                      details=details)
+        return sequence_demand(kernels, flop=flop, details=details)
 
     def _eager(self) -> list[Demand]:
         rows, v, b = self.rows, self.vocab, bytes_per_element(self.dtype)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from perfmodel.demand import DEFAULT_BYTES_IN_FLIGHT_PER_THREAD, Demand, LaunchShape, add_work
+from perfmodel.demand import (DEFAULT_BYTES_IN_FLIGHT_PER_THREAD, Demand, LaunchShape, add_work,
+                              sequence_demand)
 from perfmodel.units import bytes_per_element
 from perfmodel.ops.base import Op, Param, byte_count, positive
 
@@ -142,9 +143,7 @@ def row_kernel(elements: float, read: float, write: float, per_element: dict[str
 
 def sequence(*parts: Demand, details: dict | None = None) -> Demand:
     """Kernels run back to back as one op's demand."""
-    return Demand(work=add_work(*(p.work for p in parts)), launch=parts[0].launch,
-                  flop=sum(p.flop for p in parts), hbm_bytes=sum(p.hbm_bytes for p in parts),
-                  kernels=len(parts), sequence=tuple(parts), details=details or {})
+    return sequence_demand(parts, launch_from=0, kernels=len(parts), details=details)
 
 
 class Elementwise(Op):

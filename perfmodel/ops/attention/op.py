@@ -55,7 +55,7 @@ import dataclasses
 import math
 
 from perfmodel import fitted
-from perfmodel.demand import Demand, LaunchShape, Overlap, add_work
+from perfmodel.demand import Demand, LaunchShape, Overlap, add_work, sequence_demand
 from perfmodel.errors import InputError
 from perfmodel.units import bytes_per_element, tensor_dtype
 from perfmodel.ops.attention.tiles import (FA4_CLASS, FA4_FWD_Q_STAGES, KV_STAGES, Tiling,
@@ -391,11 +391,8 @@ class Attention(Op):
             lse_bytes=io["lse"], q_bytes=io["q"], kv_bytes=io["kv"],
             dq_accum_bytes=io["dq_accum"], dkv_expanded_bytes=io["dkv_expanded"],
             dkv_accum_bytes=io["dkv_accum"], element_bytes=b)
-        parts = [pre, main, *posts]
-        return Demand(work=add_work(*(p.work for p in parts)), launch=launch, flop=main.flop,
-                      hbm_bytes=sum(p.hbm_bytes for p in parts),
-                      kernels=sum(p.kernels for p in parts), sequence=tuple(parts),
-                      details=details)
+        return sequence_demand((pre, main, *posts), launch_from=1, flop=main.flop,
+                               details=details)
 
     def _tile_work(self, hw, t: Tiling, kernel: str, design: str, direction: str, tensor: str,
                    v_transposed: bool) -> dict[str, float]:

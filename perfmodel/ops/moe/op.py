@@ -37,7 +37,7 @@ import numpy as np
 
 from dataclasses import replace
 
-from perfmodel.demand import Choice, Demand, LaunchShape, add_work
+from perfmodel.demand import Choice, Demand, LaunchShape, sequence_demand
 from perfmodel.errors import InputError
 from perfmodel.units import bytes_per_element, tensor_dtype
 from perfmodel.ops.moe.eplb import eplb_placement, nodes_for, route_token_balanced_slots
@@ -329,12 +329,8 @@ class Moe(Op):
         finalize = stream_demand(tokens * h, tokens * h * act, out_tokens * h * act,
                                  {"fma": 1.0}, act, tokens * h,
                                  details={"part": "finalize (top-k weighted sum)"})
-        parts = (sort, expand, gemms, activation, finalize)
-        return Demand(work=add_work(*(p.work for p in parts)), launch=launch,
-                      flop=sum(p.flop for p in parts),
-                      hbm_bytes=sum(p.hbm_bytes for p in parts),
-                      kernels=sum(p.kernels for p in parts), sequence=parts,
-                      details=dict(gemms.details))
+        return sequence_demand((sort, expand, gemms, activation, finalize), launch_from=2,
+                               details=gemms.details)
 
 
 def _redundant(v) -> int:
