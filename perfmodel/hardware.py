@@ -19,6 +19,7 @@ from typing import Any, Mapping
 
 from perfmodel import fitted, yamlio
 from perfmodel.errors import InputError, show, where
+from perfmodel.shipped import shipped_dir
 from perfmodel.units import tensor_dtype
 
 SCHEMA_VERSION = 1
@@ -615,10 +616,7 @@ def load_spec(path: str | Path) -> Hardware:
 def builtin_spec_dir() -> Path:
     """hwspecs/: inside the installed package (shipped as package data, see pyproject.toml), or
     at the repository root in a source checkout or editable install."""
-    installed = Path(__file__).resolve().parent / "hwspecs"
-    if installed.is_dir():
-        return installed
-    return Path(__file__).resolve().parent.parent / "hwspecs"
+    return shipped_dir("hwspecs", "hwspecs")
 
 
 def _key(name: str) -> str:

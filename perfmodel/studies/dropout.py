@@ -304,11 +304,8 @@ JUDGED_ROWS = "dropout_overheads.csv"  # in validate/data (validate/data/dropout
 def _data_file(name: str):
     """validate/data/<name>, shipped in the wheel as perfmodel/validation/data/<name>
     (pyproject.toml package data), so the study runs after a plain install too."""
-    from pathlib import Path
-    installed = Path(__file__).resolve().parents[1] / "validation" / "data" / name
-    if installed.is_file():
-        return installed
-    return Path(__file__).resolve().parents[2] / "validate" / "data" / name
+    from perfmodel.shipped import shipped_dir
+    return shipped_dir("validation/data", "validate/data") / name
 
 
 def judged_overheads(path=None) -> list[dict[str, Any]]:

@@ -19,16 +19,14 @@ from pathlib import Path
 from perfmodel import fitted, ops, yamlio
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
+from perfmodel.shipped import shipped_dir
 from perfmodel.validation.mappings import blackwell_case, parse_shape
 
 
 def _shipped(name: str) -> Path:
     """validate/<name>/ of the repository, shipped inside the wheel as perfmodel/validation/<name>
     (package data, see pyproject.toml) so `perfmodel validate` works after a plain install."""
-    installed = Path(__file__).resolve().parent / name
-    if installed.is_dir():
-        return installed
-    return Path(__file__).resolve().parents[2] / "validate" / name
+    return shipped_dir(f"validation/{name}", f"validate/{name}")
 
 
 DATA_DIR = _shipped("data")

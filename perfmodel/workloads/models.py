@@ -11,6 +11,7 @@ from typing import Any
 
 from perfmodel import yamlio
 from perfmodel.errors import InputError, show
+from perfmodel.shipped import shipped_dir
 from perfmodel.ops.base import ELEMENTS_WHY, MAX_ELEMENTS, bound_text
 
 MODEL_SCHEMA_VERSION = 1
@@ -112,10 +113,7 @@ class ModelSpec:
 
 
 def builtin_model_dir() -> Path:
-    installed = Path(__file__).resolve().parents[1] / "models"
-    if installed.is_dir():
-        return installed
-    return Path(__file__).resolve().parents[2] / "models"
+    return shipped_dir("models", "models")
 
 
 def list_models() -> list[str]:
