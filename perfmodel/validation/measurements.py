@@ -89,7 +89,8 @@ def _hardware(text: str) -> Hardware:
 
 def _dtype(text: str) -> str:
     t = text.lower()
-    for key, name in (("fp8", "fp8"), ("bf16", "bf16"), ("fp16", "fp16"), ("fp32", "fp32")):
+    for key, name in (("nvfp4", "nvfp4"), ("fp8", "fp8"), ("bf16", "bf16"), ("fp16", "fp16"),
+                      ("fp32", "fp32")):
         if key in t:
             return name
     raise ValueError(f"unrecognized dtype '{text}'")
@@ -170,15 +171,15 @@ def _case(row: dict) -> Case | Skipped:
         t = o.flop / value
     elif kind == "linear":  # a framework's linear module: activation cast + GEMM (ops.linear)
         dt = row["dtype"].lower()
-        o = ops.Linear(m=s["M"], n=s["N"], k=s["K"], dtype="nvfp4" if "nvfp4" in dt
-                       else _dtype(dt), fp8_scaling="block" if "block" in dt else "tensor")
+        o = ops.Linear(m=s["M"], n=s["N"], k=s["K"], dtype=_dtype(dt),
+                       fp8_scaling="block" if "block" in dt else "tensor")
         t = o.flop / value
         kind = "linear_" + dt.replace("_e4m3", "")
     elif kind == "moe_module":  # a framework's fused MoE over one GPU's experts (ops.moe)
         dt = row["dtype"].lower()
         o = ops.Moe(tokens=s["tokens"], hidden=s["hidden"], expert_hidden=s["expert_hidden"],
-                    experts=s["experts"], top_k=s["top_k"], gpus=s["ep"],
-                    dtype="nvfp4" if "nvfp4" in dt else _dtype(dt), routing="token_balanced")
+                    experts=s["experts"], top_k=s["top_k"], gpus=s["ep"], dtype=_dtype(dt),
+                    routing="token_balanced")
         t = value
         kind = "moe_" + dt.replace("_e4m3", "")
     elif kind.startswith("attention_"):
