@@ -323,12 +323,12 @@ def _pipes_times(demand: Demand, hw: Hardware) -> tuple[float, dict[str, float],
                                     demand.cta_imbalance)
     else:
         raw = kernel_resource_times(hw, work)
-    # the clock follows the tensor pipe's real (power-limited) busy time; the times then move
-    # to that clock, narrow MMAs stretched (power_limited)
-    clock = kernel_clock_hz(hw, power_limited(raw, hw), demand.overlap)
+    # narrow MMAs stretched to their power-limited busy time (power_limited), which the clock
+    # follows; then every SM-clocked time moves to that clock
+    raw = power_limited(raw, hw)
+    clock = kernel_clock_hz(hw, raw, demand.overlap)
     details["sm_clock_hz"] = clock
-    times = {r: float(t) for r, t in power_limited(
-        at_clock(raw, hw.sustained_sm_clock_hz, clock), hw).items()}
+    times = {r: float(t) for r, t in at_clock(raw, hw.sustained_sm_clock_hz, clock).items()}
     busy = max(times.values(), default=0.0)
     if demand.overlap is not None:
         joint = demand.overlap.time_s(times)
@@ -394,9 +394,9 @@ def candidate_times_s(c: KernelCandidates, hw: Hardware) -> np.ndarray:
             t, r, sm, ok = key
             seen[key] = occupancy(LaunchShape(1, int(t), int(r), int(sm)), hw)[0] if ok else 1
     ctas_per_sm = np.array([seen[key] for key in keys])
-    times = kernel_resource_times(hw, c.work, c.ctas, ctas_per_sm, c.bytes_in_flight_per_cta)
-    times = power_limited(at_clock(times, hw.sustained_sm_clock_hz,
-                                   kernel_clock_hz(hw, power_limited(times, hw), c.overlap)), hw)
+    times = power_limited(kernel_resource_times(hw, c.work, c.ctas, ctas_per_sm,
+                                                c.bytes_in_flight_per_cta), hw)
+    times = at_clock(times, hw.sustained_sm_clock_hz, kernel_clock_hz(hw, times, c.overlap))
     busy = np.maximum.reduce(list(times.values()))
     if c.overlap is not None:
         busy = np.maximum(busy, _overlap_time_s(c.overlap, times))

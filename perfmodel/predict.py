@@ -159,8 +159,9 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
         t_l2 = w_l2 / l2_rate
         t_h = w_h / rate if rate else math.inf
         if tensor:
-            t_t = busiest * (w_t / ctas) / r_tensor
-            busy = max(t_t * power_ratio, t_f, t_s, t_l2, t_h)  # engine: clock from power_limited
+            # stretched to its power-limited time first, as engine.power_limited
+            t_t = busiest * (w_t / ctas) / r_tensor * power_ratio
+            busy = max(t_t, t_f, t_s, t_l2, t_h)
         else:
             t_t, busy = 0.0, max(t_f, t_s, t_l2, t_h)
         if hi <= lo:
@@ -168,12 +169,11 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
         elif not any_tensor:
             clock = hi
         else:
-            clock = hi - (min(max(t_t * power_ratio / busy, 0.0), 1.0) if busy > 0 else 0.0) \
-                * (hi - lo)
+            clock = hi - (min(max(t_t / busy, 0.0), 1.0) if busy > 0 else 0.0) * (hi - lo)
         scale = sustained / clock
         top = max(t_f * scale, t_s * scale, t_l2 * scale, t_h)
-        if tensor:  # engine.power_limited after the clock
-            top = max(top, t_t * scale * power_ratio)
+        if tensor:
+            top = max(top, t_t * scale)
         total = top + (hbm_lat if w_h > 0 else 0.0) + launch_s * kernels
         if total < best_t:
             best, best_t = j, total
@@ -229,17 +229,15 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
             raw[r] = w / l2_rate
         else:
             raw[r] = busiest * (w / ctas) / (per_clk[r] * sustained)
-    stretched = {r: (t * tensor_power_ratio(hw, r) if r.startswith("tensor:") else t)
-                 for r, t in raw.items()}  # engine: the clock from power_limited(raw)
-    t_tensor = sum((t for r, t in stretched.items() if r.startswith("tensor:")), 0.0)
+    raw = {r: (t * tensor_power_ratio(hw, r) if r.startswith("tensor:") else t)
+           for r, t in raw.items()}  # engine.power_limited, before the clock
+    t_tensor = sum((t for r, t in raw.items() if r.startswith("tensor:")), 0.0)
     if hi <= lo or not t_tensor > 0:
         clock = lo if hi <= lo else hi
     else:
-        clock = hi - min(1.0, t_tensor / max(stretched.values())) * (hi - lo)
+        clock = hi - min(1.0, t_tensor / max(raw.values())) * (hi - lo)
     scale = sustained / clock
     times = {r: (t if r == "hbm" else t * scale) for r, t in raw.items()}
-    times = {r: (t * tensor_power_ratio(hw, r) if r.startswith("tensor:") else t)
-             for r, t in times.items()}  # engine.power_limited
     busy = max(times.values(), default=0.0)
     # first load + link latency (none) + CTA round trips (none), as engine._pipes_times adds
     times["latency"] = (hbm_lat if w_h > 0 else 0) + 0 + 0.0
