@@ -25,6 +25,8 @@ import perfmodel as pm  # noqa: E402
 from perfmodel.report.tables import format_table  # noqa: E402
 # the timing helpers of the per-op benchmark (this folder is on sys.path when run as a script)
 from predict_speed import each_new as _each_new, median_s, wall_s  # noqa: E402
+from perfmodel.ops.attention import tiles  # noqa: E402
+from tests.oracles import visited_by_rows  # noqa: E402
 
 COUNTER = itertools.count(1)
 
@@ -75,6 +77,9 @@ def main() -> None:
     pm.predict_op(gemm, hw)
     add("gemm predict_op warm (same op)",
         median_s(lambda: pm.predict_op(gemm, hw), number=20000), 2e-6)
+    add("gemm predict_op, equal op built again (hit)", median_s(
+        lambda: pm.predict_op(pm.ops.Gemm(m=8192, n=8192, k=8192, dtype="bf16"), hw),
+        number=2000), None)
     add("gemm predict_op cold (new shape, 8k cube)", each_new(
         lambda i: lambda: pm.predict_op(pm.ops.Gemm(m=8192 + i, n=8192, k=8192, dtype="bf16"),
                                         hw), runs), 25e-6)
@@ -106,6 +111,11 @@ def main() -> None:
     add("attention fwd+bwd warm", median_s(lambda: pm.predict_op(fb, hw), number=20000), 2e-6)
     add("attention fwd cold at 1M tokens", each_new(
         lambda i: lambda: pm.predict_op(attention(i, 1 << 20), hw), runs), 100e-6)
+    add("  its tile count (closed form), 1M causal", median_s(
+        lambda: tiles.visited.__wrapped__(1 << 20, 1 << 20, True, None, 128, 128),
+        number=1000), None)
+    add("  the same counted row by row (tests.oracles)", median_s(
+        lambda: visited_by_rows(1 << 20, 1 << 20, True, None, 128, 128), runs=3), None)
 
     # --- MoE --------------------------------------------------------------------------------
     for tokens in ((256, 4096) if args.quick else (256, 4096, 32768)):
@@ -118,6 +128,9 @@ def main() -> None:
     add("moe new expert shape, same routing (4096 tokens)", each_new(
         lambda i: lambda: pm.predict_op(pm.ops.op("moe", **{**p, "hidden": 2048 + 64 * i}), hw),
         15), 100e-6)
+    add("moe new routing (seed) (4096 tokens)", each_new(
+        lambda i: lambda: pm.predict_op(pm.ops.op("moe", **{**p, "seed": 1000 + i}), hw),
+        5), 100e-6, 1e-3, "ms")
 
     # --- graphs and plans -------------------------------------------------------------------
     g = pm.build_graph(pm.load_model("llama3-70b"), phase="decode", batch=64, context=8192,
