@@ -48,12 +48,12 @@ def load_rows(path=MLA_CSV) -> list[dict]:
 
 @functools.lru_cache(maxsize=4096)
 def block_parts_s(hw: Hardware, gemm: str, heads: int, batch: int, keys: int
-                  ) -> tuple[float, float, int]:
-    """(kernel time without host launches, host launch time, kernels) of one layer's MLA block
+                  ) -> tuple[float, int]:
+    """(kernel time without host launches, kernels) of one layer's MLA block
     on `hw` (module docstring)."""
     from perfmodel.workloads.builder import inference_op_counts
     tp = 128 // heads
-    busy = launch = 0.0
+    busy = 0.0
     kernels = 0
     first = None  # the first layer's prefix (`l0.`): every layer runs the same attention block
     for name, o, _ in inference_op_counts(as_model(MODEL), "decode", batch=batch,
@@ -67,15 +67,14 @@ def block_parts_s(hw: Hardware, gemm: str, heads: int, batch: int, keys: int
         e = predict_op(o, hw)
         host = e.resource_time_s.get("launch", 0.0)
         busy += e.time_s - host
-        launch += host
         kernels += round(host / hw.kernel_launch_s) if hw.kernel_launch_s else 0
-    return busy, launch, kernels
+    return busy, kernels
 
 
 def predicted_s(row: dict, hw: Hardware | None = None, gap_s: float | None = None) -> float:
     """The row's block under CUDA graphs: kernel time + gap per kernel (module docstring)."""
     hw = hw or hardware(row["hardware"])
-    busy, _, kernels = block_parts_s(hw, row["gemm"], row["heads"], row["batch"], row["keys"])
+    busy, kernels = block_parts_s(hw, row["gemm"], row["heads"], row["batch"], row["keys"])
     return busy + kernels * (hw.graph_kernel_gap_s if gap_s is None else gap_s)
 
 
