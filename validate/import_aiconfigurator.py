@@ -40,9 +40,17 @@ PER_BIN = 8
 OUT = Path(__file__).resolve().parent / "data" / "aiconfigurator_gemm.csv"
 MLA_OUT = OUT.with_name("aiconfigurator_mla_decode.csv")
 MOE_OUT = OUT.with_name("aiconfigurator_moe.csv")
+ATTENTION_OUT = OUT.with_name("aiconfigurator_attention.csv")
 # the fused-MoE rows kept: DeepSeek-V3's routed experts (7168 hidden, 2048 per expert, top-8 of
 # 256), balanced routing, experts split over EP 8/16/32 GPUs (no TP), CUTLASS kernels
 MOE_EP, MOE_TOKENS = (8, 16, 32), (1, 16, 64, 256, 1024, 4096, 16384)
+# the GQA attention rows kept: head dim 128, full attention, the (query heads, KV heads) one GPU
+# holds for Llama-3 8B (32/8 at TP1, 8/2 at TP4), 70B (64/8 TP1 ... 8/1 TP8) and 405B (16/1 at
+# TP8); per GPU, phase and KV dtype ATTENTION_PER_BIN rows drawn (seed 0) in each bin of the
+# KV bytes a call reads, so launch-bound and bandwidth-bound calls are both judged
+ATTENTION_HEADS = ((32, 8), (8, 2), (64, 8), (32, 4), (16, 2), (8, 1), (16, 1))
+ATTENTION_KV_BINS = (0, 1e6, 1e7, 1e8, 1e9, 1e12)
+ATTENTION_PER_BIN = 12
 # the MLA block rows kept: TP8 and TP1 head counts, decode batches, 1024 keys, a BF16 cache
 MLA_HEADS, MLA_BATCHES, MLA_KEYS = (16, 128), (1, 2, 4, 8, 32, 128), 1024
 
@@ -85,6 +93,59 @@ def main(root: str) -> None:
     _write(OUT, rows)
     _write(MLA_OUT, mla_rows(base))
     _write(MOE_OUT, moe_rows(base))
+    _write(ATTENTION_OUT, attention_rows(base))
+
+
+def attention_rows(base: Path) -> list[dict]:
+    """TensorRT-LLM's attention op in the PyTorch flow (its QKV preprocessing, RoPE and the
+    paged-KV append, then the attention kernel: XQA / trtllm-gen in generation, the context
+    FMHA in prefill), per phase, GPU and KV-cache dtype: a stratified sample of ATTENTION_HEADS
+    shapes (module constants). Generation rows: `batch` sequences of one query at `step` cached
+    tokens (keys = step + 1); context rows: `batch` prompts of `isl` tokens, causal."""
+    import pandas as pd
+    rows = []
+    kv_dtypes = {"bfloat16": "bf16", "fp8": "fp8"}
+    for folder, gpu in GPUS.items():
+        for phase in ("generation", "context"):
+            tables = sorted(glob.glob(str(base / folder / "attention" / "trtllm" / "*"
+                                          / f"{phase}_attention_perf.parquet")))
+            if not tables:
+                raise SystemExit(f"{base / folder}: no TensorRT-LLM {phase}_attention_perf")
+            path = Path(tables[-1])
+            version = path.parent.name
+            d = pd.read_parquet(path)
+            pairs = pd.MultiIndex.from_frame(d[["num_heads", "num_key_value_heads"]])
+            d = d[(d.head_dim == 128) & (d.window_size == 0) & (d.beam_width == 1)
+                  & pairs.isin(ATTENTION_HEADS)]
+            # a context row in FP8 runs FP8 attention on an FP8 cache, else BF16 on BF16
+            # (generation rows are all BF16 queries, on either cache)
+            if phase == "context":
+                d = d[(d.attn_dtype == "bfloat16") == (d.kv_cache_dtype == "bfloat16")]
+            keys = d.step + 1 if phase == "generation" else d.isl
+            kv_bytes = (2 * d.batch_size * keys * d.num_key_value_heads * 128
+                        * d.kv_cache_dtype.map({"bfloat16": 2, "fp8": 1}))
+            d = d.assign(bin=pd.cut(kv_bytes, ATTENTION_KV_BINS, labels=False))
+            number = 0
+            for kv, g in sorted(d.groupby("kv_cache_dtype")):
+                picks = [b.sample(min(ATTENTION_PER_BIN, len(b)), random_state=0)
+                         for _, b in sorted(g.groupby("bin"))]
+                for r in pd.concat(picks).sort_values(["batch_size", "isl", "step"]).itertuples():
+                    number += 1
+                    seq_q = 1 if phase == "generation" else int(r.isl)
+                    seq_kv = int(r.step) + 1 if phase == "generation" else int(r.isl)
+                    rows.append(_row(
+                        f"AICATTN-{gpu}-{phase[:3]}-{number:03d}", gpu,
+                        f"{folder}/attention/trtllm/{version}/{phase}_attention_perf.parquet",
+                        f"TensorRT-LLM {version} {phase} attention ({r.kernel_source})",
+                        f"trtllm_{phase}_attention", kv_dtypes[kv],
+                        {"batch": int(r.batch_size), "heads": int(r.num_heads),
+                         "kv_heads": int(r.num_key_value_heads), "head_dim": 128,
+                         "seq_q": seq_q, "seq_kv": seq_kv, "causal": phase == "context",
+                         "kv_dtype": kv_dtypes[kv]}, r.latency,
+                        f"AIConfigurator measured latency of TensorRT-LLM's attention op in "
+                        f"{phase} (QKV preprocessing with RoPE and the KV-cache append, then "
+                        f"the attention kernel; {kv} KV cache) on {r.device}"))
+    return rows
 
 
 def moe_rows(base: Path) -> list[dict]:

@@ -223,6 +223,7 @@ class _Prepared:
     isl_mean: float = 0.0
     osl_mean: float = 0.0
     fixed_lengths: bool = True
+    fp8_attention: bool = False  # the engine's attention on an FP8 cache (Engine.fp8_attention)
 
     def requests(self, w) -> int:
         """Simulated requests of the workload's own point, before clamping (module
@@ -258,7 +259,8 @@ def _prepare(job: _Serving, lay: Layout) -> _Prepared:
                    eng.gpu_memory_utilization, eng.fraction_of_free, budget_tokens,
                    **({"workspace_bytes": 0.0, "activations": False}
                       if eng.activations_in_reserve else {}))
-    p = _Prepared(memory={"weights_bytes": kv.weights_bytes, "kv_cache_bytes": kv.kv_bytes,
+    p = _Prepared(fp8_attention=eng.fp8_attention,
+                  memory={"weights_bytes": kv.weights_bytes, "kv_cache_bytes": kv.kv_bytes,
                           "activation_bytes": kv.activation_bytes,
                           "workspace_bytes": kv.workspace_bytes,
                           "usable_bytes": kv.usable_bytes, "kv_capacity_tokens": kv.tokens},
@@ -310,7 +312,8 @@ def _serve_layout(job: _Serving, lay: Layout) -> list[dict[str, Any]]:
     cost = None
     if p.reason is None:
         try:
-            cost = step_cost(m, h, lay.tp, lay.ep, lay.pp, job.dtype, job.kv_dtype)
+            cost = step_cost(m, h, lay.tp, lay.ep, lay.pp, job.dtype, job.kv_dtype,
+                             p.fp8_attention)
         except InputError as e:
             p.reason, p.valid = "not valid: " + "; ".join(e.problems), False
     if p.reason is not None:
@@ -399,7 +402,8 @@ def _serve_split(job: _Serving, split) -> dict[str, Any]:
     if w.mode == "offline":  # a few refills of the decode pool
         auto = OFFLINE_WAVES * p.batch * n_decode
     else:  # as search_serving: RATE_WAVES x the requests in flight at the unloaded latency
-        cost = step_cost(job.model, job.hw, lay.tp, lay.ep, lay.pp, job.dtype, job.kv_dtype)
+        cost = step_cost(job.model, job.hw, lay.tp, lay.ep, lay.pp, job.dtype, job.kv_dtype,
+                         p.fp8_attention)
         lone = cost.prefill_time_s(round(p.isl_mean)) + p.osl_mean * cost.decode_time_s(
             1, p.isl_mean + p.osl_mean / 2)
         auto = RATE_WAVES * min(p.batch * lay.replicas, max(1.0, w.rate * lone))
@@ -434,10 +438,10 @@ def _serve_split(job: _Serving, split) -> dict[str, Any]:
 
 
 def step_cost(model: ModelSpec, hw: Hardware, tp: int, ep: int, pp: int, dtype: str,
-              kv_dtype: str):
+              kv_dtype: str, fp8_attention: bool = False):
     """The StepCost of one layout (its nodes are memoized across that layout's simulations)."""
     from perfmodel.plan.simulator import StepCost
-    return StepCost(model, hw, tp, ep, pp, dtype, kv_dtype)
+    return StepCost(model, hw, tp, ep, pp, dtype, kv_dtype, fp8_attention=fp8_attention)
 
 
 def _strip(text: str, prefix: str) -> str:

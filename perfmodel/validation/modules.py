@@ -1,6 +1,7 @@
-"""Measured serving-engine modules (a block of kernels run back to back in a captured CUDA
-graph) against the model: AIConfigurator's TensorRT-LLM DeepSeek-V3 MLA attention block in
-decode (validate/data/aiconfigurator_mla_decode.csv, validate/data/SOURCES.md).
+"""Measured serving-engine modules (a block of kernels run back to back) against the model:
+AIConfigurator's TensorRT-LLM DeepSeek-V3 MLA attention block in decode
+(validate/data/aiconfigurator_mla_decode.csv) and TensorRT-LLM's GQA attention op in generation
+and context (validate/data/aiconfigurator_attention.csv); validate/data/SOURCES.md.
 
     python -m perfmodel.validation.modules        # error per GPU, GEMM type and head count
 
@@ -11,6 +12,14 @@ its host launch, plus `graph_kernel_gap_s` per kernel (the GPU-side cost of a ke
 from a graph). The block runs 10 kernels (the module's own list, in its notes); small batches
 are nearly all per-kernel cost, which is what the gap constants are fitted on
 (perfmodel.validation.fit GRAPH_GAP_RULE).
+
+A GQA attention row is the op TensorRT-LLM's attention backend runs per layer: the QKV
+preprocessing (RoPE on Q and K, K and V appended to the paged cache: the builder's `rope`
+elementwise op, `builder._LayerBuilder._attention`'s neighbour) and the attention kernel (the
+builder's attention op; with an FP8 cache in FP8 MMAs, as the engine runs it:
+Engine.fp8_attention). A generation row is priced as the simulator prices a captured decode
+step (kernel time + graph_kernel_gap_s per kernel), a context row as an eager prefill step (host
+launches included). Nothing is fitted on these rows.
 """
 from __future__ import annotations
 
@@ -27,6 +36,8 @@ from perfmodel.report.tables import format_table
 from perfmodel.validation.measurements import DATA_DIR
 
 MLA_CSV = DATA_DIR / "aiconfigurator_mla_decode.csv"
+ATTENTION_CSV = DATA_DIR / "aiconfigurator_attention.csv"
+ROPE_FLOP_PER_ELEMENT = 3  # as the builder's rope op (workloads/builder.py)
 MLA_ROLES = ("q_a", "q_norm", "q_b", "kv_a", "kv_norm", "rope", "q_absorb", "attn", "v_up",
              "o_proj")
 MODEL = "deepseek-v3"
@@ -78,6 +89,62 @@ def predicted_s(row: dict, hw: Hardware | None = None, gap_s: float | None = Non
     return busy + kernels * (hw.graph_kernel_gap_s if gap_s is None else gap_s)
 
 
+def load_attention_rows(path=ATTENTION_CSV) -> list[dict]:
+    """The GQA attention rows: id, hardware, phase (generation | context), the shape, the KV
+    dtype and the measured seconds."""
+    out = []
+    for r in csv.DictReader(io.StringIO(yamlio.read_text(path))):
+        s = json.loads(r["shape_json"])
+        out.append({"id": r["id"], "hardware": r["hardware"],
+                    "phase": r["op"].split("_")[1], "measured_s": float(r["value"]) * 1e-3,
+                    **{k: s[k] for k in ("batch", "heads", "kv_heads", "head_dim", "seq_q",
+                                         "seq_kv", "causal", "kv_dtype")}})
+    return out
+
+
+def attention_ops(row: dict) -> tuple:
+    """The row's kernels: the QKV preprocessing (RoPE + cache append) and the attention."""
+    from perfmodel import ops
+    tokens = row["batch"] * row["seq_q"]
+    rope = ops.Elementwise(elements=tokens * (row["heads"] + row["kv_heads"]) * row["head_dim"],
+                           dtype="bf16", flop_per_element=ROPE_FLOP_PER_ELEMENT)
+    fp8 = row["kv_dtype"] == "fp8"
+    attn = ops.Attention(batch=row["batch"], heads=row["heads"], kv_heads=row["kv_heads"],
+                         head_dim=row["head_dim"], seq_q=row["seq_q"], seq_kv=row["seq_kv"],
+                         causal=row["causal"], dtype="fp8" if fp8 else "bf16")
+    return rope, attn
+
+
+def attention_predicted_s(row: dict, hw: Hardware | None = None) -> float:
+    """The row's op as the simulator prices it (module docstring)."""
+    hw = hw or hardware(row["hardware"])
+    total = 0.0
+    for o in attention_ops(row):
+        e = predict_op(o, hw)
+        if row["phase"] == "generation":  # replayed from a CUDA graph
+            host = e.resource_time_s.get("launch", 0.0)
+            kernels = round(host / hw.kernel_launch_s) if hw.kernel_launch_s else 0
+            total += e.time_s - host + kernels * hw.graph_kernel_gap_s
+        else:
+            total += e.time_s
+    return total
+
+
+def attention_report(rows: list[dict]) -> str:
+    groups: dict[tuple, list[float]] = {}
+    for r in rows:
+        err = attention_predicted_s(r) / r["measured_s"] - 1
+        groups.setdefault((r["phase"], r["hardware"], r["kv_dtype"]), []).append(err)
+    lines = [(ph, hw, kv, len(e), f"{100 * sum(map(abs, e)) / len(e):.1f}%",
+              f"{100 * sum(e) / len(e):+.1f}%", f"{100 * max(map(abs, e)):.1f}%")
+             for (ph, hw, kv), e in sorted(groups.items())]
+    errs = [e for es in groups.values() for e in es]
+    lines.append(("all", "", "", len(errs), f"{100 * sum(map(abs, errs)) / len(errs):.1f}%",
+                  f"{100 * sum(errs) / len(errs):+.1f}%",
+                  f"{100 * max(map(abs, errs)):.1f}%"))
+    return format_table(["phase", "hardware", "kv", "n", "MAPE", "bias", "max"], lines)
+
+
 def report(rows: list[dict]) -> str:
     groups: dict[tuple, list[float]] = {}
     for r in rows:
@@ -100,6 +167,12 @@ def main() -> None:
     print(report(rows))
     print(f"\n({len(rows)} rows; the gap constants are fitted on the 16-head BF16 rows at batch "
           f"<= 8 of H100-SXM (hopper) and B200 (blackwell): perfmodel/fitted.yaml)")
+    attention = load_attention_rows()
+    print("\nTensorRT-LLM's GQA attention op (AIConfigurator): RoPE + cache append, then the "
+          "attention kernel (FP8 MMAs on an FP8 cache); generation under CUDA graphs, context "
+          "eager\n")
+    print(attention_report(attention))
+    print(f"\n({len(attention)} rows, all judged: nothing is fitted on them)")
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from perfmodel.workloads.models import ModelSpec
 from perfmodel.ops import REGISTRY, Op, op as make_op
 from perfmodel.ops.base import ELEMENTS_WHY, GPUS_WHY, MAX_ELEMENTS, MAX_GPUS, bound_text
 from perfmodel.workloads.recipes import quantize_op
-from perfmodel.units import GEMM_DTYPES, LINEAR_RECIPES, bytes_per_element
+from perfmodel.units import GEMM_DTYPES, LINEAR_RECIPES, bytes_per_element, tensor_dtype
 
 PHASES = ("prefill", "decode", "train")
 # KV-cache storage types: the attention op's kv_dtype choices (16-bit, FP8 E4M3, NVFP4)
@@ -82,6 +82,10 @@ class Workload:
     kv_dtype: str | None = None          # K/V cache storage (None: the activation dtype)
     recompute: str | None = None         # train: the forward work recomputed (RECOMPUTE)
     cp: int = 1                          # train: context-parallel ranks sharing each sequence
+    # serving with an FP8 KV cache: the attention kernels quantize Q to FP8 and run FP8 MMAs on
+    # the cache as stored (TensorRT-LLM's XQA and FP8 context FMHA, vLLM's FlashAttention-3
+    # backend) rather than converting each K/V tile to the activation dtype (FlashInfer)
+    fp8_attention: bool = False
 
     def check(self, model: ModelSpec, names: Mapping[str, str] | None = None) -> None:
         """Refuse a workload this model cannot run: InputError, one line per problem naming the
@@ -353,10 +357,14 @@ class _LayerBuilder:
         decode = self.w.phase == "decode"
         seq_q = 1 if decode else self.w.seq
         seq_kv = (self.w.context or self.w.seq) if decode else self.w.seq
+        dtype = ACT
         if self.w.kv_dtype is not None:  # serving: K and V read from the cache in kv_dtype
-            shape = dict(shape, kv_dtype=self.w.kv_dtype)
+            if self.w.fp8_attention and tensor_dtype(self.w.kv_dtype) == "fp8":
+                dtype = "fp8"  # Q quantized, FP8 MMAs on the cache (Workload.fp8_attention)
+            else:
+                shape = dict(shape, kv_dtype=self.w.kv_dtype)
         self.g.add(f"{p}attn" if direction == "fwd" else f"{p}attn_bwd", "attention",
-                   batch=self.b, seq_q=seq_q, seq_kv=seq_kv, dtype=ACT, causal=not decode,
+                   batch=self.b, seq_q=seq_q, seq_kv=seq_kv, dtype=dtype, causal=not decode,
                    direction=direction, **shape)
 
     def _ring_attention(self, p: str, direction: str, **shape):
@@ -522,14 +530,16 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
                 virtual_stages: int = 1, hardware: str | None = None,
                 moe_routing: str = "token_balanced", moe_replication: float = 1.0,
                 moe_skew: float = 0.0, kv_dtype: str | None = None,
-                recompute: str | None = None, cp: int = 1) -> OpGraph:
+                recompute: str | None = None, cp: int = 1,
+                fp8_attention: bool = False) -> OpGraph:
     """The op graph one GPU runs for one step of `phase` (see module docstring). `kv_dtype`:
     the KV cache's storage type in serving (None: the activation dtype); `recompute`
     (training): the forward work repeated before each layer's backward (RECOMPUTE); `cp`
     (training): context-parallel ranks per sequence, each holding seq/cp of its tokens with
-    ring attention (`_LayerBuilder._ring_attention`)."""
+    ring attention (`_LayerBuilder._ring_attention`); `fp8_attention` (serving, an FP8
+    `kv_dtype`): attention in FP8 MMAs on the cache (Workload.fp8_attention)."""
     w = Workload(phase, batch, seq, context, tp, ep, pp, dp, dtype, microbatches, virtual_stages,
-                 moe_routing, moe_replication, moe_skew, kv_dtype, recompute, cp)
+                 moe_routing, moe_replication, moe_skew, kv_dtype, recompute, cp, fp8_attention)
     w.check(model)
     mb = w.n_microbatches
     seqs = batch // mb
@@ -657,7 +667,8 @@ def inference_op_counts(model: ModelSpec, phase: str, batch: int = 1, seq: int =
                         context: int | None = None, tp: int = 1, ep: int = 1,
                         dtype: str = "bf16", moe_routing: str = "token_balanced",
                         moe_replication: float = 1.0, moe_skew: float = 0.0,
-                        kv_dtype: str | None = None) -> list[tuple[str, Op, int]]:
+                        kv_dtype: str | None = None, fp8_attention: bool = False
+                        ) -> list[tuple[str, Op, int]]:
     """(node name, op, how many times it runs) for the ops of `build_graph(model, phase, ...)`
     with pp = 1, phase prefill or decode: the first layer of each kind stands for every layer
     of its kind, as build_graph replays it, so a caller that only sums op times (the serving
@@ -665,7 +676,7 @@ def inference_op_counts(model: ModelSpec, phase: str, batch: int = 1, seq: int =
     if phase not in ("prefill", "decode"):
         raise ValueError(f"inference_op_counts: phase prefill or decode, got {phase!r}")
     w = Workload(phase, batch, seq, context, tp, ep, 1, 1, dtype, None, 1, moe_routing,
-                 moe_replication, moe_skew, kv_dtype, None, 1)
+                 moe_replication, moe_skew, kv_dtype, None, 1, fp8_attention)
     w.check(model)
     seqs = batch
     tokens = seqs * (1 if phase == "decode" else seq)

@@ -21,15 +21,17 @@ MODEL, HW = "llama3-8b", "H100-SXM"
 
 @functools.lru_cache(maxsize=None)
 def cost(model: str = MODEL, hw: str = HW, tp: int = 1, pp: int = 1,
-         kv_dtype: str = "bf16") -> StepCost:
+         kv_dtype: str = "bf16", fp8_attention: bool = False) -> StepCost:
     """One StepCost per deployment for the whole module: its nodes are memoized."""
-    return StepCost(model, hw, tp=tp, pp=pp, kv_dtype=kv_dtype)
+    return StepCost(model, hw, tp=tp, pp=pp, kv_dtype=kv_dtype, fp8_attention=fp8_attention)
 
 
 def sim(workload: Workload, engine="vllm", **kw):
     kv = kw.get("kv_dtype", "bf16")
     pp = kw.get("pp", 1)
-    return simulate(MODEL, HW, workload, engine=engine, cost=cost(pp=pp, kv_dtype=kv), **kw)
+    fp8 = kw.get("fp8_attention", engine_preset(engine, HW).fp8_attention)
+    return simulate(MODEL, HW, workload, engine=engine,
+                    cost=cost(pp=pp, kv_dtype=kv, fp8_attention=fp8), **kw)
 
 
 def check_consistent(r) -> None:
@@ -219,6 +221,24 @@ def test_fp8_kv_admits_twice_the_sequences_when_kv_bound():
     assert bf16.peak_running < 64  # KV-bound, not max_batch-bound
     assert 1.9 <= fp8.peak_running / bf16.peak_running <= 2.1
     assert fp8.output_tokens_per_s > bf16.output_tokens_per_s
+
+
+def test_fp8_attention_reads_the_fp8_cache_without_converting_it():
+    """An engine whose kernels run FP8 MMAs on an FP8 cache (Engine.fp8_attention) prices the
+    decode attention as the FP8 op: no K/V conversion work, so never slower than converting,
+    and at a long context bound by the cache's bytes alone; a GPU without FP8 tensor cores
+    (A100) converts whatever the engine's setting."""
+    fp8, convert = cost(kv_dtype="fp8", fp8_attention=True), cost(kv_dtype="fp8")
+    assert fp8.fp8_attention and not convert.fp8_attention
+    a_fp8, a_conv = fp8._decode_attn, convert._decode_attn
+    assert a_fp8.dtype == "fp8" and a_conv.dtype == "bf16" and a_conv.kv_dtype == "fp8"
+    for batch, context in ((64, 4096), (256, 2048), (8, 32768)):
+        t8, tc = (c.decode_attention(batch, context)[0] for c in (fp8, convert))
+        assert t8 <= tc * (1 + 1e-9)
+    assert not StepCost(MODEL, "A100-SXM", kv_dtype="fp8", fp8_attention=True).fp8_attention
+    with pytest.raises(InputError, match="fp8_attention"):
+        simulate(MODEL, HW, Workload(requests=4, isl=64, osl=4), engine="vllm",
+                 kv_dtype="fp8", cost=convert)
 
 
 def test_preemption_when_memory_is_tiny_and_results_stay_consistent():

@@ -24,7 +24,9 @@ it, rather than building every layer's nodes) and the op models, in four parts:
             token·layer from 64 × 8k up to 1024 × 64k), so the mean is exact where it matters;
             small steps sit on the launch/latency floor, which the mean also gets right. A
             quantized KV cache (kv_dtype fp8, nvfp4): the builder's attention ops read K/V in
-            it (bytes and conversion work), and kv.py sizes the KV capacity alike.
+            it (bytes and conversion work), and kv.py sizes the KV capacity alike; with
+            `fp8_attention` (the engine's kernels quantize Q and run FP8 MMAs on an FP8 cache:
+            Engine.fp8_attention) the attention is the FP8 op, with no conversion.
   chunk     causal attention of each chunk over prior + chunk keys (seq_q = chunk,
   attention seq_kv = prior + chunk, bottom-right aligned), summed over chunks with one launch per
             layer (one varlen kernel runs all chunks).
@@ -65,7 +67,7 @@ from perfmodel.plan.memory import as_model
 from perfmodel.plan.simulator.interp import Axis, Table1, Table2, TileAxis, nodes_up_to
 from perfmodel.plan.simulator.kv import check_kv_dtype
 from perfmodel.predict import predict_op
-from perfmodel.units import bytes_per_element
+from perfmodel.units import bytes_per_element, tensor_dtype
 from perfmodel.workloads.builder import ACT_BYTES, build_graph, inference_op_counts
 from perfmodel.workloads.models import ModelSpec
 
@@ -101,7 +103,8 @@ class StepCost:
     def __init__(self, model: ModelSpec | str, hw: Hardware | str, tp: int = 1, ep: int = 1,
                  pp: int = 1, dtype: str = "bf16", kv_dtype: str = "bf16", level: str = "pipes",
                  per_octave: int = PER_OCTAVE, attn_per_octave: int = ATTN_PER_OCTAVE,
-                 exact: bool = False, moe_routing: str = "token_balanced"):
+                 exact: bool = False, moe_routing: str = "token_balanced",
+                 fp8_attention: bool = False):
         self.model, self.hw = as_model(model), hardware(hw)
         self.tp, self.ep, self.pp, self.dtype, self.level = tp, ep, pp, dtype, level
         check_kv_dtype(kv_dtype)
@@ -109,6 +112,9 @@ class StepCost:
         self._graph_kw = dict(tp=tp, ep=ep, pp=1, dtype=dtype, moe_routing=moe_routing)
         if bytes_per_element(kv_dtype) != ACT_BYTES:  # a cache narrower than the activations
             self._graph_kw["kv_dtype"] = kv_dtype
+            if self.uses_fp8_attention(self.hw, kv_dtype, fp8_attention):
+                self._graph_kw["fp8_attention"] = True
+        self.fp8_attention = self._graph_kw.get("fp8_attention", False)
         self._op_kw = {k: v for k, v in self._graph_kw.items() if k != "pp"}
         # the share of a kernel's launch a CUDA graph removes: the host's; each replayed kernel
         # keeps the GPU's own graph_kernel_gap_s (the grid launched after the previous drains)
@@ -145,7 +151,13 @@ class StepCost:
         self.sends = Table1(self._eval_send, tokens_axis, exact)
         self._verify: dict[int, Table2] = {}
         self._share((self.model, self.hw, tp, ep, dtype, kv_dtype, level, per_octave,
-                     attn_per_octave, exact, moe_routing))
+                     attn_per_octave, exact, moe_routing, self.fp8_attention))
+
+    @staticmethod
+    def uses_fp8_attention(hw: Hardware, kv_dtype: str, fp8_attention: bool) -> bool:
+        """Whether an engine that runs FP8 attention on an FP8 cache (Engine.fp8_attention)
+        does so here: an FP8 cache on a GPU with FP8 tensor cores (else K/V are converted)."""
+        return fp8_attention and tensor_dtype(kv_dtype) == "fp8" and hw.supports("fp8")
 
     def _share(self, key) -> None:
         """Take the filled nodes of an earlier StepCost of the same stage (SHARED_TABLES)."""

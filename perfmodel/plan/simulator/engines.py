@@ -46,6 +46,15 @@ Read from the released packages (pip download --no-deps; file and line of the re
   for its whole prompt + max output, so nothing is preempted); CUDA graphs of generation-only
   batches (assumed here up to 128).
 
+FP8 attention on an FP8 KV cache (`fp8_attention`): vLLM V1's FlashAttention backend quantizes
+the query to the cache's FP8 type and passes q/k/v descales to FlashAttention-3's FP8 kernel
+(v1/attention/backends/flash_attn.py, `kv_cache_dtype.startswith("fp8")`; recalled, not re-read
+here); TensorRT-LLM's generation kernels (XQA, trtllm-gen) read the FP8 cache at the bandwidth of
+its bytes with no conversion cost visible: AIConfigurator's measured generation attention
+(validate/data/aiconfigurator_attention.csv) runs an FP8 cache at the same achieved bytes/s as
+a BF16 one on H100, H200 and B200 (`python -m perfmodel.validation.modules`). SGLang's FlashInfer
+decode converts FP8 K/V tiles to BF16 in shared memory (off). vLLM V0's backends: off.
+
 Per-step framework overhead (`step_overhead_s`: scheduling, input preparation, sampling,
 detokenization on the CPU, serial with the GPU unless the engine overlaps it): none of these
 sources states a number. SGLang's is fitted on two light-load published rows
@@ -112,6 +121,9 @@ class Engine:
                              1 + spec_tokens tokens per sequence
     spec_acceptance          probability that a draft token is accepted given the previous
                              ones were (the i.i.d. acceptance of Leviathan et al. 2023)
+    fp8_attention            with an FP8 KV cache the attention kernels quantize Q to FP8 and
+                             run FP8 MMAs on the cache as stored (else each K/V tile is
+                             converted to the activation dtype, FlashInfer's way)
     """
 
     name: str
@@ -131,6 +143,7 @@ class Engine:
     admission_watermark: float = 0.0
     spec_tokens: int = 0
     spec_acceptance: float = 0.0
+    fp8_attention: bool = False
 
     def check(self) -> None:
         p = []
@@ -196,7 +209,7 @@ def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> En
         return Engine(name, max_batch=seqs, max_tokens_per_step=tokens, chunked_prefill=True,
                       mixed_batching=True, block_tokens=16, gpu_memory_utilization=0.9,
                       cuda_graph_sizes=vllm_graph_sizes(min(2 * seqs, 512)),
-                      cuda_graph_mode="piecewise")
+                      cuda_graph_mode="piecewise", fp8_attention=True)
     if name == "vllm-v0":
         return Engine(name, max_batch=256, max_tokens_per_step=None, chunked_prefill=False,
                       mixed_batching=False, block_tokens=16, gpu_memory_utilization=0.9,
@@ -227,5 +240,5 @@ def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> En
                       fraction_of_free=True, reserve_output_fraction=1.0,
                       cuda_graph_sizes=(1, 2, 4) + tuple(range(8, TRTLLM_GRAPH_MAX_BATCH + 1,
                                                                8)),
-                      cuda_graph_mode="full_decode")
+                      cuda_graph_mode="full_decode", fp8_attention=True)
     raise InputError(f"engine: expected one of {', '.join(ENGINES)}, got {name!r}")
