@@ -130,19 +130,24 @@ def attention_predicted_s(row: dict, hw: Hardware | None = None) -> float:
     return total
 
 
+def error_table(errors: dict[tuple, list[float]], key_names: list[str]) -> str:
+    """MAPE, mean signed error and worst |error| per group of relative errors (predicted /
+    measured - 1), and over all of them."""
+    def stats(e: list[float]) -> tuple:
+        return (len(e), f"{100 * sum(map(abs, e)) / len(e):.1f}%",
+                f"{100 * sum(e) / len(e):+.1f}%", f"{100 * max(map(abs, e)):.1f}%")
+    lines = [(*key, *stats(e)) for key, e in sorted(errors.items())]
+    lines.append(("all", *[""] * (len(key_names) - 1),
+                  *stats([x for e in errors.values() for x in e])))
+    return format_table([*key_names, "n", "MAPE", "bias", "max"], lines)
+
+
 def attention_report(rows: list[dict]) -> str:
     groups: dict[tuple, list[float]] = {}
     for r in rows:
         err = attention_predicted_s(r) / r["measured_s"] - 1
         groups.setdefault((r["phase"], r["hardware"], r["kv_dtype"]), []).append(err)
-    lines = [(ph, hw, kv, len(e), f"{100 * sum(map(abs, e)) / len(e):.1f}%",
-              f"{100 * sum(e) / len(e):+.1f}%", f"{100 * max(map(abs, e)):.1f}%")
-             for (ph, hw, kv), e in sorted(groups.items())]
-    errs = [e for es in groups.values() for e in es]
-    lines.append(("all", "", "", len(errs), f"{100 * sum(map(abs, errs)) / len(errs):.1f}%",
-                  f"{100 * sum(errs) / len(errs):+.1f}%",
-                  f"{100 * max(map(abs, errs)):.1f}%"))
-    return format_table(["phase", "hardware", "kv", "n", "MAPE", "bias", "max"], lines)
+    return error_table(groups, ["phase", "hardware", "kv"])
 
 
 def report(rows: list[dict]) -> str:
@@ -150,14 +155,7 @@ def report(rows: list[dict]) -> str:
     for r in rows:
         err = predicted_s(r) / r["measured_s"] - 1
         groups.setdefault((r["hardware"], r["gemm"], r["heads"]), []).append(err)
-    lines = [(hw, g, h, len(e), f"{100 * sum(map(abs, e)) / len(e):.1f}%",
-              f"{100 * sum(e) / len(e):+.1f}%", f"{100 * max(map(abs, e)):.1f}%")
-             for (hw, g, h), e in sorted(groups.items())]
-    errs = [e for es in groups.values() for e in es]
-    lines.append(("all", "", "", len(errs), f"{100 * sum(map(abs, errs)) / len(errs):.1f}%",
-                  f"{100 * sum(errs) / len(errs):+.1f}%",
-                  f"{100 * max(map(abs, errs)):.1f}%"))
-    return format_table(["hardware", "gemm", "heads", "n", "MAPE", "bias", "max"], lines)
+    return error_table(groups, ["hardware", "gemm", "heads"])
 
 
 def main() -> None:
