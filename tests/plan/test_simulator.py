@@ -107,6 +107,35 @@ def test_cuda_graphs_remove_launch_overhead():
     assert c.step_time_s(8, 8 * 1000.0, graphs="body", pad_tokens=8) < eager
 
 
+@pytest.mark.parametrize("pp", [1, 2])
+def test_a_decode_only_step_is_its_parts(pp):
+    """The decode-only fast path (StepCost._decode_step_times, memoizing what does not depend
+    on the contexts) prices a step as its parts: body, head and every layer's decode attention,
+    less the launches the graph mode removes, plus pipeline sends; the same floats whichever
+    step came first."""
+    c = cost(pp=pp)
+    for decode, mean, graphs, pad in ((8, 1000.0, "none", 0), (8, 1003.5, "all", 8),
+                                      (24, 517.25, "body", 32), (300, 2048.0, "all", 304)):
+        padded = max(decode, pad)
+        t, lb = c.body(padded)[:2]
+        ht, hl = c.head(padded)
+        at, al = c.decode_attention(decode, mean)
+        t, lb = t + ht, lb + hl
+        t, la = t + c.attention_layers * at, c.attention_layers * al
+        if graphs == "all":
+            t -= (lb + la) * c._graph_removes
+        elif graphs == "body":
+            t -= lb * c._graph_removes
+        latency, stage = c.step_times(decode, decode * mean, graphs=graphs, pad_tokens=pad)
+        if pp == 1:
+            assert latency == stage == t
+        else:
+            p2p = c.sends(padded)[0]
+            assert latency == t + (pp - 1) * p2p and stage == t / pp + p2p
+        assert c.step_times(decode, decode * mean, graphs=graphs, pad_tokens=pad) == (latency,
+                                                                                      stage)
+
+
 def test_pipeline_latency_is_all_stages_throughput_one():
     c2 = cost(pp=2)
     latency, stage = c2.step_times(32, 32 * 1000.0)

@@ -150,6 +150,9 @@ class StepCost:
                                       Axis(attn_per_octave, lo=0), exact, log_x=True)
         self.sends = Table1(self._eval_send, tokens_axis, exact)
         self._verify: dict[int, Table2] = {}
+        # a decode-only step's parts but the attention, per (decode, graphs, pad): a lane
+        # decodes the same batch for hundreds of steps while only the contexts grow
+        self._decode_fixed: dict[tuple[int, str, int], tuple[float, float]] = {}
         self._share((self.model, self.hw, tp, ep, dtype, kv_dtype, level, per_octave,
                      attn_per_octave, exact, moe_routing, self.fp8_attention))
 
@@ -263,6 +266,8 @@ class StepCost:
         every op at decode·(1 + k) tokens and each sequence's attention a (1 + k)-query causal
         decode over its context plus the drafts (one multi-query decode kernel reads its KV
         once, as FlashMLA's and FlashInfer's do)."""
+        if decode and not chunks and not spec_tokens:
+            return self._decode_step_times(decode, decode_context_sum, graphs, pad_tokens)
         draft = 0.0
         queries = 1 + spec_tokens if decode else 1
         if queries > 1:
@@ -313,6 +318,37 @@ class StepCost:
         if self.pp == 1:
             return t, t
         p2p = self.sends(max(tokens, pad_tokens))[0]
+        return t + (self.pp - 1) * p2p, t / self.pp + p2p
+
+    def _decode_step_times(self, decode: int, decode_context_sum: float, graphs: str,
+                           pad_tokens: int) -> tuple[float, float]:
+        """`step_times` of a decode-only step (no chunks, no drafts): the same parts in the same
+        order of floating-point operations, the ones that do not depend on the contexts summed
+        once per (decode, graphs, pad) (_decode_fixed)."""
+        key = (decode, graphs, pad_tokens)
+        fixed = self._decode_fixed.get(key)
+        if fixed is None:
+            padded = max(decode, pad_tokens)
+            t, launch_body = self.body(padded)[:2]
+            if self.experts is not None:
+                et, el = self.experts(padded)
+                t, launch_body = t + et, launch_body + el
+            if self.decode_only:
+                dt, dl = self.decode_ops(padded)
+                t, launch_body = t + dt, launch_body + dl
+            ht, hl = self.head(padded)
+            fixed = self._decode_fixed[key] = (t + ht, launch_body + hl)
+        t, launch_body = fixed
+        layers = self.attention_layers
+        at, al = self.decode_attention(decode, max(1.0, decode_context_sum / decode))
+        t, launch_attn = t + layers * at, layers * al
+        if graphs == "all":
+            t -= (launch_body + launch_attn) * self._graph_removes
+        elif graphs == "body":
+            t -= launch_body * self._graph_removes
+        if self.pp == 1:
+            return t, t
+        p2p = self.sends(max(decode, pad_tokens))[0]
         return t + (self.pp - 1) * p2p, t / self.pp + p2p
 
     def _verify_table(self, queries: int) -> Table2:
