@@ -8,11 +8,20 @@ al. SC20 §3.1): BF16 weights (2 bytes) and gradients (2) and FP32 master weight
 variance (12); ZeRO stage 1 shards the 12 over the data-parallel ranks, stage 2 the gradients as
 well, stage 3 the weights too (§5). Stage 1 is the default: it is Megatron-LM's distributed
 optimizer, which the training graph models (gradients reduce-scattered, parameters all-gathered).
-Activations kept for the backward follow Korthikanti et al. (arXiv:2205.05198, §4): with sequence
-parallelism 34·s·b·h/t bytes per layer, without the 5·a·s/h attention-score term because the
-graph's FlashAttention never stores the scores (its backward recomputes them, which is what
-selective recomputation does); full recomputation keeps only each layer's 2·s·b·h/t input, plus
-one layer's activations while that layer is recomputed. torchtitan's per-op SAC ("op") is sized
+Activations kept for the backward are counted tensor by tensor from the layer's shapes
+(`activation_bytes_per_token`), as Korthikanti et al. (arXiv:2205.05198, §4) count them for GPT
+(their 34·s·b·h/t with sequence parallelism, without the 5·a·s/h attention-score term because
+FlashAttention never stores the scores): each norm's input, each GEMM's input, Q, K, V and the
+attention output for the FlashAttention backward, the FFN's pre-activation (gate and up for a
+gated FFN) and, in a MoE layer, the routed copies of each token (top_k rows of the expert
+GEMMs' inputs, pre-activations and outputs). With sequence parallelism every tensor is split
+over the t tensor-parallel ranks. A GEMM input is saved in the GEMM's dtype: Transformer
+Engine keeps the quantized (FP8/FP4) column-wise copy of a Linear's input for the Wgrad GEMM
+and discards the BF16 one (transformer_engine/pytorch/module/linear.py, TE 2.20.2, lines
+693-717: "Discard row-wise data since it is not needed in backward pass"; `saved_inputmat =
+inputmat`). For a dense Llama layer in BF16 this is 33.5·s·b·h/t, Korthikanti's 34 less the
+dropout masks Llama has none of. Full recomputation keeps only each layer's 2·s·b·h/t input,
+plus one layer's activations while that layer is recomputed. torchtitan's per-op SAC ("op") is sized
 as no recomputation (an upper bound: it drops the non-GEMM outputs and every second GEMM's).
 Context parallelism divides every activation by cp (each rank holds seq/cp tokens) and shards
 the distributed optimizer over dp·cp (Megatron-Core's data-parallel group with context
@@ -30,7 +39,7 @@ from typing import Any
 
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
-from perfmodel.units import GB, GiB, bytes_per_element
+from perfmodel.units import GB, LINEAR_RECIPES, GiB, bytes_per_element
 from perfmodel.workloads.builder import ACT_BYTES, Workload, kv_cache_bytes_per_token
 from perfmodel.workloads.models import ModelSpec, load_model
 
@@ -51,10 +60,11 @@ DEFAULT_RECOMPUTE = "none"  # Megatron-Core's TransformerConfig.recompute_granul
 # ZeRO-3 gathers a layer's weights before using it and prefetches the next (PyTorch FSDP's
 # default backward prefetch, DeepSpeed's parameter prefetch): two layers' full BF16 weights live
 ZERO3_LIVE_LAYERS = 2
-# Activation bytes per token × hidden per layer kept for the backward (Korthikanti et al. Eq. 2
-# without the score term; full recomputation: the layer's BF16 input)
-ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 34
+# Full recomputation keeps each layer's BF16 input: bytes per token × hidden (Korthikanti et al.
+# §5: 2·s·b·h per layer)
 FULL_RECOMPUTE_BYTES_PER_TOKEN_HIDDEN = 2
+# The router's FP32 probabilities over the experts, kept for the softmax / top-k backward
+ROUTER_PROB_BYTES = 4
 
 
 @dataclass(frozen=True)
@@ -159,15 +169,58 @@ def training_memory(model: ModelSpec, hw: Hardware, workload: Workload,
     if w.pp > 1 and w.virtual_stages > 1:  # interleaved 1F1B's longer warm-up
         in_flight *= 1 + (w.pp - 1) / (w.pp * w.virtual_stages)
     tokens = w.seq // w.cp * mb_seqs  # a context-parallel rank holds seq/cp of each sequence
-    layer = tokens * model.hidden
+    # per token of one microbatch, over the stage's layers (the mean layer × layers/pp: with
+    # dense and MoE layers the stage's mix is the model's)
+    per_layer = sum(activation_bytes_per_token(model, i, w.tp, w.ep, w.dtype)
+                    for i in range(model.layers)) / model.layers
+    stage_layers = model.layers / w.pp
     if (w.recompute or DEFAULT_RECOMPUTE) == "full":
-        act = (FULL_RECOMPUTE_BYTES_PER_TOKEN_HIDDEN * layer * (model.layers / w.pp) * in_flight
-               + ACTIVATION_BYTES_PER_TOKEN_HIDDEN * layer) / w.tp
+        act = tokens * (FULL_RECOMPUTE_BYTES_PER_TOKEN_HIDDEN * model.hidden / w.tp
+                        * stage_layers * in_flight + per_layer)
     else:
-        act = ACTIVATION_BYTES_PER_TOKEN_HIDDEN * layer * (model.layers / w.pp) * in_flight \
-            / w.tp
+        act = tokens * per_layer * stage_layers * in_flight
     return MemoryFit(weights + grads, 0.0, act, WORKSPACE_BYTES, optimizer,
                      hw.hbm_capacity_bytes * TRAINING_HBM_USABLE_FRACTION)
+
+
+def activation_bytes_per_token(model: ModelSpec, layer: int, tp: int = 1, ep: int = 1,
+                               dtype: str = "bf16") -> float:
+    """Bytes one GPU keeps for the backward of layer `layer` per token of its microbatch, with
+    no recomputation (module docstring): Megatron-Core / Transformer Engine with sequence
+    parallelism (every tensor split over the `tp` ranks; moe_layer.py requires it for MoE with
+    TP) and FlashAttention; GEMM inputs in the `dtype` policy's element size (quantized copies
+    for FP8/FP4: TE linear.py 693-717), everything else in BF16. A MoE layer keeps, per token,
+    top_k routed rows (top_k·tp/ep when 1 < ep < tp: the TP group's tokens are gathered and
+    each GPU computes its experts' slice, builder moe_tp) of the expert input, the expert
+    pre-activation and activation, and the expert output the combine's backward weights by the
+    router probabilities; its shared experts are a dense FFN of shared_experts·expert_hidden."""
+    m, a = model, ACT_BYTES
+    g = bytes_per_element(dtype) if LINEAR_RECIPES[dtype].quantized else ACT_BYTES
+    h = m.hidden
+    gated = m.ffn_matrices - 1             # pre-activation tensors: gate and up, or one
+    per = 2 * h * a + 2 * h * g            # the two norms' inputs, the two GEMM-input norm outputs
+    if m.is_mla:
+        qk, rope = m.qk_nope_head_dim + m.qk_rope_head_dim, m.qk_rope_head_dim
+        per += (m.q_lora_rank * (a + g)                          # q_norm input, q_b input
+                + (m.kv_lora_rank + rope) * a + m.kv_lora_rank * g  # kv_a out, kv_b input
+                + m.heads * (2 * qk + 2 * m.v_head_dim) * a)       # Q, K, V, O
+        o = m.heads * m.v_head_dim
+    else:
+        per += (m.heads + 2 * m.kv_heads) * m.head_dim * a + m.heads * m.head_dim * a  # QKV, O
+        o = m.heads * m.head_dim
+    if g != a:
+        per += o * g  # the o_proj's quantized input beside FlashAttention's BF16 output
+    per /= tp
+    if m.is_moe_layer(layer):
+        moe_tp = max(1, tp // ep)
+        rows = m.top_k * moe_tp / tp       # routed rows per token of the microbatch, per GPU
+        eh = m.expert_hidden / moe_tp
+        per += rows * (h * g + gated * eh * a + eh * g + h * a) + m.experts * ROUTER_PROB_BYTES / tp
+        se = m.shared_experts * m.expert_hidden
+        per += (gated * se * a + se * g) / tp if se else 0.0
+    else:
+        per += (gated * m.ffn_hidden * a + m.ffn_hidden * g) / tp
+    return per
 
 
 def memory_fit(model: ModelSpec | str, hw: Hardware | str, workload: Workload,

@@ -176,12 +176,17 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                   microbatches: int | None = None, virtual_stages: int = 1,
                   level: str = "pipes", recompute: str = DEFAULT_RECOMPUTE,
                   zero: int = DEFAULT_ZERO, allow_oversubscribed: bool = False,
-                  cp: int = 1, overlap: bool = True) -> TrainingPlan:
+                  cp: int = 1, overlap: bool = True,
+                  grad_reduce_dtype: str = "bf16") -> TrainingPlan:
     """One training step; `batch` sequences per model replica (global batch = batch·dp), each
     split over `cp` context-parallel ranks (GPUs = tp·cp·pp·dp). Raises InputError with the
     memory per GPU when the plan does not fit in the usable HBM, unless `allow_oversubscribed`
     (then `memory.fits` is False). `recompute`, `zero`, `overlap` and the MFU conventions:
-    module docstring."""
+    module docstring. `grad_reduce_dtype`: the gradient reduce-scatter's dtype, bf16
+    (Megatron-Core's default) or fp32 (FSDP's reduce_dtype in torchtitan: torchtitan/config/
+    configs.py `mixed_precision_reduce = "float32"`; Composer's mixed_precision DEFAULT:
+    composer/distributed/mosaic_parallelism.py, get_mixed_precision, `reduce_dtype =
+    torch.float32`): twice the bytes on the wire."""
     m, h = as_model(model), hardware(hw)
     if ep > 1 and (tp * dp * cp) % ep:
         raise InputError(f"ep: {ep} must divide tp·dp·cp = {tp * dp * cp} (experts are spread "
@@ -199,7 +204,7 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                          f"allow_oversubscribed=True")
     g = build_graph(m, "train", batch=batch, seq=seq, tp=tp, ep=ep, pp=pp, dp=dp, dtype=dtype,
                     microbatches=microbatches, virtual_stages=virtual_stages,
-                    recompute=recompute, cp=cp)
+                    recompute=recompute, cp=cp, grad_reduce_dtype=grad_reduce_dtype)
     pred = predict(g, h, level)
     mb = w.n_microbatches
     k = g.pipeline.per_microbatch_ops
@@ -232,7 +237,9 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                 dp_exposed += mb * per_mb
             else:
                 group = ops[rs].gpus
-                n = max(1, math.ceil(ops[rs].bytes / 2 / bucket_params(group)))
+                # buckets hold parameters: count them from the BF16 all-gather (the
+                # reduce-scatter's bytes depend on its dtype)
+                n = max(1, math.ceil(ops[ag].bytes / 2 / bucket_params(group)))
                 rs_b = _resized_s(ops[rs], ops[rs].bytes / n, h, level)
                 ag_b = _resized_s(ops[ag], ops[ag].bytes / n, h, level)
                 dp_exposed += bucketed_exposed_s(n * rs_b, n, bwd_s)

@@ -5,9 +5,11 @@
 
 What a row becomes: plan_training(model, hardware, batch = global batch / dp, seq, tp, pp, dp,
 dtype = the recipe's GEMM policy, ep, microbatches = batch / micro-batch, virtual_stages = VP,
-cp = CP, recompute (where the row states none: "none", the default of Megatron-Core's
-TransformerConfig that the NeMo performance recipes keep unless they say otherwise), zero = the
-row's ZeRO stage, allow_oversubscribed=False), once at level "pipes" (the planner) and once at "roofline"
+cp = CP, recompute (where the row states none: the least recomputation that fits, "none" —
+the default of Megatron-Core's TransformerConfig — else "full", the rule of
+`search_training_plans`: a published run fitted in memory, so its recipe recomputed what it had
+to), zero = the row's ZeRO stage, grad_reduce_dtype = fp32 for the PyTorch-FSDP frameworks that
+reduce gradients in FP32 (GRAD_REDUCE_DTYPE), allow_oversubscribed=False), once at level "pipes" (the planner) and once at "roofline"
 (the speed-of-light baseline: datasheet peaks, no kernel model). A plan whose memory estimate
 exceeds the usable HBM, or a layout the planner refuses, is a row not predicted, with the reason.
 
@@ -34,13 +36,21 @@ from typing import Callable, Iterable
 
 from perfmodel import fitted
 from perfmodel.errors import InputError
-from perfmodel.plan.memory import DEFAULT_RECOMPUTE
 from perfmodel.plan.training import TrainingPlan, plan_training
 from perfmodel.report.progress import Progress
 from perfmodel.report.tables import format_table
 from perfmodel.validation.training import (FLOP_METRICS, TrainingCase, load_training_cases)
 
 COMPARED = ("tokens_per_s_per_gpu", "step_time_s")
+# Sources whose framework reduce-scatters gradients in FP32 (plan_training grad_reduce_dtype):
+# torchtitan, TrainingConfig.mixed_precision_reduce = "float32" (torchtitan/config/configs.py,
+# 0.3.0, line 93: the only choice) for the torchao runs; Composer's FSDP mixed_precision
+# 'DEFAULT' (composer/distributed/mosaic_parallelism.py, 0.32.1, get_mixed_precision, lines
+# 78-81: reduce_dtype = torch.float32) for llm-foundry's "MP mode DEFAULT". The others run
+# Megatron-Core (grad_reduce_in_fp32 = False by default) or do not say.
+GRAD_REDUCE_DTYPE = {"AO": "fp32", "LF": "fp32"}
+# The recomputation tried, in order, for a row that does not state its own (module docstring)
+UNSTATED_RECOMPUTE = ("none", "full")
 LEVELS = ("pipes", "roofline")
 NOT_FIT = "does not fit in memory (plan_training's estimate, allow_oversubscribed=False)"
 _METRIC_LABEL = {"model_flop_per_s_per_gpu": "model TFLOP/s", "flop_per_s_per_gpu": "TFLOP/s",
@@ -82,21 +92,36 @@ def why_not(case: TrainingCase, compared: dict[str, TrainingCase]) -> str | None
 @functools.lru_cache(maxsize=None)
 def _plan(model: str, hw: str, batch: int, seq: int, tp: int, pp: int, dp: int, dtype: str,
           ep: int, microbatches: int, vp: int, level: str, recompute: str,
-          zero: int, cp: int = 1) -> TrainingPlan | str:
+          zero: int, cp: int = 1, grad_reduce_dtype: str = "bf16") -> TrainingPlan | str:
     """The plan, or the one-line reason plan_training refused it (memory or layout)."""
     try:
         return plan_training(model, hw, batch=batch, seq=seq, tp=tp, pp=pp, dp=dp, dtype=dtype,
                              ep=ep, microbatches=microbatches, virtual_stages=vp, level=level,
-                             recompute=recompute, zero=zero, allow_oversubscribed=False, cp=cp)
+                             recompute=recompute, zero=zero, allow_oversubscribed=False, cp=cp,
+                             grad_reduce_dtype=grad_reduce_dtype)
     except InputError as e:
         return str(e).splitlines()[0]
 
 
+def replayed_recompute(case: TrainingCase) -> tuple[str, ...]:
+    """The recomputation choices a row is replayed with, in order: its own, or where it states
+    none UNSTATED_RECOMPUTE (module docstring)."""
+    return (case.recompute,) if case.recompute else UNSTATED_RECOMPUTE
+
+
 def plan_case(case: TrainingCase, level: str = "pipes") -> TrainingPlan | str:
-    """plan_training for the row's layout at `level`, or the reason it was refused."""
-    return _plan(case.model, case.hw, case.batch_per_replica, case.seq, case.tp, case.pp,
-                 case.dp, case.dtype, case.ep, case.microbatches, case.vp, level,
-                 case.recompute or DEFAULT_RECOMPUTE, case.zero, case.cp)
+    """plan_training for the row's layout at `level` with the first of its recomputation
+    choices that fits (`replayed_recompute`), or the reason it was refused (the first
+    choice's, when none fits)."""
+    first = None
+    for rc in replayed_recompute(case):
+        p = _plan(case.model, case.hw, case.batch_per_replica, case.seq, case.tp, case.pp,
+                  case.dp, case.dtype, case.ep, case.microbatches, case.vp, level, rc,
+                  case.zero, case.cp, GRAD_REDUCE_DTYPE.get(case.source, "bf16"))
+        if not isinstance(p, str) or refusal_reason(p) != NOT_FIT:
+            return p
+        first = first or p
+    return first
 
 
 def refusal_reason(message: str) -> str:
@@ -276,8 +301,12 @@ def worst_table(comparisons: list[TrainingComparison], n: int = 10) -> str:
     rows = []
     for c in worst_rows(comparisons, n):
         k = c.case
+        plan = plan_case(k)
+        # an unstated recomputation shows the one replayed (replayed_recompute)
+        rc = k.recompute or ("n/s" + (f"->{plan.recompute}" if not isinstance(plan, str)
+                                      else ""))
         layout = (f"tp{k.tp} pp{k.pp} vp{k.vp} ep{k.ep} dp{k.dp} mbs{k.micro_batch} "
-                  f"mb{k.microbatches} {k.sharding} rc={k.recompute or 'n/s'}")
+                  f"mb{k.microbatches} {k.sharding} rc={rc}")
         rows.append([k.id, k.model, k.hw, k.recipe, k.seq, layout, _fmt(c.metric, c.measured),
                      _fmt(c.metric, c.predicted), _pct(c.error), _pct(c.roofline_error)])
     return format_table(["row", "model", "GPU", "recipe", "seq", "layout", "measured",

@@ -442,7 +442,7 @@ class _LayerBuilder:
         m, h, w = self.m, self.m.hidden, self.w
         self.g.add(f"{p}router", "gemm", m=self.t, n=m.experts, k=h, dtype=ACT)
         self.g.add(f"{p}topk", "softmax", rows=self.t, cols=m.experts, dtype="fp32")
-        a2a = float(self.t * m.top_k * h * ACT_BYTES)
+        a2a = self.dispatch_bytes
         if w.moe_all_to_all:
             self.g.add(f"{p}dispatch", "alltoall", bytes=a2a, gpus=w.ep)
         eh = m.expert_hidden // w.moe_tp
@@ -457,6 +457,17 @@ class _LayerBuilder:
             self.g.add(f"{p}combine", "alltoall", bytes=a2a, gpus=w.ep)
         else:
             self.allreduce(f"{p}ffn_allreduce")
+
+    @property
+    def dispatch_bytes(self) -> float:
+        """Bytes one GPU sends in a MoE dispatch (and its combine): top_k copies of each of its
+        tokens. In training with tensor parallelism Megatron-Core runs MoE with sequence
+        parallelism (megatron/core/transformer/moe/moe_layer.py, core 0.16.1, line 379 refuses
+        TP without it), so each TP rank permutes and dispatches only its t/tp tokens
+        (token_dispatcher.py, MoEAlltoAllTokenDispatcher.dispatch_preprocess / token_dispatch:
+        the local hidden_states, all-to-all over the EP group)."""
+        tokens = self.t / self.tp if self.w.phase == "train" else self.t
+        return float(tokens * self.m.top_k * self.m.hidden * ACT_BYTES)
 
     def recompute_op(self, p: str, layer: int):
         """torchtitan's per-op SAC (RECOMPUTE "op"): the layer's forward again without its
@@ -491,14 +502,14 @@ class _LayerBuilder:
         attn = [g for g in self.gemms if g not in ffn]
         if m.is_moe_layer(layer):
             if self.w.moe_all_to_all:
-                self.g.add(f"{p}combine_bwd", "alltoall",
-                           bytes=float(self.t * m.top_k * h * ACT_BYTES), gpus=self.w.ep)
+                self.g.add(f"{p}combine_bwd", "alltoall", bytes=self.dispatch_bytes,
+                           gpus=self.w.ep)
             # expert dgrad and wgrad: each the FLOP and weight traffic of the forward pass
             self.g.add(f"{p}experts_dgrad", "moe", **self.moe_params)
             self.g.add(f"{p}experts_wgrad", "moe", **self.moe_params)
             if self.w.moe_all_to_all:
-                self.g.add(f"{p}dispatch_bwd", "alltoall",
-                           bytes=float(self.t * m.top_k * h * ACT_BYTES), gpus=self.w.ep)
+                self.g.add(f"{p}dispatch_bwd", "alltoall", bytes=self.dispatch_bytes,
+                           gpus=self.w.ep)
         else:
             self._gemm_bwd(ffn[1:], p)
             self.elementwise(f"{p}act_bwd", self.t * (m.ffn_hidden // self.tp), inputs=3,
@@ -531,13 +542,18 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
                 moe_routing: str = "token_balanced", moe_replication: float = 1.0,
                 moe_skew: float = 0.0, kv_dtype: str | None = None,
                 recompute: str | None = None, cp: int = 1,
-                fp8_attention: bool = False) -> OpGraph:
+                fp8_attention: bool = False, grad_reduce_dtype: str = ACT) -> OpGraph:
     """The op graph one GPU runs for one step of `phase` (see module docstring). `kv_dtype`:
     the KV cache's storage type in serving (None: the activation dtype); `recompute`
     (training): the forward work repeated before each layer's backward (RECOMPUTE); `cp`
     (training): context-parallel ranks per sequence, each holding seq/cp of its tokens with
     ring attention (`_LayerBuilder._ring_attention`); `fp8_attention` (serving, an FP8
-    `kv_dtype`): attention in FP8 MMAs on the cache (Workload.fp8_attention)."""
+    `kv_dtype`): attention in FP8 MMAs on the cache (Workload.fp8_attention).
+    `grad_reduce_dtype` (training): the dtype gradients are reduce-scattered in, bf16 (Megatron-
+    Core's DistributedDataParallelConfig.grad_reduce_in_fp32 = False) or fp32 (PyTorch FSDP's
+    MixedPrecision reduce_dtype as torchtitan and Composer set it)."""
+    if grad_reduce_dtype not in ("bf16", "fp32"):
+        raise InputError(f"grad_reduce_dtype: expected bf16 or fp32, got {grad_reduce_dtype!r}")
     w = Workload(phase, batch, seq, context, tp, ep, pp, dp, dtype, microbatches, virtual_stages,
                  moe_routing, moe_replication, moe_skew, kv_dtype, recompute, cp, fp8_attention)
     w.check(model)
@@ -597,7 +613,8 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
         for prefix, params, group, where in syncs:
             if group > 1:
                 out.add(f"{prefix}grad_reduce_scatter", "reduce_scatter",
-                        bytes=float(params * ACT_BYTES), gpus=group, placement=where)
+                        bytes=float(params * bytes_per_element(grad_reduce_dtype)),
+                        gpus=group, placement=where)
         out.add("optimizer", "elementwise",
                 elements=int(math.ceil(sum(p / g for _, p, g, _ in syncs))),
                 dtype="fp32", inputs=4, outputs=3, flop_per_element=ADAM_FLOP_PER_PARAM,
