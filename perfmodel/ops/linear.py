@@ -15,6 +15,23 @@ each quantized linear casts it before its GEMM, in a kernel of its own:
                     NVFP4LinearMethod).
 A BF16/FP16 linear is the GEMM alone. Engines fuse some of these casts into the kernel before
 (an RMSNorm that writes FP8/FP4); `quantize_input=False` prices such a fused linear.
+
+`activation_scale` says where a per-tensor FP8 activation scale comes from:
+  static   the checkpoint's calibrated input scale (ModelOpt FP8 checkpoints carry `input_scale`;
+           what a serving deployment runs): the cast kernel alone;
+  dynamic  computed from the activation at run time, when the checkpoint has none: TensorRT-LLM
+           FP8QDQLinearMethod then calls `quantize_e4m3_per_tensor`
+           (invokeComputeScalesAndQuantizeMatrix: a memset of the scale, the amax kernel
+           invokeComputeFP8QuantizeScale over a fixed 1024 x 1024 grid, then the cast
+           invokeQuantizeMatrix; ops/quantize.py `tensor_amax_demand`), vLLM `scaled_fp8_quant`
+           with no scale (segmented_max_reduction, then the cast). AIConfigurator's TensorRT-LLM
+           FP8 GEMM table is this variant: its SDK derives `fp8_static` from the `fp8` table
+           minus the separately measured amax ("compute_scale") kernel
+           (aiconfigurator_core sdk/perf_database.py `_gemm_key_names`, sdk/common.py
+           GEMMQuantMode.fp8_static: "fp8 with static quantization (compute_scale/scale_matrix
+           modeled)").
+1x128 block FP8, MXFP8 and NVFP4 take their block scales from the activation in the cast kernel
+itself either way (NVFP4's global scale is the checkpoint's static `input_scale`).
 """
 from __future__ import annotations
 
@@ -24,7 +41,8 @@ from perfmodel.demand import Demand, KernelCandidates, sequence_demand
 from perfmodel.hardware import Hardware
 from perfmodel.ops.base import Op, Param, positive
 from perfmodel.ops.gemm import Gemm
-from perfmodel.ops.quantize import Quantize
+from perfmodel.ops.quantize import Quantize, tensor_amax_demand
+from perfmodel.units import bytes_per_element
 
 QUANTIZED = ("fp8", "nvfp4", "mxfp8")
 
@@ -45,6 +63,10 @@ class Linear(Op):
         "quantize_input": Param("bool", default=True,
                                 doc="cast the BF16 activation in a kernel of its own (false: "
                                     "fused into the kernel before)"),
+        "activation_scale": Param("choice", default="static", choices=("static", "dynamic"),
+                                  doc="per-tensor fp8: the checkpoint's calibrated input scale, "
+                                      "or an amax kernel before the cast computes it (module "
+                                      "docstring)"),
     }
     SIZE_PARAMS = ("m", "n", "k")
     TENSORS = (("m", "k"), ("k", "n"), ("m", "n"))
@@ -52,6 +74,12 @@ class Linear(Op):
     def check(self, v):
         if v["fp8_scaling"] == "block" and v["dtype"] != "fp8":
             return [("fp8_scaling", f"block scaling applies to fp8 linears, not {v['dtype']}")]
+        if v["activation_scale"] == "dynamic" and (v["dtype"] != "fp8"
+                                                   or v["fp8_scaling"] != "tensor"):
+            what = "1x128 block fp8" if v["dtype"] == "fp8" else v["dtype"]
+            return [("activation_scale", f"a dynamic activation scale applies to per-tensor fp8 "
+                                         f"linears; {what} takes its block scales from the "
+                                         f"activation in the cast kernel")]
         return []
 
     @property
@@ -71,24 +99,36 @@ class Linear(Op):
             return Quantize(rows=self.m, cols=self.k, to="fp8", block=block, amax_pass=False)
         return Quantize(rows=self.m, cols=self.k, to=self.dtype, amax_pass=False)
 
-    def demand(self, hw: Hardware) -> Demand | KernelCandidates:
-        gemm = self.gemm().demand(hw)
+    def cast_kernels(self, hw: Hardware) -> tuple[Demand, ...]:
+        """The kernels before the GEMM: a dynamic per-tensor scale's amax kernel, then the
+        cast (module docstring); none for an unquantized or fused-cast linear."""
         cast = self.input_cast()
         if cast is None:
-            return gemm
+            return ()
         q = cast.demand(hw)
         if not isinstance(q, Demand):
             raise TypeError(f"the {cast.to} cast's demand is a {type(q).__name__}, expected one "
                             f"kernel")
+        if self.activation_scale == "dynamic":
+            amax = tensor_amax_demand(self.m, self.k, bytes_per_element("bf16"))
+            return (amax, q)
+        return (q,)
+
+    def demand(self, hw: Hardware) -> Demand | KernelCandidates:
+        gemm = self.gemm().demand(hw)
+        before = self.cast_kernels(hw)
+        if not before:
+            return gemm
+        label = self.dtype + (" dynamic" if self.activation_scale == "dynamic" else "")
         if isinstance(gemm, KernelCandidates):
             # the cast costs every tile candidate the same, so the engine's pick among the
             # GEMM's candidates stands; the chosen one runs after the cast
             pick = gemm.demand_at
-            return dataclasses.replace(gemm, demand_at=lambda i: _after(q, pick(i), cast.to))
-        return _after(q, gemm, cast.to)
+            return dataclasses.replace(gemm, demand_at=lambda i: _after(before, pick(i), label))
+        return _after(before, gemm, label)
 
 
-def _after(cast: Demand, gemm: Demand, to: str) -> Demand:
-    """The cast kernel, then the GEMM kernel."""
-    return sequence_demand((cast, gemm), flop=gemm.flop,
-                           details={**gemm.details, "input_cast": to})
+def _after(before: tuple[Demand, ...], gemm: Demand, label: str) -> Demand:
+    """The cast kernel(s), then the GEMM kernel."""
+    return sequence_demand((*before, gemm), flop=gemm.flop,
+                           details={**gemm.details, "input_cast": label})

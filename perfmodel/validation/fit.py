@@ -175,7 +175,8 @@ SUSTAINED_RULE = (
 POWER_RULE = (
     "the AIConfigurator pairs of TensorRT-LLM's per-tensor FP8 and BF16 linears on H100 SXM at "
     "the same shapes with m, n, k >= 4096 (aiconfigurator_gemm.csv; {n} rows, compute-bound in "
-    "both types; the FP8 activation cast priced by its own kernel, ops.linear): bisection for the "
+    "both types; the FP8 activation's dynamic per-tensor scale priced by its own kernels, the amax "
+    "reduction and the cast, ops.linear activation_scale='dynamic'): bisection for the "
     "exponent at which the mean log error of the predicted FP8/BF16 time ratio is zero "
     "({fit:.4f}), kept to 3 decimals, with the sustained fraction at its fitted value. The ratio "
     "isolates the operand type from the GEMM model's shape errors. Judged on every other row: "
