@@ -217,9 +217,19 @@ class Norm(Op):
                            doc="bwd: the dx kernel, then the dγ (dβ) reduction kernel"),
         "implementation": Param("choice", default="fused", choices=IMPLEMENTATIONS,
                                 doc=IMPLEMENTATION_DOC),
+        "residual": Param("bool", default=False,
+                          doc="forward: the residual add fused before the norm (vLLM's "
+                              "fused_add_rms_norm): reads x and the residual, writes their sum "
+                              "and y"),
     }
     SIZE_PARAMS = ("rows", "cols")
     TENSORS = (("rows", "cols"),)
+
+    def check(self, v):
+        if v["residual"] and (v["direction"] != "fwd" or v["implementation"] != "fused"):
+            return [("residual", "the fused residual add is a forward of the fused kernel "
+                                 "(direction fwd, implementation fused)")]
+        return []
 
     def demand(self, hw):
         b = bytes_per_element(self.dtype)
@@ -235,6 +245,12 @@ class Norm(Op):
             return self._triton_forward(hw, b, n, stats)
         read, write = n * b + self.cols * b * (2 if layer else 1), n * b + stats  # x, γ, β; y
         fma = NORM_FMA_PER_ELEMENT[(self.kind, "fwd")]
+        if self.residual:
+            # fused_add_rms_norm (vLLM csrc/layernorm_kernels.cu; SGLang's sgl-kernel
+            # fused_add_rmsnorm; TensorRT-LLM's add + RMSNorm): x + residual is formed in
+            # registers, written back as the next residual and normalized, in one kernel
+            # instead of an elementwise add and a norm that reads the sum again
+            read, write, fma = read + n * b, write + n * b, fma + 1.0
         per_elem = {"fma": fma, "xu": 1.0 / self.cols,
                     "lsu": 2 * 5.0 / max(self.cols, 1)}  # 5-step shuffle tree per row per warp
         return stream_demand(n, read, write, per_elem, b, flop=n * fma, ctas=self.rows,

@@ -224,6 +224,7 @@ class _Prepared:
     osl_mean: float = 0.0
     fixed_lengths: bool = True
     fp8_attention: bool = False  # the engine's attention on an FP8 cache (Engine.fp8_attention)
+    fusion: str = "none"         # the engine's fused kernels (Engine.kernel_fusion)
 
     def requests(self, w) -> int:
         """Simulated requests of the workload's own point, before clamping (module
@@ -259,7 +260,7 @@ def _prepare(job: _Serving, lay: Layout) -> _Prepared:
                    eng.gpu_memory_utilization, eng.fraction_of_free, budget_tokens,
                    **({"workspace_bytes": 0.0, "activations": False}
                       if eng.activations_in_reserve else {}))
-    p = _Prepared(fp8_attention=eng.fp8_attention,
+    p = _Prepared(fp8_attention=eng.fp8_attention, fusion=eng.kernel_fusion,
                   memory={"weights_bytes": kv.weights_bytes, "kv_cache_bytes": kv.kv_bytes,
                           "activation_bytes": kv.activation_bytes,
                           "workspace_bytes": kv.workspace_bytes,
@@ -313,7 +314,7 @@ def _serve_layout(job: _Serving, lay: Layout) -> list[dict[str, Any]]:
     if p.reason is None:
         try:
             cost = step_cost(m, h, lay.tp, lay.ep, lay.pp, job.dtype, job.kv_dtype,
-                             p.fp8_attention)
+                             p.fp8_attention, p.fusion)
         except InputError as e:
             p.reason, p.valid = "not valid: " + "; ".join(e.problems), False
     if p.reason is not None:
@@ -403,7 +404,7 @@ def _serve_split(job: _Serving, split) -> dict[str, Any]:
         auto = OFFLINE_WAVES * p.batch * n_decode
     else:  # as search_serving: RATE_WAVES x the requests in flight at the unloaded latency
         cost = step_cost(job.model, job.hw, lay.tp, lay.ep, lay.pp, job.dtype, job.kv_dtype,
-                         p.fp8_attention)
+                         p.fp8_attention, p.fusion)
         lone = cost.prefill_time_s(round(p.isl_mean)) + p.osl_mean * cost.decode_time_s(
             1, p.isl_mean + p.osl_mean / 2)
         auto = RATE_WAVES * min(p.batch * lay.replicas, max(1.0, w.rate * lone))
@@ -438,10 +439,11 @@ def _serve_split(job: _Serving, split) -> dict[str, Any]:
 
 
 def step_cost(model: ModelSpec, hw: Hardware, tp: int, ep: int, pp: int, dtype: str,
-              kv_dtype: str, fp8_attention: bool = False):
+              kv_dtype: str, fp8_attention: bool = False, fusion: str = "none"):
     """The StepCost of one layout (its nodes are memoized across that layout's simulations)."""
     from perfmodel.plan.simulator import StepCost
-    return StepCost(model, hw, tp, ep, pp, dtype, kv_dtype, fp8_attention=fp8_attention)
+    return StepCost(model, hw, tp, ep, pp, dtype, kv_dtype, fp8_attention=fp8_attention,
+                    fusion=fusion)
 
 
 def _strip(text: str, prefix: str) -> str:

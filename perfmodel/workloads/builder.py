@@ -56,6 +56,19 @@ KV_DTYPES = REGISTRY["attention"].PARAMS["kv_dtype"].choices
 #              residuals) again; attention and communication outputs are saved;
 #   full       each layer's whole forward again from its stored input.
 RECOMPUTE = ("none", "selective", "op", "full")
+# Kernels a serving engine fuses in each layer (Workload.fusion):
+#   none      every op its own kernel (training graphs; a what-if);
+#   add_norm  the residual add and the next RMSNorm in one kernel: vLLM's fused_add_rms_norm
+#             (model_executor/layers/layernorm.py RMSNorm.forward with a residual, every
+#             decoder layer's input and post-attention norm and the final norm), SGLang's
+#             sgl-kernel fused_add_rmsnorm;
+#   trtllm    add_norm, and the inputs of the attention output projection and the down
+#             projection produced already quantized by the kernel before (the attention and
+#             the SwiGLU write FP8/FP4): NVIDIA AIConfigurator's model of TensorRT-LLM's Llama
+#             step (aiconfigurator-core 0.12.0 sdk/models/llama.py: add_norm_1/2 elementwise
+#             ops, `low_precision_input=True` on proj and ffn2), so only the QKV and gate/up
+#             linears cast their BF16 input.
+FUSIONS = ("none", "add_norm", "trtllm")
 ACT = "bf16"          # activations, attention, norms
 ACT_BYTES = 2.0
 ADAM_FLOP_PER_PARAM = 12  # two moment updates, bias correction, update (fp32)
@@ -86,6 +99,8 @@ class Workload:
     # the cache as stored (TensorRT-LLM's XQA and FP8 context FMHA, vLLM's FlashAttention-3
     # backend) rather than converting each K/V tile to the activation dtype (FlashInfer)
     fp8_attention: bool = False
+    # serving: the kernels the engine fuses (FUSIONS); training graphs keep every op apart
+    fusion: str = "none"
 
     def check(self, model: ModelSpec, names: Mapping[str, str] | None = None) -> None:
         """Refuse a workload this model cannot run: InputError, one line per problem naming the
@@ -124,6 +139,11 @@ class Workload:
         elif self.kv_dtype is not None and self.phase == "train":
             p.append(("kv_dtype", "training keeps K and V as activations (no KV cache); "
                                   "it applies to prefill and decode"))
+        if self.fusion not in FUSIONS:
+            p.append(("fusion", f"expected one of {', '.join(FUSIONS)}, got {self.fusion!r}"))
+        elif self.fusion != "none" and self.phase == "train":
+            p.append(("fusion", "kernel fusion is a serving engine's (prefill and decode); "
+                                "training graphs keep every op"))
         if self.recompute is not None and self.recompute not in RECOMPUTE:
             p.append(("recompute", f"expected one of {', '.join(RECOMPUTE)}, "
                                    f"got {self.recompute!r}"))
@@ -302,7 +322,10 @@ class _LayerBuilder:
         self.cp_placement = f"{w.cp}x{w.tp}"
 
     # -- helpers ------------------------------------------------------------------------------
-    def gemm(self, name: str, n: int, k: int, dtype: str | None = None, batch: int = 1):
+    def gemm(self, name: str, n: int, k: int, dtype: str | None = None, batch: int = 1,
+             quantized_input: bool = False):
+        """A linear layer; `quantized_input`: its activation arrives already in the GEMM's type
+        (an engine that fuses the cast into the kernel before: Workload.fusion trtllm)."""
         d = dtype or self.w.dtype
         if self.w.phase == "train" and LINEAR_RECIPES[d].quantized:
             # TE recipe (workloads.recipes): the activation (rowwise + columnwise for Wgrad) and
@@ -313,7 +336,8 @@ class _LayerBuilder:
             # serving: the weights are stored quantized; the BF16 activation is cast in a kernel
             # of its own before the GEMM (ops.linear: TensorRT-LLM's and vLLM's FP8/NVFP4
             # linear methods; fusion of the cast into the norm before is not modelled)
-            self.g.add(name, "linear", m=self.t, n=n, k=k, dtype=d)
+            self.g.add(name, "linear", m=self.t, n=n, k=k, dtype=d,
+                       **({"quantize_input": False} if quantized_input else {}))
         else:
             self.g.add(name, "gemm", m=self.t, n=n, k=k, dtype=d, batch=batch)
         self.gemms.append((name, n, k, d, batch))
@@ -330,14 +354,21 @@ class _LayerBuilder:
     # -- forward ------------------------------------------------------------------------------
     def forward(self, p: str, layer: int):
         m, h = self.m, self.m.hidden
-        self.g.add(f"{p}attn_norm", "norm", rows=self.t, cols=h, dtype=ACT)
+        # fused add + norm (Workload.fusion): each norm takes the residual add before it, the
+        # previous layer's FFN residual at the input norm (layer 0 adds the embedding: one
+        # tensor read more than vLLM's first layer, which skips it) and the attention
+        # residual at the FFN norm; the last layer's FFN residual goes to the final norm
+        fused = self.w.fusion != "none"
+        norm = dict(rows=self.t, cols=h, dtype=ACT, **({"residual": True} if fused else {}))
+        self.g.add(f"{p}attn_norm", "norm", **norm)
         if m.is_mla:
             self._mla(p)
         else:
             self._gqa(p)
         self.allreduce(f"{p}attn_allreduce")
-        self.elementwise(f"{p}attn_residual", self.t * h, inputs=2)
-        self.g.add(f"{p}ffn_norm", "norm", rows=self.t, cols=h, dtype=ACT)
+        if not fused:
+            self.elementwise(f"{p}attn_residual", self.t * h, inputs=2)
+        self.g.add(f"{p}ffn_norm", "norm", **norm)
         if m.is_moe_layer(layer):
             self._moe(p)
         else:
@@ -347,9 +378,10 @@ class _LayerBuilder:
             # SiLU(gate)·up: sigmoid's exp on the XU, a few FMAs
             self.elementwise(f"{p}act", self.t * f, inputs=2 if gated else 1,
                              flop_per_element=4, xu_per_element=1)
-            self.gemm(f"{p}down", n=h, k=f)
+            self.gemm(f"{p}down", n=h, k=f, quantized_input=self.w.fusion == "trtllm")
             self.allreduce(f"{p}ffn_allreduce")
-        self.elementwise(f"{p}ffn_residual", self.t * h, inputs=2)
+        if not fused:
+            self.elementwise(f"{p}ffn_residual", self.t * h, inputs=2)
 
     def _attention(self, p: str, direction: str = "fwd", **shape):
         if self.w.cp > 1:
@@ -412,7 +444,8 @@ class _LayerBuilder:
         self.elementwise(f"{p}rope", self.t * (hq + hkv) * m.head_dim, flop_per_element=3)
         self.attn_shape = dict(heads=hq, kv_heads=hkv, head_dim=m.head_dim)
         self._attention(p, **self.attn_shape)
-        self.gemm(f"{p}o_proj", n=h, k=hq * m.head_dim)
+        self.gemm(f"{p}o_proj", n=h, k=hq * m.head_dim,
+                  quantized_input=self.w.fusion == "trtllm")
 
     def _mla(self, p: str):
         """DeepSeek-V2/V3 multi-head latent attention (arXiv:2405.04434 §2.1); decode uses the
@@ -436,7 +469,7 @@ class _LayerBuilder:
             self.gemm(f"{p}kv_b", n=hq * (nope + v), k=m.kv_lora_rank)
             self.attn_shape = dict(heads=hq, kv_heads=hq, head_dim=nope + rope, head_dim_v=v)
             self._attention(p, **self.attn_shape)
-        self.gemm(f"{p}o_proj", n=h, k=hq * v)
+        self.gemm(f"{p}o_proj", n=h, k=hq * v, quantized_input=self.w.fusion == "trtllm")
 
     def _moe(self, p: str):
         m, h, w = self.m, self.m.hidden, self.w
@@ -542,20 +575,23 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
                 moe_routing: str = "token_balanced", moe_replication: float = 1.0,
                 moe_skew: float = 0.0, kv_dtype: str | None = None,
                 recompute: str | None = None, cp: int = 1,
-                fp8_attention: bool = False, grad_reduce_dtype: str = ACT) -> OpGraph:
+                fp8_attention: bool = False, grad_reduce_dtype: str = ACT,
+                fusion: str = "none") -> OpGraph:
     """The op graph one GPU runs for one step of `phase` (see module docstring). `kv_dtype`:
     the KV cache's storage type in serving (None: the activation dtype); `recompute`
     (training): the forward work repeated before each layer's backward (RECOMPUTE); `cp`
     (training): context-parallel ranks per sequence, each holding seq/cp of its tokens with
     ring attention (`_LayerBuilder._ring_attention`); `fp8_attention` (serving, an FP8
-    `kv_dtype`): attention in FP8 MMAs on the cache (Workload.fp8_attention).
+    `kv_dtype`): attention in FP8 MMAs on the cache (Workload.fp8_attention); `fusion`
+    (serving): the kernels the engine fuses (FUSIONS).
     `grad_reduce_dtype` (training): the dtype gradients are reduce-scattered in, bf16 (Megatron-
     Core's DistributedDataParallelConfig.grad_reduce_in_fp32 = False) or fp32 (PyTorch FSDP's
     MixedPrecision reduce_dtype as torchtitan and Composer set it)."""
     if grad_reduce_dtype not in ("bf16", "fp32"):
         raise InputError(f"grad_reduce_dtype: expected bf16 or fp32, got {grad_reduce_dtype!r}")
     w = Workload(phase, batch, seq, context, tp, ep, pp, dp, dtype, microbatches, virtual_stages,
-                 moe_routing, moe_replication, moe_skew, kv_dtype, recompute, cp, fp8_attention)
+                 moe_routing, moe_replication, moe_skew, kv_dtype, recompute, cp, fp8_attention,
+                 fusion)
     w.check(model)
     mb = w.n_microbatches
     seqs = batch // mb
@@ -657,7 +693,8 @@ def _forward_layers(out: _GraphWriter, model: ModelSpec, w: Workload, tokens: in
         out.layer(f"l{i}.", kind, lambda p, lb=lb, i=i: lb.forward(p, i))
     h, tp = model.hidden, w.tp
     logits = tokens if w.phase == "train" else seqs  # serving samples from the last position
-    out.add("final_norm", "norm", rows=logits, cols=h, dtype=ACT)
+    out.add("final_norm", "norm", rows=logits, cols=h, dtype=ACT,
+            **({"residual": True} if w.fusion != "none" else {}))
     out.add("lm_head", "gemm", m=logits, n=model.vocab // tp if model.vocab % tp == 0
             else math.ceil(model.vocab / tp), k=h, dtype=ACT)
     return builders
@@ -684,8 +721,8 @@ def inference_op_counts(model: ModelSpec, phase: str, batch: int = 1, seq: int =
                         context: int | None = None, tp: int = 1, ep: int = 1,
                         dtype: str = "bf16", moe_routing: str = "token_balanced",
                         moe_replication: float = 1.0, moe_skew: float = 0.0,
-                        kv_dtype: str | None = None, fp8_attention: bool = False
-                        ) -> list[tuple[str, Op, int]]:
+                        kv_dtype: str | None = None, fp8_attention: bool = False,
+                        fusion: str = "none") -> list[tuple[str, Op, int]]:
     """(node name, op, how many times it runs) for the ops of `build_graph(model, phase, ...)`
     with pp = 1, phase prefill or decode: the first layer of each kind stands for every layer
     of its kind, as build_graph replays it, so a caller that only sums op times (the serving
@@ -693,7 +730,7 @@ def inference_op_counts(model: ModelSpec, phase: str, batch: int = 1, seq: int =
     if phase not in ("prefill", "decode"):
         raise ValueError(f"inference_op_counts: phase prefill or decode, got {phase!r}")
     w = Workload(phase, batch, seq, context, tp, ep, 1, 1, dtype, None, 1, moe_routing,
-                 moe_replication, moe_skew, kv_dtype, None, 1, fp8_attention)
+                 moe_replication, moe_skew, kv_dtype, None, 1, fp8_attention, fusion)
     w.check(model)
     seqs = batch
     tokens = seqs * (1 if phase == "decode" else seq)

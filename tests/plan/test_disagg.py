@@ -6,7 +6,7 @@ import pytest
 
 from perfmodel.errors import InputError
 from perfmodel.hardware import hardware
-from perfmodel.plan.simulator import (Pool, StepCost, Workload, simulate,
+from perfmodel.plan.simulator import (Pool, StepCost, Workload, engine_preset, simulate,
                                       simulate_disaggregated)
 from perfmodel.plan.simulator.disagg import transfer_link, transfer_time_s
 from perfmodel.plan.search import search_disaggregated
@@ -18,10 +18,11 @@ def test_a_lone_request_gets_its_prefill_then_the_transfer_then_pure_decode_step
     """At a light load TTFT is one prefill step, and the decode pool's steps carry no prefill."""
     w = Workload("rate", requests=4, isl=1500, osl=50, rate=0.2)
     r = simulate_disaggregated("llama3-8b", "H100-SXM", w, Pool(), Pool())
-    prefill = StepCost("llama3-8b", "H100-SXM").prefill_time_s(1500)
+    fusion = engine_preset("vllm", "H100-SXM").kernel_fusion  # the pools' engine's kernels
+    prefill = StepCost("llama3-8b", "H100-SXM", fusion=fusion).prefill_time_s(1500)
     assert np.median(r.ttft_s) == pytest.approx(prefill, rel=0.05)  # (one may queue)
     assert (r.ttft_s >= prefill * 0.999).all()
-    one = StepCost("llama3-8b", "H100-SXM").decode_time_s(1, 1525)
+    one = StepCost("llama3-8b", "H100-SXM", fusion=fusion).decode_time_s(1, 1525)
     assert 0.5 * one < np.nanmedian(r.tpot_s) < 2.0 * one
     assert (r.transfer_s > 0).all() and r.link == "nvlink"
 

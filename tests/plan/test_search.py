@@ -10,7 +10,7 @@ from perfmodel.errors import InputError
 from perfmodel.plan import search as S
 from perfmodel.plan.search import (best, pareto, search_serving, search_training,
                                    serving_layouts, training_layouts)
-from perfmodel.plan.simulator import StepCost, Workload, simulate
+from perfmodel.plan.simulator import StepCost, Workload, engine_preset, simulate
 
 SMALL = Workload("offline", isl=512, osl=128)
 
@@ -130,8 +130,10 @@ def test_the_search_prices_a_layout_as_the_simulator_does():
     m, h = pm.load_model("llama3-8b"), pm.hardware("H100")
     w = Workload("offline", 96, 300, 40)
     for pp in (2, 1):
-        r = simulate(m, h, w, tp=1, pp=pp, cost=S.step_cost(m, h, 1, 1, pp, "bf16", "bf16"))
-        ref = simulate(m, h, w, tp=1, pp=pp, cost=StepCost(m, h, 1, 1, pp))
+        fusion = engine_preset("vllm", h).kernel_fusion
+        r = simulate(m, h, w, tp=1, pp=pp, cost=S.step_cost(m, h, 1, 1, pp, "bf16", "bf16",
+                                                            fusion=fusion))
+        ref = simulate(m, h, w, tp=1, pp=pp, cost=StepCost(m, h, 1, 1, pp, fusion=fusion))
         assert r.to_dict(per_request=False) == ref.to_dict(per_request=False)
 
 

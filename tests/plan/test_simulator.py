@@ -21,17 +21,21 @@ MODEL, HW = "llama3-8b", "H100-SXM"
 
 @functools.lru_cache(maxsize=None)
 def cost(model: str = MODEL, hw: str = HW, tp: int = 1, pp: int = 1,
-         kv_dtype: str = "bf16", fp8_attention: bool = False) -> StepCost:
+         kv_dtype: str = "bf16", fp8_attention: bool = False,
+         fusion: str = "none") -> StepCost:
     """One StepCost per deployment for the whole module: its nodes are memoized."""
-    return StepCost(model, hw, tp=tp, pp=pp, kv_dtype=kv_dtype, fp8_attention=fp8_attention)
+    return StepCost(model, hw, tp=tp, pp=pp, kv_dtype=kv_dtype, fp8_attention=fp8_attention,
+                    fusion=fusion)
 
 
 def sim(workload: Workload, engine="vllm", **kw):
     kv = kw.get("kv_dtype", "bf16")
     pp = kw.get("pp", 1)
-    fp8 = kw.get("fp8_attention", engine_preset(engine, HW).fp8_attention)
+    preset = engine_preset(engine, HW)
+    fp8 = kw.get("fp8_attention", preset.fp8_attention)
+    fusion = kw.get("kernel_fusion", preset.kernel_fusion)
     return simulate(MODEL, HW, workload, engine=engine,
-                    cost=cost(pp=pp, kv_dtype=kv, fp8_attention=fp8), **kw)
+                    cost=cost(pp=pp, kv_dtype=kv, fp8_attention=fp8, fusion=fusion), **kw)
 
 
 def check_consistent(r) -> None:
@@ -286,7 +290,7 @@ def test_low_rate_gives_one_prefill_ttft_and_one_decode_step_tpot():
     r = sim(Workload("rate", requests=20, isl=isl, osl=osl, rate=0.5, seed=1),
             cuda_graph_sizes=())
     s = r.summary()
-    c = cost()
+    c = cost(fusion=engine_preset("vllm", HW).kernel_fusion)  # the engine's kernels
     assert math.isclose(s["ttft_s"]["p50"], c.prefill_time_s(isl), rel_tol=0.01)
     assert math.isclose(s["tpot_s"]["p50"], c.decode_time_s(1, isl + osl / 2), rel_tol=0.03)
     graphs = sim(Workload("rate", requests=20, isl=isl, osl=osl, rate=0.5, seed=1))
@@ -311,8 +315,9 @@ def test_pipeline_parallel_keeps_stages_busy():
     assert two.busy_s / two.duration_s > 0.8
     low = sim(Workload("rate", requests=10, isl=256, osl=8, rate=0.5), pp=2,
               cuda_graph_sizes=())
-    assert math.isclose(low.summary()["ttft_s"]["p50"], cost(pp=2).prefill_time_s(256),
-                        rel_tol=0.01)
+    fusion = engine_preset("vllm", HW).kernel_fusion
+    assert math.isclose(low.summary()["ttft_s"]["p50"],
+                        cost(pp=2, fusion=fusion).prefill_time_s(256), rel_tol=0.01)
 
 
 def test_metrics_use_the_validation_names():

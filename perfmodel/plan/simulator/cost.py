@@ -104,7 +104,7 @@ class StepCost:
                  pp: int = 1, dtype: str = "bf16", kv_dtype: str = "bf16", level: str = "pipes",
                  per_octave: int = PER_OCTAVE, attn_per_octave: int = ATTN_PER_OCTAVE,
                  exact: bool = False, moe_routing: str = "token_balanced",
-                 fp8_attention: bool = False):
+                 fp8_attention: bool = False, fusion: str = "none"):
         self.model, self.hw = as_model(model), hardware(hw)
         self.tp, self.ep, self.pp, self.dtype, self.level = tp, ep, pp, dtype, level
         check_kv_dtype(kv_dtype)
@@ -115,6 +115,9 @@ class StepCost:
             if self.uses_fp8_attention(self.hw, kv_dtype, fp8_attention):
                 self._graph_kw["fp8_attention"] = True
         self.fp8_attention = self._graph_kw.get("fp8_attention", False)
+        self.fusion = fusion  # the engine's fused kernels (builder.FUSIONS)
+        if fusion != "none":
+            self._graph_kw["fusion"] = fusion
         self._op_kw = {k: v for k, v in self._graph_kw.items() if k != "pp"}
         # the share of a kernel's launch a CUDA graph removes: the host's; each replayed kernel
         # keeps the GPU's own graph_kernel_gap_s (the grid launched after the previous drains)
@@ -154,7 +157,7 @@ class StepCost:
         # decodes the same batch for hundreds of steps while only the contexts grow
         self._decode_fixed: dict[tuple[int, str, int], tuple[float, float]] = {}
         self._share((self.model, self.hw, tp, ep, dtype, kv_dtype, level, per_octave,
-                     attn_per_octave, exact, moe_routing, self.fp8_attention))
+                     attn_per_octave, exact, moe_routing, self.fp8_attention, fusion))
 
     @staticmethod
     def uses_fp8_attention(hw: Hardware, kv_dtype: str, fp8_attention: bool) -> bool:

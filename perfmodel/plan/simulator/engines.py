@@ -124,6 +124,8 @@ class Engine:
     fp8_attention            with an FP8 KV cache the attention kernels quantize Q to FP8 and
                              run FP8 MMAs on the cache as stored (else each K/V tile is
                              converted to the activation dtype, FlashInfer's way)
+    kernel_fusion            the kernels the engine fuses in each layer (workloads.builder
+                             FUSIONS): add_norm (vLLM, SGLang), trtllm, none
     """
 
     name: str
@@ -144,6 +146,7 @@ class Engine:
     spec_tokens: int = 0
     spec_acceptance: float = 0.0
     fp8_attention: bool = False
+    kernel_fusion: str = "none"
 
     def check(self) -> None:
         p = []
@@ -176,6 +179,10 @@ class Engine:
         if self.spec_tokens and self.spec_acceptance == 0:
             p.append("spec_acceptance: speculative decoding (spec_tokens > 0) needs the draft "
                      "acceptance rate")
+        from perfmodel.workloads.builder import FUSIONS
+        if self.kernel_fusion not in FUSIONS:
+            p.append(f"kernel_fusion: expected one of {', '.join(FUSIONS)}, got "
+                     f"{self.kernel_fusion!r}")
         if self.step_overhead_s < 0:
             p.append(f"step_overhead_s: expected ≥ 0, got {self.step_overhead_s!r}")
         if p:
@@ -209,12 +216,14 @@ def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> En
         return Engine(name, max_batch=seqs, max_tokens_per_step=tokens, chunked_prefill=True,
                       mixed_batching=True, block_tokens=16, gpu_memory_utilization=0.9,
                       cuda_graph_sizes=vllm_graph_sizes(min(2 * seqs, 512)),
-                      cuda_graph_mode="piecewise", fp8_attention=True)
+                      cuda_graph_mode="piecewise", fp8_attention=True,
+                      kernel_fusion="add_norm")
     if name == "vllm-v0":
         return Engine(name, max_batch=256, max_tokens_per_step=None, chunked_prefill=False,
                       mixed_batching=False, block_tokens=16, gpu_memory_utilization=0.9,
                       admission_watermark=0.01,
-                      cuda_graph_sizes=vllm_graph_sizes(256), cuda_graph_mode="full_decode")
+                      cuda_graph_sizes=vllm_graph_sizes(256), cuda_graph_mode="full_decode",
+                      kernel_fusion="add_norm")
     if name == "sglang":
         mib = mem / 2**20
         if mib < 90 * 1024:
@@ -233,12 +242,13 @@ def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> En
                       gpu_memory_utilization=round((mem - reserved) / mem, 3),
                       activations_in_reserve=True, reserve_output_fraction=1.0,
                       cuda_graph_sizes=graphs, cuda_graph_mode="full_decode",
-                      step_overhead_s=SGLANG_STEP_OVERHEAD_S)
+                      step_overhead_s=SGLANG_STEP_OVERHEAD_S, kernel_fusion="add_norm")
     if name == "trtllm":
         return Engine(name, max_batch=2048, max_tokens_per_step=8192, chunked_prefill=False,
                       mixed_batching=True, block_tokens=32, gpu_memory_utilization=0.9,
                       fraction_of_free=True, reserve_output_fraction=1.0,
                       cuda_graph_sizes=(1, 2, 4) + tuple(range(8, TRTLLM_GRAPH_MAX_BATCH + 1,
                                                                8)),
-                      cuda_graph_mode="full_decode", fp8_attention=True)
+                      cuda_graph_mode="full_decode", fp8_attention=True,
+                      kernel_fusion="trtllm")
     raise InputError(f"engine: expected one of {', '.join(ENGINES)}, got {name!r}")

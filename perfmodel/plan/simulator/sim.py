@@ -218,15 +218,15 @@ def simulate(model: ModelSpec | str, hw: Hardware | str, workload: Workload | No
         raise InputError([f"{what}: {p}" for p in problems])
     if cost is None:
         cost = StepCost(m, h, tp, ep, pp, dtype, kv_dtype, level,
-                        fp8_attention=eng.fp8_attention)
+                        fp8_attention=eng.fp8_attention, fusion=eng.kernel_fusion)
     elif (cost.model.name, cost.hw.name, cost.tp, cost.ep, cost.pp, cost.dtype, cost.kv_dtype,
-          cost.level, cost.fp8_attention) != (m.name, h.name, tp, ep, pp, dtype, kv_dtype, level,
-                                              StepCost.uses_fp8_attention(h, kv_dtype,
-                                                                          eng.fp8_attention)):
+          cost.level, cost.fp8_attention, cost.fusion) != (
+            m.name, h.name, tp, ep, pp, dtype, kv_dtype, level,
+            StepCost.uses_fp8_attention(h, kv_dtype, eng.fp8_attention), eng.kernel_fusion):
         raise InputError(f"{what}: the StepCost given is for {cost.model.name} on "
                          f"{cost.hw.name} tp={cost.tp} ep={cost.ep} pp={cost.pp} "
                          f"dtype={cost.dtype} kv_dtype={cost.kv_dtype} level={cost.level} "
-                         f"fp8_attention={cost.fp8_attention}")
+                         f"fp8_attention={cost.fp8_attention} fusion={cost.fusion}")
     return Simulation(cost, eng, kv, isl, osl, arrivals, workload, lanes_n, lane_blocks,
                       lane_batch, budget_tokens).run(m, h, tp, ep, pp, dtype, kv_dtype)
 
