@@ -41,6 +41,7 @@ OUT = Path(__file__).resolve().parent / "data" / "aiconfigurator_gemm.csv"
 MLA_OUT = OUT.with_name("aiconfigurator_mla_decode.csv")
 MOE_OUT = OUT.with_name("aiconfigurator_moe.csv")
 ATTENTION_OUT = OUT.with_name("aiconfigurator_attention.csv")
+MLA_ATTENTION_OUT = OUT.with_name("aiconfigurator_mla_attention.csv")
 # the fused-MoE rows kept: DeepSeek-V3's routed experts (7168 hidden, 2048 per expert, top-8 of
 # 256), balanced routing, experts split over EP 8/16/32 GPUs (no TP), CUTLASS kernels
 MOE_EP, MOE_TOKENS = (8, 16, 32), (1, 16, 64, 256, 1024, 4096, 16384)
@@ -51,6 +52,11 @@ MOE_EP, MOE_TOKENS = (8, 16, 32), (1, 16, 64, 256, 1024, 4096, 16384)
 ATTENTION_HEADS = ((32, 8), (8, 2), (64, 8), (32, 4), (16, 2), (8, 1), (16, 1))
 ATTENTION_KV_BINS = (0, 1e6, 1e7, 1e8, 1e9, 1e12)
 ATTENTION_PER_BIN = 12
+# the MLA generation-kernel rows kept: DeepSeek-V3's 128 heads (TP1 / attention DP) and 16
+# (TP8), a BF16 or FP8 latent cache, decode batches and key counts on a grid
+MLA_ATTENTION_HEADS = (16, 128)
+MLA_ATTENTION_BATCHES = (1, 8, 64, 256, 1024)
+MLA_ATTENTION_STEPS = (127, 1023, 4095, 16383)
 # the MLA block rows kept: TP8 and TP1 head counts, decode batches, 1024 keys, a BF16 cache
 MLA_HEADS, MLA_BATCHES, MLA_KEYS = (16, 128), (1, 2, 4, 8, 32, 128), 1024
 
@@ -94,6 +100,34 @@ def main(root: str) -> None:
     _write(MLA_OUT, mla_rows(base))
     _write(MOE_OUT, moe_rows(base))
     _write(ATTENTION_OUT, attention_rows(base))
+    _write(MLA_ATTENTION_OUT, mla_attention_rows(base))
+
+
+def mla_attention_rows(base: Path) -> list[dict]:
+    """TensorRT-LLM's MLA generation kernel alone (generation_mla_perf: the weight-absorbed
+    attention of `batch` queries per head over the 576-wide latent cache, `step` cached tokens
+    + 1) at MLA_ATTENTION_HEADS x MLA_ATTENTION_BATCHES x MLA_ATTENTION_STEPS, BF16 and FP8
+    caches."""
+    import pandas as pd
+    rows = []
+    for folder, gpu in GPUS.items():
+        path = base / folder / "mla" / "trtllm" / "1.3.0rc20" / "generation_mla_perf.parquet"
+        d = pd.read_parquet(path)
+        d = d[d.num_heads.isin(MLA_ATTENTION_HEADS) & d.batch_size.isin(MLA_ATTENTION_BATCHES)
+              & d.step.isin(MLA_ATTENTION_STEPS)]
+        for n, r in enumerate(d.sort_values(["kv_cache_dtype", "num_heads", "batch_size",
+                                             "step"]).itertuples(), start=1):
+            kv = {"bfloat16": "bf16", "fp8": "fp8"}[r.kv_cache_dtype]
+            rows.append(_row(
+                f"AICMLAK-{gpu}-{n:03d}", gpu,
+                f"{folder}/mla/trtllm/1.3.0rc20/generation_mla_perf.parquet",
+                "TensorRT-LLM 1.3.0rc20 MLA generation kernel", "trtllm_mla_generation", kv,
+                {"batch": int(r.batch_size), "heads": int(r.num_heads), "kv_heads": 1,
+                 "head_dim": 576, "head_dim_v": 512, "seq_q": 1, "seq_kv": int(r.step) + 1,
+                 "kv_dtype": kv}, r.latency,
+                f"AIConfigurator measured latency of TensorRT-LLM's MLA generation attention "
+                f"({r.kv_cache_dtype} latent cache) on {r.device}"))
+    return rows
 
 
 def attention_rows(base: Path) -> list[dict]:

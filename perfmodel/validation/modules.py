@@ -20,6 +20,11 @@ builder's attention op; with an FP8 cache in FP8 MMAs, as the engine runs it:
 Engine.fp8_attention). A generation row is priced as the simulator prices a captured decode
 step (kernel time + graph_kernel_gap_s per kernel), a context row as an eager prefill step (host
 launches included). Nothing is fitted on these rows.
+
+An MLA generation-kernel row (aiconfigurator_mla_attention.csv) is the builder's MLA decode
+attention (576-wide latent keys, 512-wide values, one shared KV head) as TensorRT-LLM runs it:
+with an FP8 cache in FP8 MMAs on tcgen05 GPUs and on converted K/V elsewhere
+(StepCost.uses_fp8_attention), under CUDA graphs. Judged only.
 """
 from __future__ import annotations
 
@@ -37,6 +42,7 @@ from perfmodel.validation.measurements import DATA_DIR
 
 MLA_CSV = DATA_DIR / "aiconfigurator_mla_decode.csv"
 ATTENTION_CSV = DATA_DIR / "aiconfigurator_attention.csv"
+MLA_ATTENTION_CSV = DATA_DIR / "aiconfigurator_mla_attention.csv"
 ROPE_FLOP_PER_ELEMENT = 3  # as the builder's rope op (workloads/builder.py)
 MLA_ROLES = ("q_a", "q_norm", "q_b", "kv_a", "kv_norm", "rope", "q_absorb", "attn", "v_up",
              "o_proj")
@@ -97,8 +103,7 @@ def load_attention_rows(path=ATTENTION_CSV) -> list[dict]:
         s = json.loads(r["shape_json"])
         out.append({"id": r["id"], "hardware": r["hardware"],
                     "phase": r["op"].split("_")[1], "measured_s": float(r["value"]) * 1e-3,
-                    **{k: s[k] for k in ("batch", "heads", "kv_heads", "head_dim", "seq_q",
-                                         "seq_kv", "causal", "kv_dtype")}})
+                    "causal": False, **s})
     return out
 
 
@@ -120,13 +125,10 @@ def attention_predicted_s(row: dict, hw: Hardware | None = None) -> float:
     hw = hw or hardware(row["hardware"])
     total = 0.0
     for o in attention_ops(row):
-        e = predict_op(o, hw)
         if row["phase"] == "generation":  # replayed from a CUDA graph
-            host = e.resource_time_s.get("launch", 0.0)
-            kernels = round(host / hw.kernel_launch_s) if hw.kernel_launch_s else 0
-            total += e.time_s - host + kernels * hw.graph_kernel_gap_s
+            total += captured_s(o, hw)
         else:
-            total += e.time_s
+            total += predict_op(o, hw).time_s
     return total
 
 
@@ -140,6 +142,41 @@ def error_table(errors: dict[tuple, list[float]], key_names: list[str]) -> str:
     lines.append(("all", *[""] * (len(key_names) - 1),
                   *stats([x for e in errors.values() for x in e])))
     return format_table([*key_names, "n", "MAPE", "bias", "max"], lines)
+
+
+def load_mla_attention_rows(path=MLA_ATTENTION_CSV) -> list[dict]:
+    """The MLA generation-kernel rows (their shape, KV dtype and measured seconds)."""
+    return load_attention_rows(path)
+
+
+def mla_attention_op(row: dict, hw: Hardware):
+    """The row's attention as the trtllm engine prices it (module docstring)."""
+    from perfmodel import ops
+    from perfmodel.plan.simulator.cost import StepCost
+    fp8 = StepCost.uses_fp8_attention(hw, row["kv_dtype"], True, mla=True)
+    kv = row["kv_dtype"] if row["kv_dtype"] != "bf16" and not fp8 else None
+    return ops.Attention(batch=row["batch"], heads=row["heads"], kv_heads=1,
+                         head_dim=row["head_dim"], head_dim_v=row["head_dim_v"], seq_q=1,
+                         seq_kv=row["seq_kv"], shared_kv=True, dtype="fp8" if fp8 else "bf16",
+                         kv_dtype=kv)
+
+
+def captured_s(op, hw: Hardware) -> float:
+    """An op's time replayed from a CUDA graph: without its host launches, with the GPU's
+    graph_kernel_gap_s per kernel."""
+    e = predict_op(op, hw)
+    host = e.resource_time_s.get("launch", 0.0)
+    kernels = round(host / hw.kernel_launch_s) if hw.kernel_launch_s else 0
+    return e.time_s - host + kernels * hw.graph_kernel_gap_s
+
+
+def mla_attention_report(rows: list[dict]) -> str:
+    groups: dict[tuple, list[float]] = {}
+    for r in rows:
+        hw = hardware(r["hardware"])
+        err = captured_s(mla_attention_op(r, hw), hw) / r["measured_s"] - 1
+        groups.setdefault((r["hardware"], r["kv_dtype"], r["heads"]), []).append(err)
+    return error_table(groups, ["hardware", "kv", "heads"])
 
 
 def attention_report(rows: list[dict]) -> str:
@@ -171,6 +208,11 @@ def main() -> None:
           "eager\n")
     print(attention_report(attention))
     print(f"\n({len(attention)} rows, all judged: nothing is fitted on them)")
+    mla = load_mla_attention_rows()
+    print("\nTensorRT-LLM's MLA generation kernel (AIConfigurator): FP8 MMAs on an FP8 cache "
+          "on tcgen05 GPUs, converted K/V elsewhere; under CUDA graphs\n")
+    print(mla_attention_report(mla))
+    print(f"\n({len(mla)} rows, all judged)")
 
 
 if __name__ == "__main__":

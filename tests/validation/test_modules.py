@@ -114,3 +114,32 @@ def test_the_judged_ops_are_the_builders(attention_rows):
         kv_dtype="fp8", fp8_attention=True) if name.startswith("l0.")}
     rope, attn = modules.attention_ops(r)
     assert got["rope"] == rope and got["attn"] == attn
+
+
+def test_an_fp8_latent_cache_is_converted_on_hopper_and_read_by_fp8_mmas_on_blackwell():
+    """The evidence for StepCost.uses_fp8_attention's MLA rule, at the large calls (batch 256
+    and 1024, 4k keys or more) where the paths differ most: with 128 heads on H100/H200 (the
+    MMAs matter) the measured FP8-cache kernel is within 20 % of the conversion path (1.01-1.17x
+    of measured) and the FP8-MMA path is more than 30 % too fast; with 16 heads on B200 the FP8-MMA path is within
+    15 % and the conversion path more than 30 % too slow."""
+    from perfmodel import ops
+    from perfmodel.predict import predict_op
+    checked = 0
+    for r in modules.load_mla_attention_rows():
+        if r["kv_dtype"] != "fp8" or r["batch"] < 256 or r["seq_kv"] < 4096:
+            continue
+        hw = pm.hardware(r["hardware"])
+        if (hw.name, r["heads"]) not in (("H100-SXM", 128), ("H200-SXM", 128), ("B200", 16)):
+            continue
+        kw = dict(batch=r["batch"], heads=r["heads"], kv_heads=1, head_dim=576, head_dim_v=512,
+                  seq_q=1, seq_kv=r["seq_kv"], shared_kv=True)
+        fp8 = predict_op(ops.Attention(dtype="fp8", **kw), hw).time_s / r["measured_s"]
+        conv = predict_op(ops.Attention(dtype="bf16", kv_dtype="fp8", **kw),
+                          hw).time_s / r["measured_s"]
+        chosen = modules.mla_attention_op(r, hw)
+        if hw.mma_instruction == "tcgen05":
+            assert chosen.dtype == "fp8" and abs(fp8 - 1) < 0.15 and conv > 1.3, (r["id"], fp8)
+        else:
+            assert chosen.kv_dtype == "fp8" and abs(conv - 1) < 0.2 and fp8 < 0.7, (r["id"], conv)
+        checked += 1
+    assert checked == 12

@@ -112,7 +112,7 @@ class StepCost:
         self._graph_kw = dict(tp=tp, ep=ep, pp=1, dtype=dtype, moe_routing=moe_routing)
         if bytes_per_element(kv_dtype) != ACT_BYTES:  # a cache narrower than the activations
             self._graph_kw["kv_dtype"] = kv_dtype
-            if self.uses_fp8_attention(self.hw, kv_dtype, fp8_attention):
+            if self.uses_fp8_attention(self.hw, kv_dtype, fp8_attention, self.model.is_mla):
                 self._graph_kw["fp8_attention"] = True
         self.fp8_attention = self._graph_kw.get("fp8_attention", False)
         self.fusion = fusion  # the engine's fused kernels (builder.FUSIONS)
@@ -160,10 +160,19 @@ class StepCost:
                      attn_per_octave, exact, moe_routing, self.fp8_attention, fusion))
 
     @staticmethod
-    def uses_fp8_attention(hw: Hardware, kv_dtype: str, fp8_attention: bool) -> bool:
+    def uses_fp8_attention(hw: Hardware, kv_dtype: str, fp8_attention: bool,
+                           mla: bool = False) -> bool:
         """Whether an engine that runs FP8 attention on an FP8 cache (Engine.fp8_attention)
-        does so here: an FP8 cache on a GPU with FP8 tensor cores (else K/V are converted)."""
-        return fp8_attention and tensor_dtype(kv_dtype) == "fp8" and hw.supports("fp8")
+        does so here: an FP8 cache on a GPU with FP8 tensor cores (else K/V are converted),
+        and for MLA's latent cache only on tcgen05 GPUs. AIConfigurator's measured
+        TensorRT-LLM MLA generation kernels (generation_mla_perf, 1.3.0rc20) show it: with an
+        FP8 cache on H100 and H200 they take the time of the conversion path (BF16 MMAs on
+        converted K/V: 0.94-1.06x of it at 16 and 128 heads, batch 64-1024, 2-8k keys), on
+        B200 that of FP8 MMAs (1.00-1.05x at 16 heads), where the GQA kernels (XQA) read an
+        FP8 cache at the BF16 cache's bytes per second on both."""
+        if not (fp8_attention and tensor_dtype(kv_dtype) == "fp8" and hw.supports("fp8")):
+            return False
+        return not mla or hw.mma_instruction == "tcgen05"
 
     def _share(self, key) -> None:
         """Take the filled nodes of an earlier StepCost of the same stage (SHARED_TABLES)."""

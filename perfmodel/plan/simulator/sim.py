@@ -222,7 +222,8 @@ def simulate(model: ModelSpec | str, hw: Hardware | str, workload: Workload | No
     elif (cost.model.name, cost.hw.name, cost.tp, cost.ep, cost.pp, cost.dtype, cost.kv_dtype,
           cost.level, cost.fp8_attention, cost.fusion) != (
             m.name, h.name, tp, ep, pp, dtype, kv_dtype, level,
-            StepCost.uses_fp8_attention(h, kv_dtype, eng.fp8_attention), eng.kernel_fusion):
+            StepCost.uses_fp8_attention(h, kv_dtype, eng.fp8_attention, m.is_mla),
+            eng.kernel_fusion):
         raise InputError(f"{what}: the StepCost given is for {cost.model.name} on "
                          f"{cost.hw.name} tp={cost.tp} ep={cost.ep} pp={cost.pp} "
                          f"dtype={cost.dtype} kv_dtype={cost.kv_dtype} level={cost.level} "
