@@ -389,3 +389,17 @@ def test_speculative_decoding_emits_every_token_and_speeds_up_a_lone_request():
 def test_bad_speculative_settings_are_input_errors(settings, message):
     with pytest.raises(InputError, match=message):
         engine_preset("vllm", "H100-SXM").replace(**settings)
+
+
+def test_a_step_cost_for_the_engine_is_accepted_and_another_named():
+    """StepCost.for_engine builds the cost a simulation with that engine builds (its FP8
+    attention and fused kernels); a cost for other kernels is refused with what the engine
+    runs, not silently used."""
+    w = Workload(requests=8, isl=128, osl=8)
+    for engine in ("vllm", "trtllm", "sglang"):
+        c = StepCost.for_engine(MODEL, HW, engine, kv_dtype="fp8")
+        r = simulate(MODEL, HW, w, engine=engine, kv_dtype="fp8", cost=c)
+        assert r.to_dict(per_request=False) == simulate(
+            MODEL, HW, w, engine=engine, kv_dtype="fp8").to_dict(per_request=False)
+    with pytest.raises(InputError, match="fusion=add_norm"):
+        simulate(MODEL, HW, w, engine="vllm", cost=cost())

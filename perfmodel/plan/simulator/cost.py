@@ -159,6 +159,18 @@ class StepCost:
         self._share((self.model, self.hw, tp, ep, dtype, kv_dtype, level, per_octave,
                      attn_per_octave, exact, moe_routing, self.fp8_attention, fusion))
 
+    @classmethod
+    def for_engine(cls, model: ModelSpec | str, hw: Hardware | str, engine="vllm", tp: int = 1,
+                   ep: int = 1, pp: int = 1, dtype: str = "bf16", kv_dtype: str = "bf16",
+                   level: str = "pipes", **kw) -> "StepCost":
+        """The StepCost `simulate(..., engine=engine)` builds: with the kernels that engine
+        runs (its preset's or the Engine's fp8_attention and kernel_fusion), to price several
+        simulations of one deployment once."""
+        from perfmodel.plan.simulator.engines import engine_preset
+        eng = engine_preset(engine, hw, tp, pp) if isinstance(engine, str) else engine
+        return cls(model, hw, tp, ep, pp, dtype, kv_dtype, level,
+                   fp8_attention=eng.fp8_attention, fusion=eng.kernel_fusion, **kw)
+
     @staticmethod
     def uses_fp8_attention(hw: Hardware, kv_dtype: str, fp8_attention: bool,
                            mla: bool = False) -> bool:

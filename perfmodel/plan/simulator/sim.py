@@ -227,7 +227,10 @@ def simulate(model: ModelSpec | str, hw: Hardware | str, workload: Workload | No
         raise InputError(f"{what}: the StepCost given is for {cost.model.name} on "
                          f"{cost.hw.name} tp={cost.tp} ep={cost.ep} pp={cost.pp} "
                          f"dtype={cost.dtype} kv_dtype={cost.kv_dtype} level={cost.level} "
-                         f"fp8_attention={cost.fp8_attention} fusion={cost.fusion}")
+                         f"fp8_attention={cost.fp8_attention} fusion={cost.fusion}; engine "
+                         f"{eng.name} runs kv_dtype={kv_dtype} fp8_attention="
+                         f"{eng.fp8_attention} fusion={eng.kernel_fusion} "
+                         f"(StepCost.for_engine builds the one it needs)")
     return Simulation(cost, eng, kv, isl, osl, arrivals, workload, lanes_n, lane_blocks,
                       lane_batch, budget_tokens).run(m, h, tp, ep, pp, dtype, kv_dtype)
 
