@@ -42,6 +42,7 @@ MLA_OUT = OUT.with_name("aiconfigurator_mla_decode.csv")
 MOE_OUT = OUT.with_name("aiconfigurator_moe.csv")
 ATTENTION_OUT = OUT.with_name("aiconfigurator_attention.csv")
 MLA_ATTENTION_OUT = OUT.with_name("aiconfigurator_mla_attention.csv")
+ALLREDUCE_OUT = OUT.with_name("aiconfigurator_allreduce.csv")
 # the fused-MoE rows kept: DeepSeek-V3's routed experts (7168 hidden, 2048 per expert, top-8 of
 # 256), balanced routing, experts split over EP 8/16/32 GPUs (no TP), CUTLASS kernels
 MOE_EP, MOE_TOKENS = (8, 16, 32), (1, 16, 64, 256, 1024, 4096, 16384)
@@ -101,6 +102,29 @@ def main(root: str) -> None:
     _write(MOE_OUT, moe_rows(base))
     _write(ATTENTION_OUT, attention_rows(base))
     _write(MLA_ATTENTION_OUT, mla_attention_rows(base))
+    _write(ALLREDUCE_OUT, allreduce_rows(base))
+
+
+def allreduce_rows(base: Path) -> list[dict]:
+    """Every row of TensorRT-LLM's all-reduce table (custom_allreduce_perf: its AllReduce op,
+    BF16, 2/4/8 GPUs of one NVLink domain, 128 to 512M elements; `message_size` counts BF16
+    elements, as AIConfigurator's CustomAllReduce queries it with tokens x hidden)."""
+    import pandas as pd
+    rows = []
+    for folder, gpu in GPUS.items():
+        path = base / folder / "comm" / "trtllm" / "1.3.0rc20" / "custom_allreduce_perf.parquet"
+        d = pd.read_parquet(path)
+        for n, r in enumerate(d.sort_values(["num_gpus", "message_size"]).itertuples(), start=1):
+            rows.append(_row(
+                f"AICAR-{gpu}-{n:03d}", gpu,
+                f"{folder}/comm/trtllm/1.3.0rc20/custom_allreduce_perf.parquet",
+                f"TensorRT-LLM 1.3.0rc20 AllReduce ({r.implementation})", "trtllm_allreduce",
+                "bf16", {"gpus": int(r.num_gpus), "elements": int(r.message_size),
+                         "bytes": 2 * int(r.message_size)}, r.latency,
+                f"AIConfigurator measured latency of TensorRT-LLM's all-reduce of "
+                f"{int(r.message_size)} BF16 elements over {int(r.num_gpus)} GPUs on "
+                f"{r.device}"))
+    return rows
 
 
 def mla_attention_rows(base: Path) -> list[dict]:

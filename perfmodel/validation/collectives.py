@@ -1,0 +1,84 @@
+"""Measured serving-engine collectives against the model: TensorRT-LLM's all-reduce as
+NVIDIA AIConfigurator measured it (validate/data/aiconfigurator_allreduce.csv: BF16, 2/4/8 GPUs
+of one NVLink domain on H100, H200, B200, B300 and GB200; validate/data/SOURCES.md).
+
+    python -m perfmodel.validation.collectives    # error per GPU, group size and message size
+
+A row is the builder's tensor-parallel all-reduce (`allreduce`, algorithm `auto`: NCCL's
+algorithms and the one-shot custom kernel, the fastest kept) of the row's bytes over its GPUs,
+priced both as a decode step replays it from a CUDA graph (its host launch replaced by the GPU's
+graph_kernel_gap_s) and eagerly as a prefill step launches it. Nothing is fitted on these rows.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from perfmodel import ops, yamlio
+from perfmodel.hardware import Hardware, hardware
+from perfmodel.predict import predict_op
+from perfmodel.report.tables import format_table
+from perfmodel.validation.measurements import DATA_DIR
+
+ALLREDUCE_CSV = DATA_DIR / "aiconfigurator_allreduce.csv"
+# message-size bands of the report: decode-sized (tokens x hidden of a decode batch), medium,
+# prefill-sized
+SIZE_BANDS = ((0, 64 << 10, "<= 64 KiB"), (64 << 10, 8 << 20, "64 KiB - 8 MiB"),
+              (8 << 20, 1 << 40, "> 8 MiB"))
+
+
+def load_rows(path=ALLREDUCE_CSV) -> list[dict]:
+    """The all-reduce rows: id, hardware, GPUs, bytes, measured seconds."""
+    out = []
+    for r in csv.DictReader(io.StringIO(yamlio.read_text(path))):
+        s = json.loads(r["shape_json"])
+        out.append({"id": r["id"], "hardware": r["hardware"], "gpus": s["gpus"],
+                    "bytes": float(s["bytes"]), "measured_s": float(r["value"]) * 1e-3})
+    return out
+
+
+def predicted_s(row: dict, hw: Hardware | None = None, captured: bool = True) -> float:
+    """The row's all-reduce as the builder asks for it, captured in a graph or eager."""
+    hw = hw or hardware(row["hardware"])
+    e = predict_op(ops.Allreduce(bytes=row["bytes"], gpus=row["gpus"], algorithm="auto"), hw)
+    if not captured:
+        return e.time_s
+    host = e.resource_time_s.get("launch", 0.0)
+    kernels = round(host / hw.kernel_launch_s) if hw.kernel_launch_s else 0
+    return e.time_s - host + kernels * hw.graph_kernel_gap_s
+
+
+def band(nbytes: float) -> str:
+    return next(name for lo, hi, name in SIZE_BANDS if lo <= nbytes < hi)
+
+
+def report(rows: list[dict]) -> str:
+    groups: dict[tuple, list[tuple[float, float]]] = {}
+    for r in rows:
+        hw = hardware(r["hardware"])
+        errs = (predicted_s(r, hw) / r["measured_s"] - 1,
+                predicted_s(r, hw, captured=False) / r["measured_s"] - 1)
+        groups.setdefault((r["hardware"], r["gpus"], band(r["bytes"])), []).append(errs)
+    lines = []
+    everything = [e for es in groups.values() for e in es]
+    for key, es in [*sorted(groups.items()), (("all", "", ""), everything)]:
+        cap, eag = [e[0] for e in es], [e[1] for e in es]
+        lines.append((*key, len(es), f"{100 * sum(map(abs, cap)) / len(cap):.1f}%",
+                      f"{100 * sum(cap) / len(cap):+.1f}%",
+                      f"{100 * sum(map(abs, eag)) / len(eag):.1f}%",
+                      f"{100 * sum(eag) / len(eag):+.1f}%"))
+    return format_table(["hardware", "GPUs", "message", "n", "captured MAPE", "bias",
+                         "eager MAPE", "bias"], lines)
+
+
+def main() -> None:
+    rows = load_rows()
+    print("TensorRT-LLM's all-reduce (AIConfigurator) against the builder's tensor-parallel "
+          "all-reduce, replayed from a CUDA graph and launched eagerly\n")
+    print(report(rows))
+    print(f"\n({len(rows)} rows, all judged)")
+
+
+if __name__ == "__main__":
+    main()
