@@ -97,6 +97,27 @@ TILES: dict[str, tuple[Tile, ...]] = {
                Tile(64, 128, 128, 128), Tile(64, 64, 128, 128)),
 }
 SIMT_TILE = Tile(128, 128, 256, 128)  # fp32 without tensor cores (sgemm)
+# NVFP4 on tcgen05 runs the CUTLASS sm100 block-scaled FP4 GEMM that TensorRT-LLM's
+# NVFP4LinearMethod calls (flashinfer 0.7.4 carries TensorRT-LLM's copy):
+#   * tiles CtaShape128x{64,256}x128B and 128x{128,256}x256B, every one crossed with cluster
+#     shapes 1x1..4x4, cluster M >= 2 running the 2-SM MMA (_2SM) and M = 1 the 1-SM one
+#     (include/flashinfer/gemm/fp4_gemm_cutlass_template.h:194-210 getConfigs, :55-95 the
+#     cluster dispatch); "M-mode size should be 128 or 256 for 2 CTA cluster MMA; 128 for
+#     1 CTA" (:114-117): no 64-row tile, so a decode GEMM pads M to 128;
+#   * no split-K: the kernel runs GemmUniversalMode::kGemm
+#     (include/flashinfer/gemm/fp4_gemm_template_sm100.h:211) with a persistent tile scheduler
+#     (:190), so a short GEMM's CTAs each stream all of K.
+# The K-per-stage of the 256B tiles (512 FP4 elements) is not modelled; every tile streams
+# 128-byte k-blocks like the other tcgen05 kernels.
+FP4_CUTLASS_TILES = (Tile(128, 256, 256, 128, 2, cta_pair=True), Tile(128, 256, 256, 128, 1),
+                     Tile(128, 128, 256, 128, 2, cta_pair=True), Tile(128, 128, 256, 128, 1),
+                     Tile(128, 64, 256, 128, 2, cta_pair=True), Tile(128, 64, 256, 128, 1))
+
+
+def fp4_cutlass(hw: Hardware, compute: str) -> bool:
+    """Whether this GEMM runs the CUTLASS sm100 NVFP4 kernel (FP4_CUTLASS_TILES: its tile set,
+    no split-K)."""
+    return compute == "nvfp4" and hw.mma_instruction == "tcgen05"
 
 
 def ceil_div(a, b):
@@ -114,7 +135,8 @@ def default_persistent(hw: Hardware, compute: str) -> bool:
 def tile_table(hw: Hardware, compute: str, a_b: float, b_b: float, c_b: float) -> dict:
     """Shape-independent facts of each tile on this GPU for these dtypes: pipeline stages that
     fit in shared memory (after the epilogue's staging), bytes in flight."""
-    tiles = (SIMT_TILE,) if compute == "fp32" else TILES[hw.mma_instruction]
+    tiles = ((SIMT_TILE,) if compute == "fp32" else
+             FP4_CUTLASS_TILES if fp4_cutlass(hw, compute) else TILES[hw.mma_instruction])
     op_b = DTYPE_BYTES[compute]
     if compute == "fp32" or hw.mma_instruction == "mma_sync":  # cp.async k-blocks
         kblock = AMPERE_KBLOCK_ELEMS * max(1, int(2 / op_b))
@@ -303,7 +325,9 @@ class Gemm(Op):
         tiles_mn = ceil_div(self.m, table["m"]) * ceil_div(self.n, table["n"]) * self.batch
         n = len(tiles_mn)
         short = np.flatnonzero(tiles_mn < hw.sm_count)
-        splits = np.arange(2, MAX_SPLIT_K + 1)
+        # the CUTLASS NVFP4 kernel has no split-K (FP4_CUTLASS_TILES)
+        splits = np.arange(2, 2 if fp4_cutlass(hw, tensor_dtype(self.dtype))
+                           else MAX_SPLIT_K + 1)
         # a split is worth trying when K holds at least two k-blocks for each part
         splits = splits[ceil_div(self.k, splits) > table["kblock"]]
         index = np.concatenate([np.arange(n), np.repeat(short, len(splits))])
@@ -400,7 +424,8 @@ class Gemm(Op):
         kblock, sms = f["kblock"], hw.sm_count
         m, n, k, batch = self.m, self.n, self.k, self.batch
         n_tiles = len(f["m"])
-        splits = [s for s in range(2, MAX_SPLIT_K + 1) if -(-k // s) > kblock]
+        splits = [s for s in range(2, 2 if fp4_cutlass(hw, compute) else MAX_SPLIT_K + 1)
+                  if -(-k // s) > kblock]
         promoted = self.promotes_on_cuda_cores(hw)
         a_bytes, b_bytes, c_bytes = self.unique_bytes()
         l2_capacity = hw.l2_capacity_bytes

@@ -225,6 +225,7 @@ class _Prepared:
     fixed_lengths: bool = True
     fp8_attention: bool = False  # the engine's attention on an FP8 cache (Engine.fp8_attention)
     fusion: str = "none"         # the engine's fused kernels (Engine.kernel_fusion)
+    attention_kernel: str | None = None  # the engine's GQA attention family
 
     def requests(self, w) -> int:
         """Simulated requests of the workload's own point, before clamping (module
@@ -261,6 +262,7 @@ def _prepare(job: _Serving, lay: Layout) -> _Prepared:
                    **({"workspace_bytes": 0.0, "activations": False}
                       if eng.activations_in_reserve else {}))
     p = _Prepared(fp8_attention=eng.fp8_attention, fusion=eng.kernel_fusion,
+                  attention_kernel=eng.attention_kernel,
                   memory={"weights_bytes": kv.weights_bytes, "kv_cache_bytes": kv.kv_bytes,
                           "activation_bytes": kv.activation_bytes,
                           "workspace_bytes": kv.workspace_bytes,
@@ -314,7 +316,7 @@ def _serve_layout(job: _Serving, lay: Layout) -> list[dict[str, Any]]:
     if p.reason is None:
         try:
             cost = step_cost(m, h, lay.tp, lay.ep, lay.pp, job.dtype, job.kv_dtype,
-                             p.fp8_attention, p.fusion)
+                             p.fp8_attention, p.fusion, p.attention_kernel)
         except InputError as e:
             p.reason, p.valid = "not valid: " + "; ".join(e.problems), False
     if p.reason is not None:
@@ -404,7 +406,7 @@ def _serve_split(job: _Serving, split) -> dict[str, Any]:
         auto = OFFLINE_WAVES * p.batch * n_decode
     else:  # as search_serving: RATE_WAVES x the requests in flight at the unloaded latency
         cost = step_cost(job.model, job.hw, lay.tp, lay.ep, lay.pp, job.dtype, job.kv_dtype,
-                         p.fp8_attention, p.fusion)
+                         p.fp8_attention, p.fusion, p.attention_kernel)
         lone = cost.prefill_time_s(round(p.isl_mean)) + p.osl_mean * cost.decode_time_s(
             1, p.isl_mean + p.osl_mean / 2)
         auto = RATE_WAVES * min(p.batch * lay.replicas, max(1.0, w.rate * lone))
@@ -439,11 +441,12 @@ def _serve_split(job: _Serving, split) -> dict[str, Any]:
 
 
 def step_cost(model: ModelSpec, hw: Hardware, tp: int, ep: int, pp: int, dtype: str,
-              kv_dtype: str, fp8_attention: bool = False, fusion: str = "none"):
+              kv_dtype: str, fp8_attention: bool = False, fusion: str = "none",
+              attention_kernel: str | None = None):
     """The StepCost of one layout (its nodes are memoized across that layout's simulations)."""
     from perfmodel.plan.simulator import StepCost
     return StepCost(model, hw, tp, ep, pp, dtype, kv_dtype, fp8_attention=fp8_attention,
-                    fusion=fusion)
+                    fusion=fusion, attention_kernel=attention_kernel)
 
 
 def _strip(text: str, prefix: str) -> str:

@@ -67,6 +67,15 @@ ATTENTION_KEYS = {
 # cuDNN's tcgen05 kernels (attention.DESIGN_OVERLAP): key -> (design, pass)
 CUDNN_TCGEN05_KEYS = {"attention.softmax_overlap.cudnn_tcgen05.fwd": ("cudnn_tcgen05", "fwd"),
                       "attention.softmax_overlap.cudnn_tcgen05.bwd": ("cudnn_tcgen05", "bwd")}
+# TensorRT-LLM's own attention kernels (ops/attention/trtllm.py): key -> the design whose forward
+# overlap it is (attention.DESIGN_OVERLAP), fitted on the GPU named, and XQA's round trips
+TRTLLM_OVERLAP_KEYS = {"attention.softmax_overlap.trtllm_fmha_v2.fwd": ("trtllm_fmha_v2", "fwd"),
+                       "attention.softmax_overlap.trtllm_gen.fwd": ("trtllm_gen", "fwd")}
+TRTLLM_FIT_GPU = {"attention.softmax_overlap.trtllm_fmha_v2.fwd": "H100-SXM",
+                  "attention.softmax_overlap.trtllm_gen.fwd": "B200",
+                  "attention.cta_round_trips.xqa_sm90": "H100-SXM"}
+XQA_KEY = "attention.cta_round_trips.xqa_sm90"
+TRTLLM_CONTEXT_MIN_TOKENS = 4096  # compute-bound context rows: the overlap, not the floors
 # fitted.yaml key -> (range its meaning allows, also the fit's bounds; decimals kept; meaning).
 # The mma.sync rate's floor of 0.2 keeps FA2 within 5x of the native rate (0 would be no MMAs at
 # all); the sustained fraction keeps the hwspec schema's [0.3, 1.0] and its 2 decimals, the value
@@ -143,7 +152,32 @@ SPECS = {
         (0.0, 1.0), 3,
         "cuDNN's tcgen05 (Blackwell) backward overlap of its softmax and dQ work with its MMAs; "
         "FA4's backward, unmeasured, takes it too"),
+    "attention.softmax_overlap.trtllm_fmha_v2.fwd": (
+        (0.0, 1.0), 3,
+        "TensorRT-LLM's fmha_v2 Hopper context kernel: forward overlap of its softmax with its "
+        "MMAs (its own, not FA3's)"),
+    "attention.softmax_overlap.trtllm_gen.fwd": (
+        (0.0, 1.0), 3,
+        "TensorRT-LLM's trtllm-gen Blackwell context kernel: forward overlap of its softmax "
+        "with its MMAs (its own, not FA4's); at its lower bound the FA4-class tile is still too "
+        "fast, so it stands in for a mechanism not found"),
+    "attention.cta_round_trips.xqa_sm90": (
+        (0.0, 40.0), 3,
+        "XQA's Hopper FP8 GMMA generation kernel (mha_sm90.cu): a CTA round's exposed start and "
+        "drain in DRAM round trips"),
 }
+TRTLLM_CONTEXT_RULE = (
+    "the {gpu} context rows of aiconfigurator_attention.csv at >= 4096 tokens ({n} rows, BF16 "
+    "and FP8, causal: TensorRT-LLM's context attention op as the trtllm family prices it with "
+    "its QKV preprocessing, perfmodel.validation.modules): bisection for the overlap at which "
+    "the median log(predicted / measured) is zero ({fit:.4f}), with the other attention "
+    "constants at their fitted values. The other GPUs' context rows and every generation row "
+    "are judged only")
+XQA_RULE = (
+    "every H100-SXM generation row of aiconfigurator_attention.csv with an FP8 cache ({n} rows: "
+    "XQA's FP8 GMMA kernel with the QKV preprocessing, under CUDA graphs): bisection for the "
+    "round trips at which the median log(predicted / measured) is zero ({fit:.4f}). H200's "
+    "rows are judged only")
 ATTENTION_RULE = (
     "FP16, non-causal rows of public_measurements.csv (attention_fit_rows). Forward: head dim 128 "
     "at sequence length >= 2048 (all families), FA2 head dim 64 >= 2048 (separates its softmax "
@@ -321,17 +355,28 @@ def _set_attention(values: dict[str, float]) -> None:
     attention.MMA_SYNC_OPERAND_OVERLAP = values["MMA_SYNC_OPERAND_OVERLAP"]
 
 
-def _saved_attention() -> tuple[dict, dict[str, float]]:
-    return (dict(attention.SOFTMAX_OVERLAP), dict(attention.DESIGN_OVERLAP)), {
+def _saved_attention() -> tuple[tuple[dict, ...], dict[str, float]]:
+    return (dict(attention.SOFTMAX_OVERLAP), dict(attention.DESIGN_OVERLAP),
+            dict(attention.XQA_CTA_ROUND_TRIPS)), {
         n: getattr(attention, n) for n in (
             "MMA_SYNC_FRACTION", "CTA_ROUND_TRIPS", "MMA_SYNC_OPERAND_OVERLAP")}
 
 
-def _restore_attention(saved: tuple[dict, dict[str, float]]) -> None:
+def _restore_attention(saved: tuple[tuple[dict, ...], dict[str, float]]) -> None:
     attention.SOFTMAX_OVERLAP.update(saved[0][0])
     attention.DESIGN_OVERLAP.update(saved[0][1])
+    attention.XQA_CTA_ROUND_TRIPS.update(saved[0][2])
     for n, v in saved[1].items():
         setattr(attention, n, v)
+
+
+def _set_trtllm(values: dict[str, float]) -> None:
+    """The TensorRT-LLM attention family's fitted values (TRTLLM_OVERLAP_KEYS, XQA_KEY)."""
+    for key, design in TRTLLM_OVERLAP_KEYS.items():
+        if key in values:
+            attention.DESIGN_OVERLAP[design] = values[key]
+    if XQA_KEY in values:
+        attention.XQA_CTA_ROUND_TRIPS["xqa_sm90"] = values[XQA_KEY]
 
 
 @contextlib.contextmanager
@@ -346,6 +391,7 @@ def applied(entries: dict[str, dict]):
         attention.SOFTMAX_OVERLAP["fa4"] = values["attention.softmax_overlap.fa4"]
         for key, design in CUDNN_TCGEN05_KEYS.items():
             attention.DESIGN_OVERLAP[design] = values[key]
+        _set_trtllm(values)
         yield values
     finally:
         _restore_attention(saved)
@@ -525,6 +571,50 @@ def fit_power_exponent(sustained: float, exclude: frozenset[str] = frozenset(),
             [r.id for pair in pairs for r in pair])
 
 
+def trtllm_fit_rows(key: str) -> list[dict]:
+    """TRTLLM_CONTEXT_RULE's or XQA_RULE's rows for `key` (aiconfigurator_attention.csv)."""
+    from perfmodel.validation import modules
+    gpu = TRTLLM_FIT_GPU[key]
+    rows = [r for r in modules.load_attention_rows() if r["hardware"] == gpu]
+    if key == XQA_KEY:
+        return [r for r in rows if r["phase"] == "generation" and r["kv_dtype"] == "fp8"]
+    return [r for r in rows if r["phase"] == "context"
+            and r["seq_q"] >= TRTLLM_CONTEXT_MIN_TOKENS]
+
+
+def fit_trtllm_attention(sustained: float | None = None, tol: float = 1e-6
+                         ) -> dict[str, tuple[float, list[str]]]:
+    """The TensorRT-LLM attention family's constants, each on its rows (trtllm_fit_rows) by
+    bisection of the median log error, with the other attention constants as set by the
+    caller (fit_all's `applied` block). Its rows are no source of perfmodel validate's, so no
+    cross-validation fold holds them out. Returns key -> (value, row ids)."""
+    from statistics import median
+
+    from perfmodel.hardware import hardware
+    from perfmodel.validation import modules
+    out = {}
+    saved = _saved_attention()
+    try:
+        for key in (*TRTLLM_OVERLAP_KEYS, XQA_KEY):
+            rows = trtllm_fit_rows(key)
+            hw = _with_sustained(hardware(TRTLLM_FIT_GPU[key]), sustained)
+
+            def median_log_error(x: float, rows=rows, key=key, hw=hw) -> float:
+                _set_trtllm({key: x})
+                return median(math.log(modules.attention_predicted_s(r, hw) / r["measured_s"])
+                              for r in rows)
+            lo, hi = SPECS[key][0]
+            if key == XQA_KEY:  # more round trips, a slower kernel: the error rises
+                x = _zero_of_rising(median_log_error, lo, hi, tol)
+            else:  # more overlap, a faster kernel: the error falls
+                x = _zero_of_rising(lambda v: -median_log_error(v), lo, hi, tol)
+            _set_trtllm({key: x})
+            out[key] = (x, [r["id"] for r in rows])
+    finally:
+        _restore_attention(saved)
+    return out
+
+
 def graph_gap_fit_rows(family: str) -> list[dict]:
     """GRAPH_GAP_RULE's rows for `family`."""
     from perfmodel.validation import modules
@@ -639,6 +729,7 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
     attention_now.update({key: {"value": cudnn_tcgen05[key][0]} for key in CUDNN_TCGEN05_KEYS})
     gaps = {}
     with applied(attention_now):
+        trtllm = fit_trtllm_attention(sustained)
         for family in GRAPH_GAP_GPU:
             key = f"graph_kernel_gap_s.{family}"
             gaps[family] = fit_graph_gap(family, exclude, sustained)
@@ -673,6 +764,10 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
                       ("attention.softmax_overlap.cudnn_tcgen05.bwd", CUDNN_TCGEN05_BWD_RULE)):
         value, rows, rms = cudnn_tcgen05[key]
         entries[key] = _entry(key, value, rows, rule, rms)
+    for key, (value, rows) in trtllm.items():
+        rule = (XQA_RULE.format(n=len(rows), fit=value) if key == XQA_KEY else
+                TRTLLM_CONTEXT_RULE.format(gpu=TRTLLM_FIT_GPU[key], n=len(rows), fit=value))
+        entries[key] = _entry(key, value, rows, rule)
     return {k: entries[k] for k in SPECS}  # in SPECS' order
 
 

@@ -17,9 +17,13 @@ A GQA attention row is the op TensorRT-LLM's attention backend runs per layer: t
 preprocessing (RoPE on Q and K, K and V appended to the paged cache: the builder's `rope`
 elementwise op, `builder._LayerBuilder._attention`'s neighbour) and the attention kernel (the
 builder's attention op; with an FP8 cache in FP8 MMAs, as the engine runs it:
-Engine.fp8_attention). A generation row is priced as the simulator prices a captured decode
-step (kernel time + graph_kernel_gap_s per kernel), a context row as an eager prefill step (host
-launches included). Nothing is fitted on these rows.
+Engine.fp8_attention), priced as TensorRT-LLM's own kernel family (Attention kernel="trtllm":
+XQA in generation on Hopper, fmha_v2 / trtllm-gen in context; perfmodel/ops/attention/trtllm.py).
+A generation row is priced as the simulator prices a captured decode step (kernel time +
+graph_kernel_gap_s per kernel), a context row as an eager prefill step (host launches included).
+The family's constants are fitted on some of these rows (H100-SXM: fmha_v2's overlap on context
+rows >= 4096 tokens, XQA-FP8's CTA round trips on the FP8 generation rows; B200: trtllm-gen's
+overlap on context rows >= 4096 tokens; perfmodel/fitted.yaml); H200, B300 and GB200 are judged.
 
 An MLA generation-kernel row (aiconfigurator_mla_attention.csv) is the builder's MLA decode
 attention (576-wide latent keys, 512-wide values, one shared KV head) as TensorRT-LLM runs it:
@@ -116,7 +120,8 @@ def attention_ops(row: dict) -> tuple:
     fp8 = row["kv_dtype"] == "fp8"
     attn = ops.Attention(batch=row["batch"], heads=row["heads"], kv_heads=row["kv_heads"],
                          head_dim=row["head_dim"], seq_q=row["seq_q"], seq_kv=row["seq_kv"],
-                         causal=row["causal"], dtype="fp8" if fp8 else "bf16")
+                         causal=row["causal"], dtype="fp8" if fp8 else "bf16",
+                         kernel="trtllm")
     return rope, attn
 
 
@@ -207,7 +212,8 @@ def main() -> None:
           "attention kernel (FP8 MMAs on an FP8 cache); generation under CUDA graphs, context "
           "eager\n")
     print(attention_report(attention))
-    print(f"\n({len(attention)} rows, all judged: nothing is fitted on them)")
+    print(f"\n({len(attention)} rows; the trtllm family's constants are fitted on H100-SXM and "
+          f"B200 rows, perfmodel/fitted.yaml; H200, B300 and GB200 are judged only)")
     mla = load_mla_attention_rows()
     print("\nTensorRT-LLM's MLA generation kernel (AIConfigurator): FP8 MMAs on an FP8 cache "
           "on tcgen05 GPUs, converted K/V elsewhere; under CUDA graphs\n")

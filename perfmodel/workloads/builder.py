@@ -101,6 +101,9 @@ class Workload:
     fp8_attention: bool = False
     # serving: the kernels the engine fuses (FUSIONS); training graphs keep every op apart
     fusion: str = "none"
+    # serving: the attention kernel family of GQA attention (ops.attention KERNELS; None: the
+    # GPU's default); MLA keeps the default family
+    attention_kernel: str | None = None
 
     def check(self, model: ModelSpec, names: Mapping[str, str] | None = None) -> None:
         """Refuse a workload this model cannot run: InputError, one line per problem naming the
@@ -144,6 +147,9 @@ class Workload:
         elif self.fusion != "none" and self.phase == "train":
             p.append(("fusion", "kernel fusion is a serving engine's (prefill and decode); "
                                 "training graphs keep every op"))
+        if self.attention_kernel is not None and self.phase == "train":
+            p.append(("attention_kernel", "an engine's attention kernel is a serving setting "
+                                          "(prefill and decode)"))
         if self.recompute is not None and self.recompute not in RECOMPUTE:
             p.append(("recompute", f"expected one of {', '.join(RECOMPUTE)}, "
                                    f"got {self.recompute!r}"))
@@ -390,6 +396,8 @@ class _LayerBuilder:
         seq_q = 1 if decode else self.w.seq
         seq_kv = (self.w.context or self.w.seq) if decode else self.w.seq
         dtype = ACT
+        if self.w.attention_kernel is not None and not shape.get("shared_kv"):
+            shape = dict(shape, kernel=self.w.attention_kernel)  # the engine's GQA kernels
         if self.w.kv_dtype is not None:  # serving: K and V read from the cache in kv_dtype
             if self.w.fp8_attention and tensor_dtype(self.w.kv_dtype) == "fp8":
                 dtype = "fp8"  # Q quantized, FP8 MMAs on the cache (Workload.fp8_attention)
@@ -576,14 +584,15 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
                 moe_skew: float = 0.0, kv_dtype: str | None = None,
                 recompute: str | None = None, cp: int = 1,
                 fp8_attention: bool = False, grad_reduce_dtype: str = ACT,
-                fusion: str = "none") -> OpGraph:
+                fusion: str = "none", attention_kernel: str | None = None) -> OpGraph:
     """The op graph one GPU runs for one step of `phase` (see module docstring). `kv_dtype`:
     the KV cache's storage type in serving (None: the activation dtype); `recompute`
     (training): the forward work repeated before each layer's backward (RECOMPUTE); `cp`
     (training): context-parallel ranks per sequence, each holding seq/cp of its tokens with
     ring attention (`_LayerBuilder._ring_attention`); `fp8_attention` (serving, an FP8
     `kv_dtype`): attention in FP8 MMAs on the cache (Workload.fp8_attention); `fusion`
-    (serving): the kernels the engine fuses (FUSIONS).
+    (serving): the kernels the engine fuses (FUSIONS); `attention_kernel` (serving): the GQA
+    attention's kernel family (Workload.attention_kernel).
     `grad_reduce_dtype` (training): the dtype gradients are reduce-scattered in, bf16 (Megatron-
     Core's DistributedDataParallelConfig.grad_reduce_in_fp32 = False) or fp32 (PyTorch FSDP's
     MixedPrecision reduce_dtype as torchtitan and Composer set it)."""
@@ -591,7 +600,7 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
         raise InputError(f"grad_reduce_dtype: expected bf16 or fp32, got {grad_reduce_dtype!r}")
     w = Workload(phase, batch, seq, context, tp, ep, pp, dp, dtype, microbatches, virtual_stages,
                  moe_routing, moe_replication, moe_skew, kv_dtype, recompute, cp, fp8_attention,
-                 fusion)
+                 fusion, attention_kernel)
     w.check(model)
     mb = w.n_microbatches
     seqs = batch // mb
@@ -722,7 +731,8 @@ def inference_op_counts(model: ModelSpec, phase: str, batch: int = 1, seq: int =
                         dtype: str = "bf16", moe_routing: str = "token_balanced",
                         moe_replication: float = 1.0, moe_skew: float = 0.0,
                         kv_dtype: str | None = None, fp8_attention: bool = False,
-                        fusion: str = "none") -> list[tuple[str, Op, int]]:
+                        fusion: str = "none", attention_kernel: str | None = None
+                        ) -> list[tuple[str, Op, int]]:
     """(node name, op, how many times it runs) for the ops of `build_graph(model, phase, ...)`
     with pp = 1, phase prefill or decode: the first layer of each kind stands for every layer
     of its kind, as build_graph replays it, so a caller that only sums op times (the serving
@@ -730,7 +740,8 @@ def inference_op_counts(model: ModelSpec, phase: str, batch: int = 1, seq: int =
     if phase not in ("prefill", "decode"):
         raise ValueError(f"inference_op_counts: phase prefill or decode, got {phase!r}")
     w = Workload(phase, batch, seq, context, tp, ep, 1, 1, dtype, None, 1, moe_routing,
-                 moe_replication, moe_skew, kv_dtype, None, 1, fp8_attention, fusion)
+                 moe_replication, moe_skew, kv_dtype, None, 1, fp8_attention, fusion,
+                 attention_kernel)
     w.check(model)
     seqs = batch
     tokens = seqs * (1 if phase == "decode" else seq)

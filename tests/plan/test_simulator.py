@@ -22,10 +22,10 @@ MODEL, HW = "llama3-8b", "H100-SXM"
 @functools.lru_cache(maxsize=None)
 def cost(model: str = MODEL, hw: str = HW, tp: int = 1, pp: int = 1,
          kv_dtype: str = "bf16", fp8_attention: bool = False,
-         fusion: str = "none") -> StepCost:
+         fusion: str = "none", attention_kernel: str | None = None) -> StepCost:
     """One StepCost per deployment for the whole module: its nodes are memoized."""
     return StepCost(model, hw, tp=tp, pp=pp, kv_dtype=kv_dtype, fp8_attention=fp8_attention,
-                    fusion=fusion)
+                    fusion=fusion, attention_kernel=attention_kernel)
 
 
 def sim(workload: Workload, engine="vllm", **kw):
@@ -34,8 +34,10 @@ def sim(workload: Workload, engine="vllm", **kw):
     preset = engine_preset(engine, HW)
     fp8 = kw.get("fp8_attention", preset.fp8_attention)
     fusion = kw.get("kernel_fusion", preset.kernel_fusion)
+    kernel = kw.get("attention_kernel", preset.attention_kernel)
     return simulate(MODEL, HW, workload, engine=engine,
-                    cost=cost(pp=pp, kv_dtype=kv, fp8_attention=fp8, fusion=fusion), **kw)
+                    cost=cost(pp=pp, kv_dtype=kv, fp8_attention=fp8, fusion=fusion,
+                              attention_kernel=kernel), **kw)
 
 
 def check_consistent(r) -> None:

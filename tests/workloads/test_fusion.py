@@ -75,3 +75,19 @@ def test_a_fused_step_is_faster_by_the_kernels_it_saves(fusion):
         a, b = plain.step_time_s(decode, ctx, chunks), fused.step_time_s(decode, ctx, chunks)
         assert b < a
         assert a - b < 0.2 * a
+
+
+def test_the_engine_attention_kernel_is_the_gqa_attentions_and_mla_keeps_its_default():
+    gqa = {name.partition(".")[2]: o for name, o, _ in inference_op_counts(
+        as_model("llama3-70b"), "decode", batch=64, context=1024, tp=4, dtype="fp8",
+        attention_kernel="trtllm") if name.startswith("l0.")}
+    assert gqa["attn"].kernel == "trtllm"
+    mla = {name.partition(".")[2]: o for name, o, _ in inference_op_counts(
+        as_model("deepseek-v3"), "decode", batch=8, context=1024, tp=8, ep=8, dtype="fp8",
+        attention_kernel="trtllm") if name.startswith("l0.")}
+    assert mla["attn"].kernel is None and mla["attn"].shared_kv
+    with pytest.raises(InputError, match="attention_kernel"):
+        build_graph(as_model("llama3-8b"), "train", batch=1, seq=128, attention_kernel="trtllm")
+    trt = StepCost.for_engine("llama3-8b", "H200", "trtllm", kv_dtype="fp8")
+    assert trt.attention_kernel == "trtllm" and trt._decode_attn.kernel == "trtllm"
+    assert StepCost.for_engine("llama3-8b", "H200", "vllm").attention_kernel is None

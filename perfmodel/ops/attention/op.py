@@ -58,19 +58,22 @@ from perfmodel import fitted
 from perfmodel.demand import Demand, LaunchShape, Overlap, add_work, sequence_demand
 from perfmodel.errors import InputError
 from perfmodel.units import bytes_per_element, tensor_dtype
-from perfmodel.ops.attention.tiles import (FA4_CLASS, FA4_FWD_Q_STAGES, KV_STAGES, Tiling,
+from perfmodel.ops.attention.tiles import (FA4_CLASS, FA4_FWD_Q_STAGES,
+                                           KV_STAGES, PREFILL_ONLY, Tiling,
                                            fa2_bwd_smem_elements, tile_smem_bytes, tiling)
+from perfmodel.ops.attention.trtllm import XQA_DESIGNS, trtllm_design, xqa_launch
 from perfmodel.ops.base import Op, Param, positive
 from perfmodel.ops.rng import GENERATOR_ROUNDS, fused_dropout_work
 from perfmodel.ops.streaming import stream_demand
 
-KERNELS = ("fa2", "fa3", "fa4", "cudnn")
+KERNELS = ("fa2", "fa3", "fa4", "cudnn", "trtllm")
 # Each family is written for one tensor-core instruction (the spec's isa.mma_instruction): FA2
 # issues mma.sync, which every GPU since Ampere runs; FA3 is built on wgmma, FA4 on tcgen05;
 # cuDNN ships kernels for each. The default is the family written for the GPU's own MMA.
 DEFAULT_KERNEL = {"mma_sync": "fa2", "wgmma": "fa3", "tcgen05": "fa4"}
 KERNEL_MMA = {"fa2": ("mma_sync", "wgmma", "tcgen05"), "fa3": ("wgmma",),
-              "fa4": ("tcgen05",), "cudnn": ("mma_sync", "wgmma", "tcgen05")}
+              "fa4": ("tcgen05",), "cudnn": ("mma_sync", "wgmma", "tcgen05"),
+              "trtllm": ("wgmma", "tcgen05")}
 SOFTMAX_FMA_PER_SCORE = {"fwd": 4.0, "bwd": 6.0}
 SOFTMAX_ALU_PER_SCORE = 1.0
 # P → FP8 for the PV MMA: cvt.rn.satfinite.e4m3x2.f32 converts two scores per instruction, on the
@@ -138,6 +141,18 @@ DESIGN_OVERLAP = {(d, p): _fitted(f"attention.softmax_overlap.{d}.{p}") for d, p
     ("cudnn_tcgen05", "fwd"), ("fa2", "bwd"), ("fa3", "bwd"), ("cudnn", "bwd"),
     ("cudnn_tcgen05", "bwd"))}
 BWD_OVERLAP_OF = {"fa4": "cudnn_tcgen05"}
+# TensorRT-LLM's context kernels (perfmodel.ops.attention.trtllm): fmha_v2 on Hopper and
+# trtllm-gen on Blackwell, each with its own forward overlap fitted on its own context rows
+# (AIConfigurator's TensorRT-LLM tables, H100 and B200); XQA's generation kernels take FA3's,
+# their MMAs hidden under the KV stream either way.
+DESIGN_OVERLAP.update({(d, "fwd"): _fitted(f"attention.softmax_overlap.{d}.fwd")
+                       for d in ("trtllm_fmha_v2", "trtllm_gen")})
+FWD_OVERLAP_OF = {"xqa": "fa3", "xqa_sm90": "fa3"}
+# XQA's CTAs each walk their key tiles through a two-deep buffer and merge partial results
+# through global semaphores: a CTA round's exposed start and drain, in DRAM round trips, per
+# kernel (fitted on H100's FP8-cache generation rows)
+XQA_CTA_ROUND_TRIPS = {"xqa_sm90": _fitted("attention.cta_round_trips.xqa_sm90"),
+                       "xqa": fitted.value("attention.cta_round_trips")}  # not selected (trtllm.py)
 # FA2's share of the GPU's mma.sync rate (isa.mma_sync_flop_per_sm_per_clk) on GPUs whose native
 # MMA is wgmma or tcgen05 (fitted; on an mma.sync GPU FA2's MMAs are the native ones)
 MMA_SYNC_FRACTION = fitted.value("attention.mma_sync_fraction")
@@ -323,7 +338,8 @@ class Attention(Op):
         """The fitted constants the demand reads when called (perfmodel.validation.fit sets them
         while it fits): the prediction caches key on them."""
         return (MMA_SYNC_FRACTION, MMA_SYNC_OPERAND_OVERLAP, CTA_ROUND_TRIPS,
-                *SOFTMAX_OVERLAP.values(), *DESIGN_OVERLAP.values())
+                *SOFTMAX_OVERLAP.values(), *DESIGN_OVERLAP.values(),
+                *XQA_CTA_ROUND_TRIPS.values())
 
     def demand(self, hw):
         kernel = self.kernel or DEFAULT_KERNEL[hw.mma_instruction]
@@ -335,6 +351,13 @@ class Attention(Op):
             raise InputError(f"attention dtype '{self.dtype}' is not supported by {hw.name}'s "
                              f"tensor cores (supported: "
                              f"{', '.join(sorted(hw.tensor_flop_per_sm_per_clk))})")
+        if kernel == "trtllm":
+            if self.direction != "fwd":
+                raise InputError("attention kernel 'trtllm' is TensorRT-LLM's inference "
+                                 "attention: forward only")
+            base, design = trtllm_design(hw, self.seq_q, self.seq_kv or self.seq_q,
+                                         tensor_dtype(self.dtype) == "fp8")
+            return self._pass_demand(hw, base, "fwd", design=design, family="trtllm")
         passes = ("fwd", "bwd") if self.direction == "fwd+bwd" else (self.direction,)
         demands = [self._pass_demand(hw, kernel, p) for p in passes]
         if len(demands) == 1:
@@ -345,7 +368,8 @@ class Attention(Op):
                       hbm_bytes=a.hbm_bytes + b.hbm_bytes, kernels=a.kernels + b.kernels,
                       sequence=(a, b), details={"kernel": kernel, "direction": "fwd+bwd"})
 
-    def _pass_demand(self, hw, kernel: str, direction: str) -> Demand:
+    def _pass_demand(self, hw, kernel: str, direction: str, design: str | None = None,
+                     family: str | None = None) -> Demand:
         d, dv = self.head_dim, self.head_dim_v or self.head_dim
         b = bytes_per_element(self.dtype)
         kb = self._kv_bytes_per_element()
@@ -353,11 +377,12 @@ class Attention(Op):
         # cuDNN's tcgen05 SDPA kernels are warp-specialized designs of FA4's class (tiles.TILE,
         # FA4_CLASS) with parameters of their own: their exp emulation
         # (CUDNN_TCGEN05_EMULATED_FRACTION) and overlaps fitted on cuDNN's own Blackwell rows
-        design = "cudnn_tcgen05" if (kernel == "cudnn" and hw.mma_instruction == "tcgen05") \
-            else kernel
+        design = design or ("cudnn_tcgen05" if (kernel == "cudnn"
+                                                 and hw.mma_instruction == "tcgen05") else kernel)
         # FP8 wgmma (Hopper) wants V K-major: FA3-design kernels transpose each V tile in shared
         # memory (FA3 paper §3.3); tcgen05 reads either major-ness
-        v_transposed = tensor == "tensor:fp8" and design in ("fa3", "cudnn")
+        v_transposed = tensor == "tensor:fp8" and design in ("fa3", "cudnn", "trtllm_fmha_v2",
+                                                             "xqa_sm90")
         t = tiling(hw, kernel, design, direction, batch=self.batch, heads=self.heads,
                    kv_heads=self.kv_heads or self.heads, seq_q=self.seq_q,
                    seq_kv=self.seq_kv or self.seq_q, d=d, dv=dv, element_bytes=b,
@@ -370,20 +395,41 @@ class Attention(Op):
         if self.dropout > 0:
             dropout_terms = self._add_dropout(hw, work, io, t, design, direction, smem)
         work["hbm"], work["l2"] = io["hbm"], io["l2"]
+        smem_cta = min(hw.smem_per_cta_bytes, int(smem))
+        round_trips, kernels = CTA_ROUND_TRIPS, 2 if t.split_kv else 1
+        if design in XQA_DESIGNS:
+            # XQA's launch bounds set its CTAs per SM (trtllm.xqa_launch); its split-KV merge runs
+            # inside the kernel
+            x = xqa_launch(hw, design, batch=self.batch, kv_heads=self.kv_heads or self.heads,
+                           group=self.heads // (self.kv_heads or self.heads) * self.seq_q,
+                           seq_kv=self.seq_kv or self.seq_q)
+            smem_cta = min(smem_cta, hw.smem_per_sm_bytes // x.ctas_per_sm)
+            round_trips, kernels = XQA_CTA_ROUND_TRIPS[design], 1
         launch = LaunchShape(ctas=t.ctas, threads_per_cta=t.threads,
                              registers_per_thread=t.registers,
-                             smem_per_cta_bytes=min(hw.smem_per_cta_bytes, int(smem)),
+                             smem_per_cta_bytes=smem_cta,
                              bytes_in_flight_per_cta=KV_STAGES * t.bn * (d + dv) * kb)
-        details = {"kernel": kernel, "direction": direction, "tile_pairs": t.pairs,
+        details = {"kernel": family or kernel, "direction": direction, "tile_pairs": t.pairs,
                    "key_tile": t.bn, "decode": t.decode, "kv_splits": t.kv_splits}
+        if family:
+            details["design"] = design
         if dropout_terms:
             details["dropout"] = dropout_terms
         main = Demand(work=work, launch=launch, flop=self._mma_flop_per_score(direction) * t.scores,
                       hbm_bytes=io["hbm"],
                       overlap=self._overlap(kernel, design, direction, tensor),
-                      cta_dram_round_trips=CTA_ROUND_TRIPS,
-                      cta_imbalance=t.imbalance, kernels=2 if t.split_kv else 1,
+                      cta_dram_round_trips=round_trips,
+                      cta_imbalance=t.imbalance, kernels=kernels,
                       details=details)
+        if direction == "fwd" and design in PREFILL_ONLY:
+            # TensorRT-LLM's context path first builds the batch's sequence metadata
+            # (buildDecoderInfo: cumulative sequence lengths, padding offsets) in a kernel of its
+            # own: a few integers per sequence read and written
+            info = stream_demand(self.batch, read_bytes=4.0 * self.batch,
+                                 write_bytes=4.0 * 2 * (self.batch + 1), per_element={},
+                                 element_bytes=4.0, flop=0.0,
+                                 details={"part": "context: build sequence metadata"})
+            return sequence_demand((info, main), launch_from=1, flop=main.flop, details=details)
         if direction == "fwd":
             return main
         pre, posts = backward_side_kernels(
@@ -622,6 +668,7 @@ class Attention(Op):
         # own that adds it with TMA reduce-adds, a third stage overlapping the other two.
         softmax = ("xu", "fma", "alu", "issue")
         if direction == "fwd":
+            design = FWD_OVERLAP_OF.get(design, design)
             eff = SOFTMAX_OVERLAP.get(design, DESIGN_OVERLAP.get((design, "fwd")))
         else:
             eff = DESIGN_OVERLAP[(BWD_OVERLAP_OF.get(design, design), "bwd")]

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfmodel.ops.attention.trtllm import XQA_DESIGNS, fmha_v2_kv_step, xqa_launch
+
 # (block_m, block_n, threads, registers) per design: FA3 128x128 with 3 warpgroups (1 producer,
 # 2 consumers); FA4 128x128 MMA tiles with 512 threads (MMA, softmax, correction and load warps;
 # its forward CTA takes two query tiles, FA4_FWD_Q_STAGES); cuDNN on wgmma like FA3; cuDNN on
@@ -22,11 +24,22 @@ import numpy as np
 # mirroring cuDNN's C++ SM100 prefill); FA2's tiles depend on head dim and GPU (fa2_tile).
 # block_n is the widest key tile; kv_tile_width narrows it to what shared memory holds.
 TILE = {"fa2": (128, 64, 128, 255), "fa3": (128, 128, 384, 168), "fa4": (128, 128, 512, 128),
-        "cudnn": (128, 128, 384, 168), "cudnn_tcgen05": (128, 128, 512, 128)}
+        "cudnn": (128, 128, 384, 168), "cudnn_tcgen05": (128, 128, 512, 128),
+        # TensorRT-LLM's kernels (perfmodel.ops.attention.trtllm has the sources). Context:
+        # fmha_v2's Hopper warp-specialized flash kernel, a 128-thread DMA group and two
+        # 128-thread compute groups of 64 query rows each (THREADS = 128 + NUM_COMPUTE_GROUPS *
+        # 128, loop_step 64), 128-key steps at head dim <= 128 in 16-bit types; trtllm-gen's
+        # Blackwell context kernels FA4's shape. Generation: XQA's kernels, whose decode tiles
+        # are set by trtllm.xqa_launch.
+        "trtllm_fmha_v2": (128, 128, 384, 168), "trtllm_gen": (128, 128, 512, 128),
+        "xqa": (64, 256, 256, 128), "xqa_sm90": (64, 64, 384, 56)}
 # Designs built like FA4: tcgen05 MMAs issued by one warp, two query tiles per forward CTA, FP32
 # softmax math as packed FFMA2/FADD2, the output rescaled by a correction warpgroup only when a
 # row maximum grows past a threshold
-FA4_CLASS = ("fa4", "cudnn_tcgen05")
+FA4_CLASS = ("fa4", "cudnn_tcgen05", "trtllm_gen")
+# Designs whose context (prefill) kernel has no decode path: TensorRT-LLM runs its context FMHA
+# on every context request, however few tokens, one CTA per (sequence, head, query tile)
+PREFILL_ONLY = ("trtllm_fmha_v2", "trtllm_gen")
 # FA4's forward CTA holds two 128-row query tiles, one per softmax warpgroup (flash_fwd_sm100.py:
 # q_stage = 2, cta_tiler = (q_stage * m_block_size, n_block_size, head_dim))
 FA4_FWD_Q_STAGES = 2
@@ -237,12 +250,17 @@ def tiling(hw, kernel: str, design: str, direction: str, *, batch: int, heads: i
            shared_kv: bool, kv_element_bytes: float | None = None) -> Tiling:
     """The tiles and grid `kernel` (built as `design`) launches for one pass."""
     bm, bn, threads, regs = TILE[design]
-    decode = direction == "fwd" and seq_q <= DECODE_MAX_SEQ_Q
+    decode = direction == "fwd" and seq_q <= DECODE_MAX_SEQ_Q and design not in PREFILL_ONLY
+    if design in XQA_DESIGNS:
+        return xqa_tiling(hw, design, batch=batch, heads=heads, kv_heads=kv_heads, seq_q=seq_q,
+                          seq_kv=seq_kv, causal=causal, window=window)
     if kernel == "fa2":
         bm, bn, threads = fa2_tile(hw, d, direction, dropout)
     elif direction == "fwd":
         if design in FA4_CLASS:
             bm *= FA4_FWD_Q_STAGES
+        if design == "trtllm_fmha_v2":
+            bn = fmha_v2_kv_step(d, element_bytes)
         bn = kv_tile_width(hw, DECODE_TILE_M if decode else bm, bn, d, dv, element_bytes,
                            v_transposed, shared_kv, kv_element_bytes)
     if decode and kernel == "fa2":
@@ -272,3 +290,22 @@ def tiling(hw, kernel: str, design: str, direction: str, *, batch: int, heads: i
     return Tiling(bm, bn, bm, threads, regs, tile_heads=heads, pairs=pairs_per_head * batch * heads,
                   scores=float(scores) * batch * heads, ctas=max(1, batch * heads * per_head_ctas),
                   imbalance=imbalance, decode=False, kv_splits=1)
+
+
+def xqa_tiling(hw, design: str, *, batch: int, heads: int, kv_heads: int, seq_q: int,
+               seq_kv: int, causal: bool, window: int | None) -> Tiling:
+    """XQA's generation grid (trtllm.xqa_launch): one CTA per (sequence, KV head, sub-sequence),
+    all query heads of the KV head's group (and the speculative tokens) in its MMA rows, the KV
+    sequence split into the kernel's own number of sub-sequences, each CTA walking its share
+    in key tiles of the kernel's width."""
+    x = xqa_launch(hw, design, batch=batch, kv_heads=kv_heads, group=heads // kv_heads * seq_q,
+                   seq_kv=seq_kv)
+    kv_tiles = math.ceil(seq_kv / x.bn)
+    scores = (seq_q * seq_kv if not causal
+              else visited(seq_q, seq_kv, True, window, x.rows, x.bn)[1])
+    ctas = batch * kv_heads * x.splits
+    # the busiest CTA walks ceil(tiles / splits) key tiles, the mean one tiles / splits
+    imbalance = math.ceil(kv_tiles / x.splits) / (kv_tiles / x.splits) - 1
+    return Tiling(x.rows, x.bn, x.rows, x.threads, x.registers, tile_heads=kv_heads,
+                  pairs=kv_tiles * batch * kv_heads, scores=float(scores) * batch * heads,
+                  ctas=ctas, imbalance=imbalance, decode=True, kv_splits=x.splits)

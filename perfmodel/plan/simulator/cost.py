@@ -104,7 +104,8 @@ class StepCost:
                  pp: int = 1, dtype: str = "bf16", kv_dtype: str = "bf16", level: str = "pipes",
                  per_octave: int = PER_OCTAVE, attn_per_octave: int = ATTN_PER_OCTAVE,
                  exact: bool = False, moe_routing: str = "token_balanced",
-                 fp8_attention: bool = False, fusion: str = "none"):
+                 fp8_attention: bool = False, fusion: str = "none",
+                 attention_kernel: str | None = None):
         self.model, self.hw = as_model(model), hardware(hw)
         self.tp, self.ep, self.pp, self.dtype, self.level = tp, ep, pp, dtype, level
         check_kv_dtype(kv_dtype)
@@ -118,6 +119,9 @@ class StepCost:
         self.fusion = fusion  # the engine's fused kernels (builder.FUSIONS)
         if fusion != "none":
             self._graph_kw["fusion"] = fusion
+        self.attention_kernel = attention_kernel  # the engine's GQA attention family
+        if attention_kernel is not None:
+            self._graph_kw["attention_kernel"] = attention_kernel
         self._op_kw = {k: v for k, v in self._graph_kw.items() if k != "pp"}
         # the share of a kernel's launch a CUDA graph removes: the host's; each replayed kernel
         # keeps the GPU's own graph_kernel_gap_s (the grid launched after the previous drains)
@@ -157,7 +161,8 @@ class StepCost:
         # decodes the same batch for hundreds of steps while only the contexts grow
         self._decode_fixed: dict[tuple[int, str, int], tuple[float, float]] = {}
         self._share((self.model, self.hw, tp, ep, dtype, kv_dtype, level, per_octave,
-                     attn_per_octave, exact, moe_routing, self.fp8_attention, fusion))
+                     attn_per_octave, exact, moe_routing, self.fp8_attention, fusion,
+                     attention_kernel))
 
     @classmethod
     def for_engine(cls, model: ModelSpec | str, hw: Hardware | str, engine="vllm", tp: int = 1,
@@ -169,7 +174,8 @@ class StepCost:
         from perfmodel.plan.simulator.engines import engine_preset
         eng = engine_preset(engine, hw, tp, pp) if isinstance(engine, str) else engine
         return cls(model, hw, tp, ep, pp, dtype, kv_dtype, level,
-                   fp8_attention=eng.fp8_attention, fusion=eng.kernel_fusion, **kw)
+                   fp8_attention=eng.fp8_attention, fusion=eng.kernel_fusion,
+                   attention_kernel=eng.attention_kernel, **kw)
 
     @staticmethod
     def uses_fp8_attention(hw: Hardware, kv_dtype: str, fp8_attention: bool,

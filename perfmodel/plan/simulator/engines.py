@@ -126,6 +126,10 @@ class Engine:
                              converted to the activation dtype, FlashInfer's way)
     kernel_fusion            the kernels the engine fuses in each layer (workloads.builder
                              FUSIONS): add_norm (vLLM, SGLang), trtllm, none
+    attention_kernel         the GQA attention's kernel family (ops.attention KERNELS; None:
+                             the GPU's default, FlashAttention-3/4's designs): TensorRT-LLM's
+                             own kernels for trtllm (XQA in generation, fmha_v2 / trtllm-gen in
+                             context: ops/attention/trtllm.py); MLA keeps the default
     """
 
     name: str
@@ -147,6 +151,7 @@ class Engine:
     spec_acceptance: float = 0.0
     fp8_attention: bool = False
     kernel_fusion: str = "none"
+    attention_kernel: str | None = None
 
     def check(self) -> None:
         p = []
@@ -183,6 +188,10 @@ class Engine:
         if self.kernel_fusion not in FUSIONS:
             p.append(f"kernel_fusion: expected one of {', '.join(FUSIONS)}, got "
                      f"{self.kernel_fusion!r}")
+        from perfmodel.ops.attention.op import KERNELS
+        if self.attention_kernel is not None and self.attention_kernel not in KERNELS:
+            p.append(f"attention_kernel: expected one of {', '.join(KERNELS)} or None, got "
+                     f"{self.attention_kernel!r}")
         if self.step_overhead_s < 0:
             p.append(f"step_overhead_s: expected ≥ 0, got {self.step_overhead_s!r}")
         if p:
@@ -250,5 +259,5 @@ def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> En
                       cuda_graph_sizes=(1, 2, 4) + tuple(range(8, TRTLLM_GRAPH_MAX_BATCH + 1,
                                                                8)),
                       cuda_graph_mode="full_decode", fp8_attention=True,
-                      kernel_fusion="trtllm")
+                      kernel_fusion="trtllm", attention_kernel="trtllm")
     raise InputError(f"engine: expected one of {', '.join(ENGINES)}, got {name!r}")

@@ -217,19 +217,19 @@ def simulate(model: ModelSpec | str, hw: Hardware | str, workload: Workload | No
     if problems:
         raise InputError([f"{what}: {p}" for p in problems])
     if cost is None:
-        cost = StepCost(m, h, tp, ep, pp, dtype, kv_dtype, level,
-                        fp8_attention=eng.fp8_attention, fusion=eng.kernel_fusion)
+        cost = StepCost.for_engine(m, h, eng, tp, ep, pp, dtype, kv_dtype, level)
     elif (cost.model.name, cost.hw.name, cost.tp, cost.ep, cost.pp, cost.dtype, cost.kv_dtype,
-          cost.level, cost.fp8_attention, cost.fusion) != (
+          cost.level, cost.fp8_attention, cost.fusion, cost.attention_kernel) != (
             m.name, h.name, tp, ep, pp, dtype, kv_dtype, level,
             StepCost.uses_fp8_attention(h, kv_dtype, eng.fp8_attention, m.is_mla),
-            eng.kernel_fusion):
+            eng.kernel_fusion, eng.attention_kernel):
         raise InputError(f"{what}: the StepCost given is for {cost.model.name} on "
                          f"{cost.hw.name} tp={cost.tp} ep={cost.ep} pp={cost.pp} "
                          f"dtype={cost.dtype} kv_dtype={cost.kv_dtype} level={cost.level} "
-                         f"fp8_attention={cost.fp8_attention} fusion={cost.fusion}; engine "
-                         f"{eng.name} runs kv_dtype={kv_dtype} fp8_attention="
-                         f"{eng.fp8_attention} fusion={eng.kernel_fusion} "
+                         f"fp8_attention={cost.fp8_attention} fusion={cost.fusion} "
+                         f"attention_kernel={cost.attention_kernel}; engine {eng.name} runs "
+                         f"kv_dtype={kv_dtype} fp8_attention={eng.fp8_attention} "
+                         f"fusion={eng.kernel_fusion} attention_kernel={eng.attention_kernel} "
                          f"(StepCost.for_engine builds the one it needs)")
     return Simulation(cost, eng, kv, isl, osl, arrivals, workload, lanes_n, lane_blocks,
                       lane_batch, budget_tokens).run(m, h, tp, ep, pp, dtype, kv_dtype)

@@ -1,0 +1,76 @@
+"""TensorRT-LLM's attention family (kernel="trtllm"): XQA's launch rules, the context FMHA's
+grid and kernels (perfmodel/ops/attention/trtllm.py)."""
+import math
+
+import pytest
+
+from perfmodel import ops
+from perfmodel.errors import InputError
+from perfmodel.hardware import hardware
+from perfmodel.ops.attention.trtllm import fmha_v2_kv_step, xqa_launch
+from perfmodel.predict import predict_op
+
+
+def _attn(**kw):
+    base = dict(batch=16, heads=16, kv_heads=2, head_dim=128, seq_q=1, seq_kv=4096,
+                dtype="fp8", kernel="trtllm")
+    return ops.Attention(**{**base, **kw})
+
+
+def test_xqa_sm90_split_rule_is_the_launchers():
+    hw = hardware("H200-SXM")
+    for batch, kv, seq in [(1, 2, 65536), (16, 2, 4096), (64, 8, 512), (256, 8, 128)]:
+        x = xqa_launch(hw, "xqa_sm90", batch=batch, kv_heads=kv, group=8, seq_kv=seq)
+        # mha_sm90.cu: min(max(1, round((3 * SMs / (batch * kv heads)) * 0.25)), tiles of 64)
+        want = min(max(1, round((3 * hw.sm_count // (batch * kv)) * 0.25)), math.ceil(seq / 64))
+        assert x.splits == want
+        assert x.bn == 64 and x.threads == 384
+    # the whole grid stays under one CTA per SM: the kernel never fills the 2-3 an SM holds
+    x = xqa_launch(hw, "xqa_sm90", batch=1, kv_heads=2, group=8, seq_kv=1 << 17)
+    assert 2 * x.splits <= hw.sm_count
+
+
+def test_xqa_sm90_ctas_per_sm_follow_launch_bounds():
+    hw = hardware("H100-SXM")
+    assert xqa_launch(hw, "xqa_sm90", batch=1, kv_heads=1, group=8, seq_kv=64).ctas_per_sm == 3
+    assert xqa_launch(hw, "xqa_sm90", batch=1, kv_heads=1, group=32, seq_kv=64).ctas_per_sm == 2
+
+
+def test_fp8_generation_on_hopper_is_one_kernel_even_when_split():
+    e = predict_op(_attn(batch=1, seq_kv=65536), hardware("H200-SXM"))
+    assert e.details["design"] == "xqa_sm90" and e.details["kv_splits"] > 1
+    generic = predict_op(_attn(batch=1, seq_kv=65536, kernel=None), hardware("H200-SXM"))
+    assert generic.details["kv_splits"] > 1
+    # XQA merges the sub-sequences inside its kernel: one launch fewer than flash-decoding
+    assert e.resource_time_s["launch"] < generic.resource_time_s["launch"]
+
+
+def test_context_fmha_has_no_decode_path_and_a_metadata_kernel():
+    hw = hardware("H200-SXM")
+    one = predict_op(_attn(batch=128, heads=32, kv_heads=4, seq_q=1, seq_kv=1, dtype="bf16"), hw)
+    assert one.details["decode"] is False and one.details["design"] == "trtllm_fmha_v2"
+    # buildDecoderInfo, then the FMHA
+    assert one.resource_time_s["launch"] == pytest.approx(2 * hw.kernel_launch_s)
+    # one CTA per (sequence, head, query tile): more sequences, more CTA rounds, more time
+    more = predict_op(_attn(batch=512, heads=32, kv_heads=4, seq_q=1, seq_kv=1, dtype="bf16"), hw)
+    assert more.time_s > one.time_s
+
+
+def test_fmha_v2_key_step():
+    assert fmha_v2_kv_step(128, 2) == 128 and fmha_v2_kv_step(64, 2) == 256
+    assert fmha_v2_kv_step(256, 2) == 64 and fmha_v2_kv_step(128, 1) == 256
+
+
+def test_blackwell_context_is_trtllm_gen_and_generation_fa4s_decode():
+    hw = hardware("B200")
+    ctx = predict_op(_attn(seq_q=4096, seq_kv=4096, causal=True, dtype="bf16"), hw)
+    assert ctx.details["design"] == "trtllm_gen"
+    gen = predict_op(_attn(dtype="bf16"), hw)
+    fa4 = predict_op(_attn(dtype="bf16", kernel="fa4"), hw)
+    assert gen.time_s == pytest.approx(fa4.time_s)
+
+
+def test_trtllm_is_forward_only():
+    with pytest.raises(InputError):
+        predict_op(_attn(seq_q=512, seq_kv=512, dtype="bf16", direction="bwd"),
+                   hardware("H100-SXM"))
