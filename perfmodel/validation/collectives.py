@@ -20,6 +20,7 @@ from perfmodel.hardware import Hardware, hardware
 from perfmodel.predict import predict_op
 from perfmodel.report.tables import format_table
 from perfmodel.validation.measurements import DATA_DIR
+from perfmodel.validation.modules import captured_s
 
 ALLREDUCE_CSV = DATA_DIR / "aiconfigurator_allreduce.csv"
 # message-size bands of the report: decode-sized (tokens x hidden of a decode batch), medium,
@@ -41,12 +42,8 @@ def load_rows(path=ALLREDUCE_CSV) -> list[dict]:
 def predicted_s(row: dict, hw: Hardware | None = None, captured: bool = True) -> float:
     """The row's all-reduce as the builder asks for it, captured in a graph or eager."""
     hw = hw or hardware(row["hardware"])
-    e = predict_op(ops.Allreduce(bytes=row["bytes"], gpus=row["gpus"], algorithm="auto"), hw)
-    if not captured:
-        return e.time_s
-    host = e.resource_time_s.get("launch", 0.0)
-    kernels = round(host / hw.kernel_launch_s) if hw.kernel_launch_s else 0
-    return e.time_s - host + kernels * hw.graph_kernel_gap_s
+    op = ops.Allreduce(bytes=row["bytes"], gpus=row["gpus"], algorithm="auto")
+    return captured_s(op, hw) if captured else predict_op(op, hw).time_s
 
 
 def band(nbytes: float) -> str:
