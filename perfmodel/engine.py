@@ -185,6 +185,9 @@ def kernel_clock_hz(hw: Hardware, times: Mapping[str, Any], overlap: Overlap | N
     return float(clock) if np.ndim(clock) == 0 else clock
 
 
+FP4_MMA_DTYPES = ("nvfp4", "mxfp4")  # the block-scaled 4-bit MMAs (tcgen05 kind::mxf4nvf4)
+
+
 @functools.lru_cache(maxsize=256)
 def tensor_power_ratio(hw: Hardware, resource: str) -> float:
     """How much slower than its datasheet rate `resource`'s MMA runs under the power limit,
@@ -195,11 +198,18 @@ def tensor_power_ratio(hw: Hardware, resource: str) -> float:
     it delivers r**(1 - exponent) times the 16-bit FLOP/s (exponent 0: the datasheet ratio r; 1:
     no faster than 16-bit). Applied to the tensor pipe's busy time at the kernel's clock
     (power_limited), not to the SM clock, so halving an MMA's work never slows the rest of the
-    kernel. Types slower than 16-bit (TF32) count 1."""
+    kernel. Types slower than 16-bit (TF32) count 1. The block-scaled 4-bit MMAs (NVFP4, MXFP4)
+    take their own exponent where the spec has one (hw.tensor_power_exponent_fp4): their power
+    per clock also carries the per-block scale factors the tensor core applies, so a fit of the
+    FP8/BF16 ratio does not carry over (AIConfigurator's B200 NVFP4/BF16 linears at m, n, k >=
+    4096 run 2.4x BF16 where the FP8 exponent gives 3.05x)."""
     rates = hw.tensor_flop_per_sm_per_clk
     base = rates.get("bf16") or rates.get("fp16")
-    r = rates.get(resource.split(":", 1)[1], base) / base if base else 1.0
-    return r ** hw.tensor_power_exponent if r > 1.0 else 1.0
+    dtype = resource.split(":", 1)[1]
+    r = rates.get(dtype, base) / base if base else 1.0
+    exponent = (hw.tensor_power_exponent_fp4 if dtype in FP4_MMA_DTYPES
+                and hw.tensor_power_exponent_fp4 is not None else hw.tensor_power_exponent)
+    return r ** exponent if r > 1.0 else 1.0
 
 
 def at_clock(times: Mapping[str, Any], from_hz: Any, to_hz: Any) -> dict[str, Any]:

@@ -66,6 +66,7 @@ SCHEMA: dict[str, Any] = {
         "tensor_clock_hz": Q(1e8, 5e9),
         "tensor_sustained_fraction": Q(0.3, 1.0),
         "tensor_power_exponent": Q(0.0, 1.0),
+        "tensor_power_exponent_fp4": Q(0.0, 1.0, optional=True),
     },
     # at least half an operation per SM per clock: every SM since Kepler runs each of these
     # instruction classes in hardware (the narrowest, FP64 on B300 and consumer parts, 2 per
@@ -212,6 +213,9 @@ class Hardware:
     # A locked SM clock (`nvidia-smi -lgc`, SOL-ExecBench's 1500 MHz on B200), or None for the
     # GPU's own boost behaviour (see "clock domains" below)
     sm_clock_hz: float | None = None
+    # the power exponent of the block-scaled 4-bit MMAs (NVFP4, MXFP4) where it is their own
+    # (engine.tensor_power_ratio); None: tensor_power_exponent
+    tensor_power_exponent_fp4: float | None = None
     path: str = ""
     quantities: Mapping[str, Quantity] = field(default_factory=dict, repr=False, compare=False)
     capabilities: Mapping[str, Capability] = field(default_factory=dict, repr=False,
@@ -600,6 +604,8 @@ def parse_spec(raw: Any, file: str = "") -> Hardware:
         mma_sync_flop_per_sm_per_clk={
             d: v(f"isa.mma_sync_flop_per_sm_per_clk.{d}") for d in MMA_SYNC_DTYPES
             if f"isa.mma_sync_flop_per_sm_per_clk.{d}" in qs},
+        tensor_power_exponent_fp4=(v("clocks.tensor_power_exponent_fp4")
+                                   if "clocks.tensor_power_exponent_fp4" in qs else None),
         path=file,
         quantities=qs,
         capabilities=caps,

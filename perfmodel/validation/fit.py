@@ -98,6 +98,11 @@ SPECS = {
         f"launch after the previous grid drains; the host's launch is gone): the serving "
         f"simulator's captured steps keep it per kernel; hwspecs take it with "
         f"`fitted: graph_kernel_gap_s.{family}`") for family in ("hopper", "blackwell")},
+    "tensor_power_exponent.fp4": (
+        (0.0, 1.0), 3,
+        "tensor_power_exponent of the block-scaled 4-bit MMAs (NVFP4, MXFP4; their power per "
+        "clock also carries the block scales), where a spec takes it with `fitted: "
+        "tensor_power_exponent.fp4`"),
     "tensor_sustained_fraction.b300": (
         (0.3, 1.0), 3,
         "B300's own sustained SM clock share (Blackwell Ultra is strongly power-limited); its "
@@ -216,6 +221,14 @@ POWER_RULE = (
     "isolates the operand type from the GEMM model's shape errors. Judged on every other row: "
     "H200, B200, B300 and GB200 FP8, the block-scaled FP8 and NVFP4 linears, other shapes, and "
     "the public FP8 GEMMs and attention")
+POWER_FP4_RULE = (
+    "the AIConfigurator pairs of TensorRT-LLM's NVFP4 and BF16 linears on B200 at the same "
+    "shapes with m, n, k >= 4096 (aiconfigurator_gemm.csv; {n} rows, compute-bound in both "
+    "types; the NVFP4 cast priced by its own kernel, ops.linear): bisection for the exponent at "
+    "which the mean log error of the predicted NVFP4/BF16 time ratio is zero ({fit:.4f}), kept to "
+    "3 decimals, with the sustained fraction and the FP8 exponent at their fitted values. "
+    "Judged on GB200 (the same chip), B300 (a 6x datasheet FP4/BF16 ratio where B200 has 4x) "
+    "and the other NVFP4 shapes; with the pairs held out it takes tensor_power_exponent")
 GRAPH_GAP_RULE = (
     "the AIConfigurator rows of TensorRT-LLM's DeepSeek-V3 MLA attention block in decode "
     "(aiconfigurator_mla_decode.csv) on {gpu} with 16 heads (TP8), BF16 GEMMs and batch <= 8, "
@@ -318,6 +331,7 @@ def cudnn_tcgen05_bwd_rows(cases: list[Case]) -> list[Case]:
 HARDWARE_FIELDS = {"clocks.tensor_sustained_fraction": "tensor_sustained_fraction",
                    "graph_kernel_gap_s": "graph_kernel_gap_s",
                    "clocks.tensor_power_exponent": "tensor_power_exponent",
+                   "clocks.tensor_power_exponent_fp4": "tensor_power_exponent_fp4",
                    "hbm.achievable_fraction": "hbm_achievable_fraction"}
 # hardware constants of the fit in progress (fit_all sets them before the fits that depend on them)
 _FRESH_HW: dict[str, float] = {}
@@ -571,6 +585,39 @@ def fit_power_exponent(sustained: float, exclude: frozenset[str] = frozenset(),
             [r.id for pair in pairs for r in pair])
 
 
+def power_fp4_fit_rows(cases: list[Case]) -> list[tuple[Case, Case]]:
+    """POWER_FP4_RULE's (NVFP4, BF16) row pairs: the same m x n x k on B200."""
+    def shape(c: Case) -> tuple[int, int, int]:
+        return c.op.m, c.op.n, c.op.k
+    bf16 = {shape(c): c for c in cases if c.id.startswith("AIC-B200-bfloat16-")}
+    return [(c, bf16[shape(c)]) for c in cases
+            if c.id.startswith("AIC-B200-nvfp4-") and c.op_class == "linear_nvfp4"
+            and min(shape(c)) >= POWER_FIT_MIN_DIM and shape(c) in bf16]
+
+
+def fit_fp4_power_exponent(sustained: float, general: float,
+                           exclude: frozenset[str] = frozenset(),
+                           tol: float = 1e-5) -> tuple[float, list[str]]:
+    """tensor_power_exponent.fp4 on POWER_FP4_RULE's pairs (`general`, the FP8-fitted
+    exponent, if any row of them is held out: no evidence of a 4-bit exponent of its own)."""
+    pairs = [(a, b) for a, b in power_fp4_fit_rows(load_cases(AICONFIGURATOR_CSV)[0])
+             if a.id not in exclude and b.id not in exclude]
+    if not pairs:
+        return general, []
+    hw0 = _with_sustained(pairs[0][0].hardware, sustained)
+
+    def mean_log_error(x: float) -> float:
+        hw = dataclasses.replace(hw0, tensor_power_exponent_fp4=x)
+        total = 0.0
+        for a, b in pairs:
+            ratio = (estimate(a.op.demand(hw), hw, "pipes").time_s
+                     / estimate(b.op.demand(hw), hw, "pipes").time_s)
+            total += math.log(ratio / (a.measured_time_s / b.measured_time_s))
+        return total / len(pairs)
+    return (_zero_of_rising(mean_log_error, *SPECS["tensor_power_exponent.fp4"][0], tol),
+            [r.id for pair in pairs for r in pair])
+
+
 def trtllm_fit_rows(key: str) -> list[dict]:
     """TRTLLM_CONTEXT_RULE's or XQA_RULE's rows for `key` (aiconfigurator_attention.csv)."""
     from perfmodel.validation import modules
@@ -713,6 +760,10 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
     sustained = round(raw_sustained, SPECS["tensor_sustained_fraction"][1])
     raw_power, power_rows = fit_power_exponent(sustained, exclude)
     _FRESH_HW["tensor_power_exponent"] = round(raw_power, SPECS["tensor_power_exponent"][1])
+    raw_fp4, fp4_rows = fit_fp4_power_exponent(sustained, _FRESH_HW["tensor_power_exponent"],
+                                               exclude)
+    _FRESH_HW["tensor_power_exponent.fp4"] = round(raw_fp4,
+                                                   SPECS["tensor_power_exponent.fp4"][1])
     raw_hbm, hbm_rows = _on_one_row("hbm_achievable_fraction.b200", STREAM_ROW, exclude,
                                     fit_hbm_fraction)
     _FRESH_HW["hbm_achievable_fraction.b200"] = round(
@@ -745,6 +796,9 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
         "tensor_power_exponent": _entry(
         "tensor_power_exponent", raw_power, power_rows,
         POWER_RULE.format(n=len(power_rows), fit=raw_power)),
+        "tensor_power_exponent.fp4": _entry(
+        "tensor_power_exponent.fp4", raw_fp4, fp4_rows,
+        POWER_FP4_RULE.format(n=len(fp4_rows), fit=raw_fp4)),
         "hbm_achievable_fraction.b200": _entry(
         "hbm_achievable_fraction.b200", raw_hbm, hbm_rows, HBM_RULE.format(fit=raw_hbm)),
         **{f"graph_kernel_gap_s.{f}": _entry(

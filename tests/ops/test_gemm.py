@@ -35,7 +35,9 @@ def test_nvfp4_is_faster_than_fp8_on_b200_for_large_gemms():
     b200 = pm.hardware("B200")
     fp8 = pm.predict_op(pm.ops.Gemm(m=8192, n=8192, k=8192, dtype="fp8"), b200)
     fp4 = pm.predict_op(pm.ops.Gemm(m=8192, n=8192, k=8192, dtype="nvfp4"), b200)
-    assert 1.5 < fp8.time_s / fp4.time_s <= 2.0
+    # the datasheet's 2x less each type's power limit (FP8 r^(1-e) = 1.75x BF16, NVFP4 2.6x
+    # with its own exponent): AIConfigurator's B200 linears measure NVFP4 ~1.4x FP8
+    assert 1.3 < fp8.time_s / fp4.time_s <= 2.0
     assert fp4.hbm_bytes > 3 * 8192 * 8192 * 0.5 * (1 + 1 / 32)  # scale bytes counted
 
 
@@ -167,3 +169,23 @@ def test_serial_work_must_be_part_of_the_work():
         Demand(work={"l2": 1.0}, launch=LaunchShape(1, 32), serial_work={"l2": 2.0})
     with pytest.raises(ValueError, match="unknown resource"):
         Demand(work={"l2": 1.0}, launch=LaunchShape(1, 32), serial_work={"dram": 0.5})
+
+
+def test_the_4bit_mmas_take_their_own_power_exponent_where_the_spec_has_one():
+    """engine.tensor_power_ratio: NVFP4/MXFP4 MMAs stretch by r**tensor_power_exponent_fp4 on
+    the Blackwell specs that carry it, FP8 by r**tensor_power_exponent; a spec without the FP4
+    field (or one set to None) uses the general exponent for every narrow type."""
+    import dataclasses
+    from perfmodel.engine import tensor_power_ratio
+    b200 = pm.hardware("B200")
+    rates = b200.tensor_flop_per_sm_per_clk
+    r4, r8 = rates["nvfp4"] / rates["bf16"], rates["fp8"] / rates["bf16"]
+    assert b200.tensor_power_exponent_fp4 is not None
+    assert tensor_power_ratio(b200, "tensor:nvfp4") == pytest.approx(
+        r4 ** b200.tensor_power_exponent_fp4)
+    assert tensor_power_ratio(b200, "tensor:fp8") == pytest.approx(
+        r8 ** b200.tensor_power_exponent)
+    plain = dataclasses.replace(b200, tensor_power_exponent_fp4=None)
+    assert tensor_power_ratio(plain, "tensor:nvfp4") == pytest.approx(
+        r4 ** b200.tensor_power_exponent)
+    assert pm.hardware("H100").tensor_power_exponent_fp4 is None
