@@ -552,47 +552,54 @@ def _zero_of_rising(f, lo: float, hi: float, tol: float) -> float:
 POWER_FIT_MIN_DIM = 4096
 
 
-def power_fit_rows(cases: list[Case]) -> list[tuple[Case, Case]]:
-    """POWER_RULE's (FP8, BF16) row pairs: the same m x n x k on H100 SXM."""
+def _same_shape_pairs(cases: list[Case], gpu: str, dtype: str) -> list[tuple[Case, Case]]:
+    """(dtype row, BF16 row) pairs of AIConfigurator linears on `gpu` at the same m x n x k,
+    every dimension >= POWER_FIT_MIN_DIM (compute-bound in both types)."""
     def shape(c: Case) -> tuple[int, int, int]:
         return c.op.m, c.op.n, c.op.k
-    bf16 = {shape(c): c for c in cases if c.id.startswith("AIC-H100-SXM-bfloat16-")}
+    bf16 = {shape(c): c for c in cases if c.id.startswith(f"AIC-{gpu}-bfloat16-")}
     return [(c, bf16[shape(c)]) for c in cases
-            if c.id.startswith("AIC-H100-SXM-fp8-") and c.op_class == "linear_fp8"
+            if c.id.startswith(f"AIC-{gpu}-{dtype}-") and c.op_class == f"linear_{dtype}"
             and min(shape(c)) >= POWER_FIT_MIN_DIM and shape(c) in bf16]
 
 
-def fit_power_exponent(sustained: float, exclude: frozenset[str] = frozenset(),
-                       tol: float = 1e-5) -> tuple[float, list[str]]:
-    """tensor_power_exponent on POWER_RULE's pairs (its prior if any row of them is held out):
-    the predicted FP8/BF16 time ratio grows with the exponent, so bisect the mean log error of
-    the ratio to zero."""
-    pairs = [(a, b) for a, b in power_fit_rows(load_cases(AICONFIGURATOR_CSV)[0])
-             if a.id not in exclude and b.id not in exclude]
-    if not pairs:
-        return prior("tensor_power_exponent"), []
+def power_fit_rows(cases: list[Case]) -> list[tuple[Case, Case]]:
+    """POWER_RULE's (FP8, BF16) row pairs: the same m x n x k on H100 SXM."""
+    return _same_shape_pairs(cases, "H100-SXM", "fp8")
+
+
+def power_fp4_fit_rows(cases: list[Case]) -> list[tuple[Case, Case]]:
+    """POWER_FP4_RULE's (NVFP4, BF16) row pairs: the same m x n x k on B200."""
+    return _same_shape_pairs(cases, "B200", "nvfp4")
+
+
+def _ratio_exponent(pairs: list[tuple[Case, Case]], field: str, key: str,
+                    sustained: float, tol: float) -> float:
+    """The exponent (Hardware `field`, fitted.yaml `key`) at which the mean log error of the
+    predicted narrow/BF16 time ratio of `pairs` is zero: the ratio grows with the exponent, so
+    bisect."""
     hw0 = _with_sustained(pairs[0][0].hardware, sustained)
 
     def mean_log_error(x: float) -> float:
-        hw = dataclasses.replace(hw0, tensor_power_exponent=x)
+        hw = dataclasses.replace(hw0, **{field: x})
         total = 0.0
         for a, b in pairs:
             ratio = (estimate(a.op.demand(hw), hw, "pipes").time_s
                      / estimate(b.op.demand(hw), hw, "pipes").time_s)
             total += math.log(ratio / (a.measured_time_s / b.measured_time_s))
         return total / len(pairs)
-    return (_zero_of_rising(mean_log_error, *SPECS["tensor_power_exponent"][0], tol),
-            [r.id for pair in pairs for r in pair])
+    return _zero_of_rising(mean_log_error, *SPECS[key][0], tol)
 
 
-def power_fp4_fit_rows(cases: list[Case]) -> list[tuple[Case, Case]]:
-    """POWER_FP4_RULE's (NVFP4, BF16) row pairs: the same m x n x k on B200."""
-    def shape(c: Case) -> tuple[int, int, int]:
-        return c.op.m, c.op.n, c.op.k
-    bf16 = {shape(c): c for c in cases if c.id.startswith("AIC-B200-bfloat16-")}
-    return [(c, bf16[shape(c)]) for c in cases
-            if c.id.startswith("AIC-B200-nvfp4-") and c.op_class == "linear_nvfp4"
-            and min(shape(c)) >= POWER_FIT_MIN_DIM and shape(c) in bf16]
+def fit_power_exponent(sustained: float, exclude: frozenset[str] = frozenset(),
+                       tol: float = 1e-5) -> tuple[float, list[str]]:
+    """tensor_power_exponent on POWER_RULE's pairs (its prior if any row of them is held out)."""
+    pairs = [(a, b) for a, b in power_fit_rows(load_cases(AICONFIGURATOR_CSV)[0])
+             if a.id not in exclude and b.id not in exclude]
+    if not pairs:
+        return prior("tensor_power_exponent"), []
+    return (_ratio_exponent(pairs, "tensor_power_exponent", "tensor_power_exponent",
+                            sustained, tol), [r.id for pair in pairs for r in pair])
 
 
 def fit_fp4_power_exponent(sustained: float, general: float,
@@ -604,18 +611,8 @@ def fit_fp4_power_exponent(sustained: float, general: float,
              if a.id not in exclude and b.id not in exclude]
     if not pairs:
         return general, []
-    hw0 = _with_sustained(pairs[0][0].hardware, sustained)
-
-    def mean_log_error(x: float) -> float:
-        hw = dataclasses.replace(hw0, tensor_power_exponent_fp4=x)
-        total = 0.0
-        for a, b in pairs:
-            ratio = (estimate(a.op.demand(hw), hw, "pipes").time_s
-                     / estimate(b.op.demand(hw), hw, "pipes").time_s)
-            total += math.log(ratio / (a.measured_time_s / b.measured_time_s))
-        return total / len(pairs)
-    return (_zero_of_rising(mean_log_error, *SPECS["tensor_power_exponent.fp4"][0], tol),
-            [r.id for pair in pairs for r in pair])
+    return (_ratio_exponent(pairs, "tensor_power_exponent_fp4", "tensor_power_exponent.fp4",
+                            sustained, tol), [r.id for pair in pairs for r in pair])
 
 
 def trtllm_fit_rows(key: str) -> list[dict]:
