@@ -91,3 +91,6 @@ def test_the_engine_attention_kernel_is_the_gqa_attentions_and_mla_keeps_its_def
     trt = StepCost.for_engine("llama3-8b", "H200", "trtllm", kv_dtype="fp8")
     assert trt.attention_kernel == "trtllm" and trt._decode_attn.kernel == "trtllm"
     assert StepCost.for_engine("llama3-8b", "H200", "vllm").attention_kernel is None
+    # TensorRT-LLM's family is modelled for wgmma/tcgen05 GPUs: an A100 keeps the default
+    a100 = StepCost.for_engine("llama3-8b", "A100-SXM", "trtllm")
+    assert a100.attention_kernel is None and a100._decode_attn.kernel is None

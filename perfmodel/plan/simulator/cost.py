@@ -119,9 +119,10 @@ class StepCost:
         self.fusion = fusion  # the engine's fused kernels (builder.FUSIONS)
         if fusion != "none":
             self._graph_kw["fusion"] = fusion
-        self.attention_kernel = attention_kernel  # the engine's GQA attention family
-        if attention_kernel is not None:
-            self._graph_kw["attention_kernel"] = attention_kernel
+        # the engine's GQA attention family where it runs on this GPU (uses_attention_kernel)
+        self.attention_kernel = self.uses_attention_kernel(self.hw, attention_kernel)
+        if self.attention_kernel is not None:
+            self._graph_kw["attention_kernel"] = self.attention_kernel
         self._op_kw = {k: v for k, v in self._graph_kw.items() if k != "pp"}
         # the share of a kernel's launch a CUDA graph removes: the host's; each replayed kernel
         # keeps the GPU's own graph_kernel_gap_s (the grid launched after the previous drains)
@@ -176,6 +177,17 @@ class StepCost:
         return cls(model, hw, tp, ep, pp, dtype, kv_dtype, level,
                    fp8_attention=eng.fp8_attention, fusion=eng.kernel_fusion,
                    attention_kernel=eng.attention_kernel, **kw)
+
+    @staticmethod
+    def uses_attention_kernel(hw: Hardware, kernel: str | None) -> str | None:
+        """The attention family an engine asks for (Engine.attention_kernel) where it is written
+        for this GPU's tensor cores, else None (the GPU's default family): TensorRT-LLM's own
+        kernels are modelled for wgmma and tcgen05 GPUs only (ops/attention/trtllm.py), so an
+        engine preset naming them still prices an A100 with the default family."""
+        from perfmodel.ops.attention.op import KERNEL_MMA
+        if kernel is None or hw.mma_instruction not in KERNEL_MMA[kernel]:
+            return None
+        return kernel
 
     @staticmethod
     def uses_fp8_attention(hw: Hardware, kv_dtype: str, fp8_attention: bool,

@@ -129,7 +129,8 @@ class Engine:
     attention_kernel         the GQA attention's kernel family (ops.attention KERNELS; None:
                              the GPU's default, FlashAttention-3/4's designs): TensorRT-LLM's
                              own kernels for trtllm (XQA in generation, fmha_v2 / trtllm-gen in
-                             context: ops/attention/trtllm.py); MLA keeps the default
+                             context: ops/attention/trtllm.py; Hopper and Blackwell only, the
+                             default family elsewhere); MLA keeps the default
     """
 
     name: str

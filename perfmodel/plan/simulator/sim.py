@@ -222,7 +222,7 @@ def simulate(model: ModelSpec | str, hw: Hardware | str, workload: Workload | No
           cost.level, cost.fp8_attention, cost.fusion, cost.attention_kernel) != (
             m.name, h.name, tp, ep, pp, dtype, kv_dtype, level,
             StepCost.uses_fp8_attention(h, kv_dtype, eng.fp8_attention, m.is_mla),
-            eng.kernel_fusion, eng.attention_kernel):
+            eng.kernel_fusion, StepCost.uses_attention_kernel(h, eng.attention_kernel)):
         raise InputError(f"{what}: the StepCost given is for {cost.model.name} on "
                          f"{cost.hw.name} tp={cost.tp} ep={cost.ep} pp={cost.pp} "
                          f"dtype={cost.dtype} kv_dtype={cost.kv_dtype} level={cost.level} "
