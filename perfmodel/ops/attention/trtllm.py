@@ -27,7 +27,9 @@ flashinfer/data/csrc/xqa and flashinfer/jit/attention/fmha_v2):
     Blackwell (FA4's class). Neither has a decode path: the context FMHA runs one CTA per
     (sequence, head, query tile) whatever the length. Before it the context path builds the
     sequence metadata (cumulative sequence lengths, padding offsets) in a kernel of its own,
-    TensorRT-LLM's buildDecoderInfo, which the context op launches on every call.
+    which the context op launches on every call (TensorRT-LLM's buildDecoderInfo, recalled:
+    FlashInfer's copies do not carry it; the measured 13-16 µs floor of a one-token context
+    call, AIConfigurator's context_attention_perf, holds a third kernel's launch).
 
 Generation on Blackwell (trtllm-gen's decode kernels) is priced with the FA4 design's decode path
 until its selection rules are built.
