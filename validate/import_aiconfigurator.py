@@ -43,6 +43,10 @@ MOE_OUT = OUT.with_name("aiconfigurator_moe.csv")
 ATTENTION_OUT = OUT.with_name("aiconfigurator_attention.csv")
 MLA_ATTENTION_OUT = OUT.with_name("aiconfigurator_mla_attention.csv")
 ALLREDUCE_OUT = OUT.with_name("aiconfigurator_allreduce.csv")
+MOE_A2A_OUT = OUT.with_name("aiconfigurator_moe_a2a.csv")
+# DeepEP's dispatch/combine as TensorRT-LLM runs them (moe_a2a_perf): DeepSeek-V3's MoE shape
+# (hidden 7168, top-8 of 256), at these tokens per rank
+MOE_A2A_TOKENS = (1, 16, 128, 256, 1024, 8192, 65536)
 # the fused-MoE rows kept: DeepSeek-V3's routed experts (7168 hidden, 2048 per expert, top-8 of
 # 256), balanced routing, experts split over EP 8/16/32 GPUs (no TP), CUTLASS kernels
 MOE_EP, MOE_TOKENS = (8, 16, 32), (1, 16, 64, 256, 1024, 4096, 16384)
@@ -103,6 +107,43 @@ def main(root: str) -> None:
     _write(ATTENTION_OUT, attention_rows(base))
     _write(MLA_ATTENTION_OUT, mla_attention_rows(base))
     _write(ALLREDUCE_OUT, allreduce_rows(base))
+    _write(MOE_A2A_OUT, moe_a2a_rows(base))
+
+
+def moe_a2a_rows(base: Path) -> list[dict]:
+    """TensorRT-LLM's DeepEP dispatch and combine (moe_a2a_perf, 1.3.0rc11: the high-throughput
+    `trtllm_deepep_ht` and low-latency `trtllm_deepep_ll` kernels over one node's EP group, 8
+    GPUs, 4 on GB200/GB300) for DeepSeek-V3's shape at MOE_A2A_TOKENS tokens per rank, every
+    wire dtype the table has. Unlike the op tables this one gives microseconds (its `latency`
+    equals `transmit_us` + `notify_us`)."""
+    import pandas as pd
+    rows = []
+    for folder, gpu in {**GPUS, "gb300": "GB300"}.items():
+        tables = sorted(glob.glob(str(base / folder / "comm" / "trtllm" / "*"
+                                      / "moe_a2a_perf.parquet")))
+        if not tables:
+            continue
+        path = Path(tables[-1])
+        version = path.parent.name
+        d = pd.read_parquet(path)
+        d = d[(d.hidden_size == 7168) & (d.topk == 8) & (d.num_experts == 256)
+              & d.num_tokens.isin(MOE_A2A_TOKENS)]
+        for n, r in enumerate(d.sort_values(["comm_backend", "phase", "comm_dtype",
+                                             "num_tokens"]).itertuples(), start=1):
+            kernel = {"trtllm_deepep_ht": "deepep_normal", "trtllm_deepep_ll": "deepep_ll"}[
+                r.comm_backend]
+            rows.append(_row(
+                f"AICA2A-{gpu}-{n:03d}", gpu,
+                f"{folder}/comm/trtllm/{version}/moe_a2a_perf.parquet",
+                f"TensorRT-LLM {version} DeepEP {r.phase} ({r.comm_backend})",
+                f"trtllm_moe_{r.phase}", str(r.comm_dtype),
+                {"tokens": int(r.num_tokens), "hidden": int(r.hidden_size),
+                 "top_k": int(r.topk), "experts": int(r.num_experts), "ep": int(r.ep_size),
+                 "kernel": kernel}, r.latency / 1e3,  # the table's latency is in us
+                f"AIConfigurator measured latency of TensorRT-LLM's DeepEP {r.phase} "
+                f"({r.comm_backend}, {r.comm_dtype} on the wire) of {int(r.num_tokens)} tokens "
+                f"per rank over {int(r.ep_size)} GPUs on {r.device}"))
+    return rows
 
 
 def allreduce_rows(base: Path) -> list[dict]:

@@ -1,13 +1,19 @@
 """Measured serving-engine collectives against the model: TensorRT-LLM's all-reduce as
 NVIDIA AIConfigurator measured it (validate/data/aiconfigurator_allreduce.csv: BF16, 2/4/8 GPUs
-of one NVLink domain on H100, H200, B200, B300 and GB200; validate/data/SOURCES.md).
+of one NVLink domain on H100, H200, B200, B300 and GB200) and its DeepEP MoE dispatch and combine
+(validate/data/aiconfigurator_moe_a2a.csv: the high-throughput and low-latency kernels, 8 GPUs,
+4 on GB200/GB300); validate/data/SOURCES.md.
 
     python -m perfmodel.validation.collectives    # error per GPU, group size and message size
 
 A row is the builder's tensor-parallel all-reduce (`allreduce`, algorithm `auto`: NCCL's
 algorithms and the one-shot custom kernel, the fastest kept) of the row's bytes over its GPUs,
 priced both as a decode step replays it from a CUDA graph (its host launch replaced by the GPU's
-graph_kernel_gap_s) and eagerly as a prefill step launches it. Nothing is fitted on these rows.
+graph_kernel_gap_s) and eagerly as a prefill step launches it. A DeepEP row is the builder's
+MoE dispatch or combine (`alltoall` of top_k copies of each token, here in the row's wire
+dtype) priced eagerly: the model has no DeepEP kernel yet (its SM-limited copies, DeepEP's
+`Buffer.num_sms` = 20 in deep_ep 1.0.0's buffer.py, and the normal kernels' host sync), which
+is what this table measures the gap of. Nothing is fitted on these rows.
 """
 from __future__ import annotations
 
@@ -23,6 +29,9 @@ from perfmodel.validation.measurements import DATA_DIR
 from perfmodel.validation.modules import captured_s
 
 ALLREDUCE_CSV = DATA_DIR / "aiconfigurator_allreduce.csv"
+MOE_A2A_CSV = DATA_DIR / "aiconfigurator_moe_a2a.csv"
+# wire bytes per element of a dispatch/combine dtype (NVFP4: 4 bits + one E4M3 scale per 16)
+WIRE_BYTES = {"bfloat16": 2.0, "fp8": 1.0, "nvfp4": 0.5625, "fp4": 0.5625}
 # message-size bands of the report: decode-sized (tokens x hidden of a decode batch), medium,
 # prefill-sized
 SIZE_BANDS = ((0, 64 << 10, "<= 64 KiB"), (64 << 10, 8 << 20, "64 KiB - 8 MiB"),
@@ -69,12 +78,50 @@ def report(rows: list[dict]) -> str:
                          "eager MAPE", "bias"], lines)
 
 
+def load_a2a_rows(path=MOE_A2A_CSV) -> list[dict]:
+    """The DeepEP rows: id, hardware, kernel, phase, wire dtype, tokens, shape, seconds."""
+    out = []
+    for r in csv.DictReader(io.StringIO(yamlio.read_text(path))):
+        s = json.loads(r["shape_json"])
+        out.append({"id": r["id"], "hardware": r["hardware"], "dtype": r["dtype"],
+                    "phase": r["op"].rsplit("_", 1)[1], "measured_s": float(r["value"]) * 1e-3,
+                    **s})
+    return out
+
+
+def a2a_predicted_s(row: dict, hw: Hardware | None = None) -> float:
+    """The row's dispatch or combine as the model's all-to-all of top_k wire copies per token."""
+    hw = hw or hardware(row["hardware"])
+    nbytes = row["tokens"] * row["top_k"] * row["hidden"] * WIRE_BYTES[row["dtype"]]
+    return predict_op(ops.Alltoall(bytes=float(nbytes), gpus=row["ep"]), hw).time_s
+
+
+def a2a_report(rows: list[dict]) -> str:
+    groups: dict[tuple, list[float]] = {}
+    for r in rows:
+        small = "<= 256 tokens" if r["tokens"] <= 256 else "> 256 tokens"
+        err = a2a_predicted_s(r) / r["measured_s"] - 1
+        groups.setdefault((r["hardware"], r["kernel"], r["phase"], small), []).append(err)
+    lines = [(*k, len(e), f"{100 * sum(map(abs, e)) / len(e):.1f}%",
+              f"{100 * sum(e) / len(e):+.1f}%") for k, e in sorted(groups.items())]
+    errs = [x for e in groups.values() for x in e]
+    lines.append(("all", "", "", "", len(errs), f"{100 * sum(map(abs, errs)) / len(errs):.1f}%",
+                  f"{100 * sum(errs) / len(errs):+.1f}%"))
+    return format_table(["hardware", "kernel", "phase", "tokens/rank", "n", "MAPE", "bias"],
+                        lines)
+
+
 def main() -> None:
     rows = load_rows()
     print("TensorRT-LLM's all-reduce (AIConfigurator) against the builder's tensor-parallel "
           "all-reduce, replayed from a CUDA graph and launched eagerly\n")
     print(report(rows))
     print(f"\n({len(rows)} rows, all judged)")
+    a2a = load_a2a_rows()
+    print("\nTensorRT-LLM's DeepEP dispatch and combine (AIConfigurator) against the model's "
+          "all-to-all of top_k wire copies per token (eager; no DeepEP kernel is modelled)\n")
+    print(a2a_report(a2a))
+    print(f"\n({len(a2a)} rows, all judged)")
 
 
 if __name__ == "__main__":

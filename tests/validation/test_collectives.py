@@ -43,3 +43,18 @@ def test_a_captured_all_reduce_drops_its_host_launch(rows):
     eager, captured = (collectives.predicted_s(r, hw, captured=c) for c in (False, True))
     assert eager - captured == pytest.approx(hw.kernel_launch_s - hw.graph_kernel_gap_s,
                                              rel=1e-9)
+
+
+def test_the_deepep_rows_are_in_time_units_and_show_the_missing_kernel():
+    """The moe_a2a table gives microseconds (converted to ms in the CSV): a 16-token DeepEP
+    dispatch takes tens of microseconds, never milliseconds; and the model's plain all-to-all
+    (no DeepEP kernel: its 20-SM copies and host sync) is faster than all but a few of them
+    (large Hopper dispatches, where the NVLink rate binds both)."""
+    rows = collectives.load_a2a_rows()
+    assert len(rows) == 272
+    assert {r["kernel"] for r in rows} == {"deepep_normal", "deepep_ll"}
+    for r in rows:
+        if r["tokens"] == 16:
+            assert 10e-6 < r["measured_s"] < 500e-6, r["id"]
+    slower = [r for r in rows if collectives.a2a_predicted_s(r) > r["measured_s"]]
+    assert len(slower) < 0.1 * len(rows)
