@@ -46,10 +46,10 @@ Read from the released packages (pip download --no-deps; file and line of the re
   for its whole prompt + max output, so nothing is preempted); CUDA graphs of generation-only
   batches (assumed here up to 128).
 
-FP8 attention on an FP8 KV cache (`fp8_attention`): vLLM V1's FlashAttention backend quantizes
-the query to the cache's FP8 type and passes q/k/v descales to FlashAttention-3's FP8 kernel
-(v1/attention/backends/flash_attn.py, `kv_cache_dtype.startswith("fp8")`; recalled, not re-read
-here); TensorRT-LLM's generation kernels (XQA, trtllm-gen) read the FP8 cache at the bandwidth of
+FP8 attention on an FP8 KV cache (`fp8_attention`): vLLM V1's FlashAttention backend views the
+cache as FP8, quantizes the query with `ops.scaled_fp8_quant(query, layer._q_scale)` and passes
+q/k/v descales to FlashAttention-3's FP8 kernel (vLLM 0.10.1 sdist,
+vllm/v1/attention/backends/flash_attn.py:511-521 and 550); TensorRT-LLM's generation kernels (XQA, trtllm-gen) read the FP8 cache at the bandwidth of
 its bytes with no conversion cost visible: AIConfigurator's measured generation attention
 (validate/data/aiconfigurator_attention.csv) runs an FP8 cache at the same achieved bytes/s as
 a BF16 one on H100, H200 and B200 (`python -m perfmodel.validation.modules`). SGLang's FlashInfer
