@@ -59,8 +59,9 @@ RECOMPUTE = ("none", "selective", "op", "full")
 # Kernels a serving engine fuses in each layer (Workload.fusion):
 #   none      every op its own kernel (training graphs; a what-if);
 #   add_norm  the residual add and the next RMSNorm in one kernel: vLLM's fused_add_rms_norm
-#             (model_executor/layers/layernorm.py RMSNorm.forward with a residual, every
-#             decoder layer's input and post-attention norm and the final norm), SGLang's
+#             (vLLM 0.10.1 model_executor/layers/layernorm.py:33-37, RMSNorm called with a
+#             residual; models/llama.py:294-303: layer 0's input norm alone, every later input
+#             norm and each post-attention norm fused with the residual add), SGLang's
 #             sgl-kernel fused_add_rmsnorm;
 #   trtllm    add_norm, and the inputs of the attention output projection and the down
 #             projection produced already quantized by the kernel before (the attention and
