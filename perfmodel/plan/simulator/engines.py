@@ -52,8 +52,10 @@ q/k/v descales to FlashAttention-3's FP8 kernel (vLLM 0.10.1 sdist,
 vllm/v1/attention/backends/flash_attn.py:511-521 and 550); TensorRT-LLM's generation kernels (XQA, trtllm-gen) read the FP8 cache at the bandwidth of
 its bytes with no conversion cost visible: AIConfigurator's measured generation attention
 (validate/data/aiconfigurator_attention.csv) runs an FP8 cache at the same achieved bytes/s as
-a BF16 one on H100, H200 and B200 (`python -m perfmodel.validation.modules`). SGLang's FlashInfer
-decode converts FP8 K/V tiles to BF16 in shared memory (off). vLLM V0's backends: off.
+a BF16 one on H100, H200 and B200 (`python -m perfmodel.validation.modules`). SGLang 0.4.9 picks
+FlashAttention-3 on Hopper for MHA models (model_executor/model_runner.py:369-376) and casts the
+query to the FP8 cache's type (layers/attention/flashattention_backend.py:668-675): on. vLLM
+V0's backends: off.
 
 Per-step framework overhead (`step_overhead_s`: scheduling, input preparation, sampling,
 detokenization on the CPU, serial with the GPU unless the engine overlaps it): none of these
@@ -252,7 +254,8 @@ def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> En
                       gpu_memory_utilization=round((mem - reserved) / mem, 3),
                       activations_in_reserve=True, reserve_output_fraction=1.0,
                       cuda_graph_sizes=graphs, cuda_graph_mode="full_decode",
-                      step_overhead_s=SGLANG_STEP_OVERHEAD_S, kernel_fusion="add_norm")
+                      step_overhead_s=SGLANG_STEP_OVERHEAD_S, kernel_fusion="add_norm",
+                      fp8_attention=True)
     if name == "trtllm":
         return Engine(name, max_batch=2048, max_tokens_per_step=8192, chunked_prefill=False,
                       mixed_batching=True, block_tokens=32, gpu_memory_utilization=0.9,
