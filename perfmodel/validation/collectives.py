@@ -26,7 +26,7 @@ from perfmodel.hardware import Hardware, hardware
 from perfmodel.predict import predict_op
 from perfmodel.report.tables import format_table
 from perfmodel.validation.measurements import DATA_DIR
-from perfmodel.validation.modules import captured_s
+from perfmodel.validation.modules import captured_s, error_table
 
 ALLREDUCE_CSV = DATA_DIR / "aiconfigurator_allreduce.csv"
 MOE_A2A_CSV = DATA_DIR / "aiconfigurator_moe_a2a.csv"
@@ -102,13 +102,7 @@ def a2a_report(rows: list[dict]) -> str:
         small = "<= 256 tokens" if r["tokens"] <= 256 else "> 256 tokens"
         err = a2a_predicted_s(r) / r["measured_s"] - 1
         groups.setdefault((r["hardware"], r["kernel"], r["phase"], small), []).append(err)
-    lines = [(*k, len(e), f"{100 * sum(map(abs, e)) / len(e):.1f}%",
-              f"{100 * sum(e) / len(e):+.1f}%") for k, e in sorted(groups.items())]
-    errs = [x for e in groups.values() for x in e]
-    lines.append(("all", "", "", "", len(errs), f"{100 * sum(map(abs, errs)) / len(errs):.1f}%",
-                  f"{100 * sum(errs) / len(errs):+.1f}%"))
-    return format_table(["hardware", "kernel", "phase", "tokens/rank", "n", "MAPE", "bias"],
-                        lines)
+    return error_table(groups, ["hardware", "kernel", "phase", "tokens/rank"])
 
 
 def main() -> None:

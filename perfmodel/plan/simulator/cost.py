@@ -352,14 +352,21 @@ class StepCost:
                 first_launch = max(first_launch, cl)
             t += layers * (busy + first_launch)
             launch_attn += layers * first_launch
+        return self._finish(t, launch_body, launch_attn, graphs, max(tokens, pad_tokens), draft)
+
+    def _finish(self, t: float, launch_body: float, launch_attn: float, graphs: str,
+                padded_tokens: int, draft: float = 0.0) -> tuple[float, float]:
+        """A step's (latency, stage time) from its kernels' time `t`: less the host launches
+        its CUDA graphs remove, plus the draft passes, plus the pipeline sends."""
         if graphs == "all":
             t -= (launch_body + launch_attn) * self._graph_removes
         elif graphs == "body":
             t -= launch_body * self._graph_removes
-        t += draft
+        if draft:
+            t += draft
         if self.pp == 1:
             return t, t
-        p2p = self.sends(max(tokens, pad_tokens))[0]
+        p2p = self.sends(padded_tokens)[0]
         return t + (self.pp - 1) * p2p, t / self.pp + p2p
 
     def _decode_step_times(self, decode: int, decode_context_sum: float, graphs: str,
@@ -384,14 +391,7 @@ class StepCost:
         layers = self.attention_layers
         at, al = self.decode_attention(decode, max(1.0, decode_context_sum / decode))
         t, launch_attn = t + layers * at, layers * al
-        if graphs == "all":
-            t -= (launch_body + launch_attn) * self._graph_removes
-        elif graphs == "body":
-            t -= launch_body * self._graph_removes
-        if self.pp == 1:
-            return t, t
-        p2p = self.sends(max(decode, pad_tokens))[0]
-        return t + (self.pp - 1) * p2p, t / self.pp + p2p
+        return self._finish(t, launch_body, launch_attn, graphs, max(decode, pad_tokens))
 
     def _verify_table(self, queries: int) -> Table2:
         """Decode attention of `queries` causal queries per sequence (bilinear nodes like

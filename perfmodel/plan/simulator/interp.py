@@ -147,19 +147,12 @@ class Table2:
             v = self.nodes[(x, y)] = self.fn(x, y)
         return v
 
-    def _along_y(self, x: int, y0: int, y1: int, wy: float) -> tuple[float, float]:
-        a = self.at_node(x, y0)
-        if not wy:
-            return a
-        b = self.at_node(x, y1)
-        return a[0] + wy * (b[0] - a[0]), a[1] + wy * (b[1] - a[1])
-
     def __call__(self, x: float, y: float) -> tuple[float, float]:
         if self.exact:
             return self.at_node(max(self.ax.lo, round(x)), max(self.ay.lo, round(y)))
         x0, x1, wx = self.ax.bracket(x)
         y0, y1, wy = self.ay.bracket(y)
-        nodes = self.nodes  # _along_y inlined: the same nodes in the same order, same floats
+        nodes = self.nodes  # the lookups inlined (a hot path): node dict reads, then fill
         a = nodes.get((x0, y0))
         if a is None:
             a = self.at_node(x0, y0)
