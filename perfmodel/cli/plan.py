@@ -179,6 +179,8 @@ def run_serve(args) -> int:
     else:
         rows = search_serving(m, h, args.gpus, wl, sweep=args.sweep, **common)
     top, front = best(rows), pareto(rows)
+    for note in dict.fromkeys(n for r in rows for n in r.get("notes") or ()):
+        print(f"perfmodel: warning: {note}", file=sys.stderr)
     search = {"model": m.name, "hardware": h.name, "gpus": args.gpus, "engine": args.engine,
               "dtype": args.dtype, "kv_dtype": args.kv_dtype or "bf16",
               "workload": wl.to_dict(), "tpot_slo_s": slo["tpot_slo"],

@@ -486,7 +486,8 @@ def _fill(row: dict[str, Any], r, scale: float, lay: Layout, concurrency: int | 
         "ttft_p50_s": s["ttft_s"]["p50"], "ttft_p99_s": s["ttft_s"]["p99"],
         "tpot_mean_s": tpot, "tpot_p50_s": s["tpot_s"]["p50"], "tpot_p99_s": s["tpot_s"]["p99"],
         "e2e_p50_s": s["e2e_s"]["p50"], "e2e_p99_s": s["e2e_s"]["p99"],
-        "preemptions": r.preemptions, "requests": len(r.isl), "concurrency": concurrency})
+        "preemptions": r.preemptions, "requests": len(r.isl), "concurrency": concurrency,
+        "notes": list(r.extra.get("notes", ()))})
     row["meets_slo"] = _meets(row, job.tpot_slo_s, job.ttft_slo_s)
     for k, v in list(row.items()):
         if isinstance(v, float) and not math.isfinite(v):

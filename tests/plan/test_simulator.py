@@ -339,6 +339,18 @@ def test_engine_settings_are_checked():
         Engine("x", block_tokens=0).check()
 
 
+def test_a_preset_budget_below_the_longest_prompt_is_raised_with_a_note():
+    """TensorRT-LLM's preset (no chunked prefill, max_num_tokens 8192) meets a 9000-token
+    prompt: the budget becomes the prompt, the result says so, and the prompt's prefill step
+    holds all of it (one step of 9000 tokens, so TTFT at least that prefill)."""
+    r = sim(Workload(requests=3, isl=9000, osl=4), "trtllm")
+    assert r.extra["max_tokens_per_step"] == 9000
+    assert any("raised" in n and "9000" in n for n in r.extra["notes"])
+    assert r.ttft_s.min() >= cost(fusion="trtllm").prefill_time_s(9000) * 0.99
+    short = sim(Workload(requests=3, isl=512, osl=4), "trtllm")
+    assert "notes" not in short.extra and short.extra["max_tokens_per_step"] == 8192
+
+
 def test_step_costs_of_one_stage_share_their_nodes_and_price_alike():
     """StepCosts differing only in pp share filled nodes (a search visits several pipeline
     depths of one tp); a shared node gives what a fresh evaluation gives, and pp adds only the

@@ -189,6 +189,18 @@ def simulate(model: ModelSpec | str, hw: Hardware | str, workload: Workload | No
     eng.check()
     isl, osl, arrivals = workload.draw()
     longest = int((isl + osl).max())
+    notes = []
+    if (isinstance(engine, str) and "max_tokens_per_step" not in engine_settings
+            and not eng.chunked_prefill and eng.max_tokens_per_step is not None
+            and int(isl.max()) > eng.max_tokens_per_step):
+        # a preset's step budget below the longest prompt, without chunked prefill: the engine
+        # would reject the prompt, so a deployment for these lengths is configured with a
+        # budget that holds it (TensorRT-LLM's max_num_tokens, sized by trtllm-bench from the
+        # dataset); an explicit max_tokens_per_step stays an error below
+        notes.append(f"max_tokens_per_step raised from the {eng.name} default "
+                     f"{eng.max_tokens_per_step} to the longest prompt, {int(isl.max())} "
+                     f"tokens (no chunked prefill: a prompt runs in one step)")
+        eng = eng.replace(max_tokens_per_step=int(isl.max()))
     budget_tokens = eng.max_tokens_per_step or max(longest, V0_MIN_BATCHED_TOKENS)
     what = f"{m.name} on {h.name} tp={tp} ep={ep} pp={pp} dtype={dtype}"
     in_reserve = eng.activations_in_reserve
@@ -231,8 +243,11 @@ def simulate(model: ModelSpec | str, hw: Hardware | str, workload: Workload | No
                          f"kv_dtype={kv_dtype} fp8_attention={eng.fp8_attention} "
                          f"fusion={eng.kernel_fusion} attention_kernel={eng.attention_kernel} "
                          f"(StepCost.for_engine builds the one it needs)")
-    return Simulation(cost, eng, kv, isl, osl, arrivals, workload, lanes_n, lane_blocks,
-                      lane_batch, budget_tokens).run(m, h, tp, ep, pp, dtype, kv_dtype)
+    result = Simulation(cost, eng, kv, isl, osl, arrivals, workload, lanes_n, lane_blocks,
+                        lane_batch, budget_tokens).run(m, h, tp, ep, pp, dtype, kv_dtype)
+    if notes:
+        result.extra["notes"] = notes
+    return result
 
 
 class Simulation:
