@@ -1,0 +1,37 @@
+"""The serving simulator against AIConfigurator's TensorRT-LLM estimate
+(perfmodel.validation.peer): the file is the generator's, and the two models agree where the
+deployment is plain (decode-heavy lengths, one GPU or TP within a node)."""
+import math
+
+import pytest
+
+from perfmodel.validation import peer
+
+
+def test_the_peer_file_covers_the_grid_its_generator_names():
+    rows = peer.load_rows()
+    assert len(rows) == 128
+    assert {r.hardware for r in rows} == {"H100-SXM", "H200-SXM", "B200"}
+    assert {r.model for r in rows} == {"llama3-8b", "llama3-70b", "llama3-405b"}
+    assert {r.gemm_dtype for r in rows if r.hardware == "B200"} == {"nvfp4"}
+    assert all(r.peer_tokens_per_s_per_gpu > 0 and 1 <= r.peer_batch <= 1024 for r in rows)
+    # throughput falls as the prompt grows at a fixed output (same deployment)
+    by = {(r.model, r.hardware, r.tp, r.isl, r.osl): r.peer_tokens_per_s_per_gpu for r in rows}
+    assert by[("llama3-70b", "H200-SXM", 1, 128, 128)] > by[("llama3-70b", "H200-SXM", 1,
+                                                             2048, 128)]
+
+
+@pytest.mark.parametrize("key", [("llama3-8b", "H200-SXM", 1, 1000, 1000),
+                                 ("llama3-70b", "H100-SXM", 2, 500, 2000),
+                                 ("llama3-70b", "B200", 2, 128, 2048)])
+def test_the_simulator_agrees_with_the_peer_within_15_percent_on_plain_deployments(key):
+    row = next(r for r in peer.load_rows() if (r.model, r.hardware, r.tp, r.isl, r.osl) == key)
+    ours = peer.predicted_tokens_per_s_per_gpu(row)
+    assert math.isfinite(ours)
+    assert abs(ours / row.peer_tokens_per_s_per_gpu - 1) < 0.15
+
+
+def test_report_groups_and_signs():
+    rows = peer.load_rows()[:2]
+    text = peer.report([(rows[0], 0.1), (rows[1], -0.1)], rows=True)
+    assert "by GPU" in text and "+10.0%" in text and "-10.0%" in text
