@@ -27,15 +27,9 @@ FLOOR_BOUNDS = ("latency", "launch")
 DEFAULT_BYTES_IN_FLIGHT_PER_THREAD = 64.0
 
 
-# A serial chain of the tensor pipe in SM cycles, one cycle per cycle (ops/gemm.py
-# BLOCKSCALED_KBLOCK_CYCLES): SM-clocked like the pipes, but no MMA work (no power, no roofline).
-CHAIN_RESOURCE = "mma_chain"
-
-
 def is_sm_resource(resource: str) -> bool:
     """Resources that live inside each SM (rated per SM per clock)."""
-    return (resource.startswith("tensor:") or resource in SM_PIPES
-            or resource in ("issue", "smem", CHAIN_RESOURCE))
+    return resource.startswith("tensor:") or resource in SM_PIPES or resource in ("issue", "smem")
 
 
 def is_valid_resource(resource: str) -> bool:

@@ -36,8 +36,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from perfmodel.demand import CHAIN_RESOURCE, Choice, Demand, KernelCandidates, LaunchShape, \
-    Overlap, is_sm_resource
+from perfmodel.demand import Choice, Demand, KernelCandidates, LaunchShape, Overlap, \
+    is_sm_resource
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware
 
@@ -121,8 +121,6 @@ def sm_rate_per_clk(resource: str, hw: Hardware) -> float:
         return hw.issue_per_sm_per_clk
     if resource == "smem":
         return hw.smem_bytes_per_clk
-    if resource == CHAIN_RESOURCE:
-        return 1.0  # SM cycles
     return hw.pipes_per_sm_per_clk[resource]
 
 
@@ -144,7 +142,7 @@ def sm_rate_per_s(resource: str, hw: Hardware, sustained: bool,
 def _sm_rates_per_clk(hw: Hardware) -> dict[str, float]:
     """Per-SM per-clock rates of every SM resource the spec defines (cached per spec)."""
     names = [f"tensor:{d}" for d in hw.tensor_flop_per_sm_per_clk]
-    names += [*hw.pipes_per_sm_per_clk, "issue", "smem", CHAIN_RESOURCE]
+    names += [*hw.pipes_per_sm_per_clk, "issue", "smem"]
     return {r: sm_rate_per_clk(r, hw) for r in names}
 
 

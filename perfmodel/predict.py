@@ -14,7 +14,7 @@ from typing import Iterable
 from perfmodel import intervals
 from perfmodel.engine import LEVELS, ROOFLINE_PIPES, Estimate, occupancy, sm_rate_per_clk, \
     sm_rate_per_s, tensor_power_ratio
-from perfmodel.demand import CHAIN_RESOURCE, LaunchShape
+from perfmodel.demand import LaunchShape
 from perfmodel.errors import InputError
 from perfmodel.graph import OpGraph
 from perfmodel.hardware import Hardware, hardware
@@ -40,7 +40,7 @@ def predict_op(op: Op, hw: Hardware | str, level: str = "pipes") -> Estimate:
     if type(hw) is not Hardware:
         hw = hardware(hw)
     if type(op) is Gemm:
-        key = (op.cache_key(), hw, level, op.cache_state())
+        key = (op.cache_key(), hw, level)
         hit = _GEMM_MEMO.get(key)
         if hit is None:
             hit = gemm_estimate(op, hw, level)
@@ -99,7 +99,7 @@ def _gemm_rates(hw: Hardware) -> tuple[dict, dict, float]:
     (engine.roofline's) and the L2 bandwidth at the sustained clock."""
     per_clk = {r: sm_rate_per_clk(r, hw) for r in
                [f"tensor:{d}" for d in hw.tensor_flop_per_sm_per_clk]
-               + [*hw.pipes_per_sm_per_clk, "issue", "smem", CHAIN_RESOURCE]}
+               + [*hw.pipes_per_sm_per_clk, "issue", "smem"]}
     peak = {f"tensor:{d}": sm_rate_per_s(f"tensor:{d}", hw, sustained=False) * hw.sm_count
             for d in hw.tensor_flop_per_sm_per_clk}
     peak.update({p: sm_rate_per_s(p, hw, sustained=False) * hw.sm_count
@@ -148,7 +148,7 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
     threads, registers, smem_cta, in_flight = f["threads"], f["registers"], f["smem"], \
         f["in_flight"]
     best, best_t = -1, math.inf
-    for j, (i, split, valid, w_t, w_f, w_s, w_l2, w_h, ctas, kernels, w_c) in enumerate(cands):
+    for j, (i, split, valid, w_t, w_f, w_s, w_l2, w_h, ctas, kernels) in enumerate(cands):
         if not valid:
             continue  # np.where(valid, total, inf): never the fastest while any is valid
         cps = _ctas_per_sm(hw, threads[i], registers[i], smem_cta[i])[0]
@@ -158,13 +158,12 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
         t_s = busiest * (w_s / ctas) / r_smem
         t_l2 = w_l2 / l2_rate
         t_h = w_h / rate if rate else math.inf
-        t_c = busiest * (w_c / ctas) / sustained  # the mma_chain, one per cycle (0 if none)
         if tensor:
             # stretched to its power-limited time first, as engine.power_limited
             t_t = busiest * (w_t / ctas) / r_tensor * power_ratio
-            busy = max(t_t, t_f, t_s, t_l2, t_h, t_c)
+            busy = max(t_t, t_f, t_s, t_l2, t_h)
         else:
-            t_t, busy = 0.0, max(t_f, t_s, t_l2, t_h, t_c)
+            t_t, busy = 0.0, max(t_f, t_s, t_l2, t_h)
         if hi <= lo:
             clock = lo
         elif not any_tensor:
@@ -172,7 +171,7 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
         else:
             clock = hi - (min(max(t_t / busy, 0.0), 1.0) if busy > 0 else 0.0) * (hi - lo)
         scale = sustained / clock
-        top = max(t_f * scale, t_s * scale, t_l2 * scale, t_h, t_c * scale)
+        top = max(t_f * scale, t_s * scale, t_l2 * scale, t_h)
         if tensor:
             top = max(top, t_t * scale)
         total = top + (hbm_lat if w_h > 0 else 0.0) + launch_s * kernels
@@ -180,11 +179,9 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
             best, best_t = j, total
     if best < 0:
         return None  # nothing fits: the engine's error
-    i, split, _, w_t, w_f, w_s, w_l2, w_h, ctas, kernels, w_c = cands[best]
+    i, split, _, w_t, w_f, w_s, w_l2, w_h, ctas, kernels = cands[best]
     work = {compute: w_t} if tensor else {}
     work.update(fma=w_f, smem=w_s, l2=w_l2, hbm=w_h)
-    if w_c > 0:
-        work[CHAIN_RESOURCE] = w_c
     a_bytes, b_bytes, c_bytes = op.unique_bytes()
     hbm_bytes = a_bytes + b_bytes + c_bytes
     flop, repeat = op.flop, op.count

@@ -46,8 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfmodel import fitted
-from perfmodel.demand import CHAIN_RESOURCE, Demand, KernelCandidates, LaunchShape, Overlap
+from perfmodel.demand import Demand, KernelCandidates, LaunchShape, Overlap
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware
 from perfmodel.units import DTYPE_BYTES, TENSOR_DTYPES, bytes_per_element, tensor_dtype
@@ -115,38 +114,26 @@ FP4_CUTLASS_TILES = (Tile(128, 256, 256, 128, 2, cta_pair=True), Tile(128, 256, 
                      Tile(128, 64, 256, 128, 2, cta_pair=True), Tile(128, 64, 256, 128, 1))
 
 
-# The block-scaled mainloop's k-block chain (CUTLASS sm100_blockscaled_mma_warpspecialized.hpp,
-# the collective of FP4_CUTLASS_TILES' kernels and of the grouped MoE GEMMs): the scale factors
-# of a k-block are copied from shared to tensor memory (tcgen05.cp, `copy(tiled_copy_s2t_SFA,
-# ...)`, :1064-1066) into ONE tensor-memory buffer (tCtSFA is shaped by SmemLayoutAtomSFA, with
-# no pipeline-stage mode: :663, :679-680), and the k-block's MMAs read them (:1070-1078). The next
-# k-block's copy overwrites what the current MMAs read and its MMAs wait for the copy, so
-# consecutive k-blocks do not overlap on the tensor pipe: each CTA's k-block costs at least the
-# latency of that copy and MMA chain, whatever the tile's MMA throughput. A narrow decode tile
-# (M padded to 128, N 64-128) is bound by it; a 128x256 tile's MMAs take longer than the chain.
-# It is its own SM resource (`mma_chain`, SM cycles, demand.CHAIN_RESOURCE): a stalled tensor
-# pipe draws no MMA power, so unlike MMA work it does not pull the clock down. Its length in SM
-# cycles is fitted (perfmodel/fitted.yaml `gemm.blockscaled_kblock_cycles`).
-BLOCKSCALED_KBLOCK_CYCLES = fitted.value("gemm.blockscaled_kblock_cycles")
+# The block-scaled FP4 MMA's N granule on the tensor pipe. TensorRT-LLM's measured NVFP4 linears
+# at decode sizes (validate/data/aiconfigurator_gemm.csv, m < 1024) take the same time at any N
+# that fits one wave and grow by one fixed step per 256-wide k-block: on B200 and GB200 that
+# step is a 128 x 256 x 256 tile's MMA at B200's power-limited FP4 rate, on B300 the same tile
+# at B300's 1.5x FP4 rate (the step is ~2x shorter there), so a CTA's narrow N tile (64, 128)
+# costs the tensor pipe what a 256-wide one does. The CUTLASS collective handles B's scale
+# factors in whole 128-column blocks (cutlass/gemm/collective/sm100_blockscaled_mma_warp
+# specialized.hpp: `CTA_N_SF = ceil_div(CTA_N, Blk_MN) * Blk_MN`, the SFB tile "used for
+# partitioning", loaded whole and offset into for N = 64 and 192, :137-142 and :972-988), so a
+# narrow tile does not shrink that path; the 256-wide granule itself is read from the
+# measurements (no fitted constant), not from a document.
+FP4_MMA_N = 256
 
 
-def set_blockscaled_kblock_cycles(cycles: float) -> float:
-    """Set BLOCKSCALED_KBLOCK_CYCLES (the fit varies it; fitted.yaml sets it at import) and drop
-    the memoized kernel candidates priced with the old value; returns the old value."""
-    global BLOCKSCALED_KBLOCK_CYCLES
-    old, BLOCKSCALED_KBLOCK_CYCLES = BLOCKSCALED_KBLOCK_CYCLES, float(cycles)
-    _candidates.cache_clear()
-    return old
-
-
-def blockscaled_chain_cycles(hw: Hardware, compute: str, tiles, k_blocks):
-    """SM cycles of the block-scaled k-block chain over a kernel's CTAs (`tiles` CTAs of
-    `k_blocks` k-blocks each; numpy arrays or Python numbers): the `mma_chain` resource's work,
-    which the engine divides over the CTAs and runs at one cycle per cycle on the busiest SM.
-    None for kernels without it (everything but the CUTLASS NVFP4 kernel)."""
+def fp4_mma_n(hw: Hardware, compute: str, tn):
+    """The N a CTA's MMAs occupy the tensor pipe for: FP4_MMA_N at least for the CUTLASS NVFP4
+    kernel (its block-scaled MMA), the tile's own N otherwise (numpy arrays or Python ints)."""
     if not fp4_cutlass(hw, compute):
-        return None
-    return tiles * k_blocks * BLOCKSCALED_KBLOCK_CYCLES
+        return tn
+    return np.maximum(tn, FP4_MMA_N) if isinstance(tn, np.ndarray) else max(tn, FP4_MMA_N)
 
 
 def fp4_cutlass(hw: Hardware, compute: str) -> bool:
@@ -331,11 +318,6 @@ class Gemm(Op):
                 self.k * self.n * b * self.batch + b_scales * self.batch,
                 self.m * self.n * c * self.batch)
 
-    def cache_state(self) -> tuple:
-        """The fitted constant the demand reads when called (the block-scaled k-block chain,
-        perfmodel.validation.fit varies it): the prediction caches key on it."""
-        return (BLOCKSCALED_KBLOCK_CYCLES,)
-
     def demand(self, hw: Hardware) -> KernelCandidates:
         compute = tensor_dtype(self.dtype)
         if compute != "fp32" and not hw.supports(compute):
@@ -415,7 +397,8 @@ class Gemm(Op):
         if promoted:
             valid &= tn <= FP8_BLOCK  # sm90 blockwise: one weight scale per 128-wide N tile
 
-        mma_flop = tiles * 2.0 * tm * tn * k_pad
+        # the MMAs' tensor-pipe work, narrow FP4 tiles at the block-scaled granule (FP4_MMA_N)
+        mma_flop = tiles * 2.0 * tm * fp4_mma_n(hw, compute, tn) * k_pad
         work: dict[str, np.ndarray] = {}
         if compute != "fp32":
             work[f"tensor:{compute}"] = mma_flop
@@ -434,9 +417,6 @@ class Gemm(Op):
         l2 = l2 + np.where(splitk, 2 * partial, 0.0)
         hbm = hbm + np.where(splitk & (2 * partial > hw.l2_capacity_bytes), 2 * partial, 0.0)
         work["l2"], work["hbm"] = l2, hbm
-        chain = blockscaled_chain_cycles(hw, compute, tiles, k_pad // kblock)
-        if chain is not None:  # the block-scaled k-block chain (BLOCKSCALED_KBLOCK_CYCLES)
-            work[CHAIN_RESOURCE] = chain * 1.0
         # the GEMM kernel's own output per tile: C, or a split's FP32 partial tile
         c_tile = np.where(splitk, partial / split, c_bytes) / (tiles / split)
         serial, round_trips = fixed_costs(hw, table, index, tiles, k_split, c_tile, a_b, b_b,
@@ -497,9 +477,8 @@ class Gemm(Op):
             valid = fits[i] and (split == 1 or k_split > kblock)
             if promoted:
                 valid = valid and tn <= FP8_BLOCK
-            w_tensor = tiles * 2.0 * tm * tn * k_pad if tensor else None
-            # the block-scaled k-block chain, as `_work` has it (0.0 where there is none)
-            w_chain = tiles * (k_pad // kblock) * BLOCKSCALED_KBLOCK_CYCLES * 1.0 if fp4 else 0.0
+            w_tensor = (tiles * 2.0 * tm * (max(tn, FP4_MMA_N) if fp4 else tn) * k_pad
+                        if tensor else None)  # `_work`'s FP4_MMA_N granule
             w_fma = tiles * tm * tn * 1.0
             if simt:
                 w_fma = w_fma + tiles * tm * tn * k_pad * 1.0
@@ -518,12 +497,11 @@ class Gemm(Op):
                 partial = split * m * n * 4.0 * batch
                 l2 = l2 + 2 * partial
                 hbm = hbm + (2 * partial if 2 * partial > l2_capacity else 0.0)
-                out.append((i, split, valid, w_tensor, w_fma, w_smem, l2, hbm, tiles, 2,
-                            w_chain))
+                out.append((i, split, valid, w_tensor, w_fma, w_smem, l2, hbm, tiles, 2))
             else:
                 # the numpy path adds np.where(splitk, ..., 0.0): x + 0.0 is x
                 out.append((i, split, valid, w_tensor, w_fma, w_smem, l2 + 0.0, hbm + 0.0,
-                            tiles, 1, w_chain))
+                            tiles, 1))
         return f, out
 
     def scalar_demand_details(self, hw: Hardware, f: dict, cand: tuple) -> dict:

@@ -33,14 +33,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfmodel.demand import CHAIN_RESOURCE, Demand, KernelCandidates, Overlap
+from perfmodel.demand import Demand, KernelCandidates, Overlap
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware
 from perfmodel.ops.base import Op, Param, positive
-from perfmodel.ops import gemm
 from perfmodel.ops.gemm import (FP8_BLOCK, MMA_DTYPES, candidate_launch, ceil_div,
-                                blockscaled_chain_cycles, default_persistent, fixed_costs,
-                                hbm_operand_bytes, tile_table)
+                                default_persistent, fixed_costs, fp4_mma_n, hbm_operand_bytes,
+                                tile_table)
 from perfmodel.units import DTYPE_BYTES, bytes_per_element, tensor_dtype
 
 GROUPED_DTYPES = tuple(d for d in MMA_DTYPES if d != "fp32")  # tensor-core kernels only
@@ -238,11 +237,6 @@ class GroupedGemm(Op):
         return default_persistent(hw, tensor_dtype(self.dtype))
 
     # ---- demand -----------------------------------------------------------------------------
-    def cache_state(self) -> tuple:
-        """The fitted constant the demand reads when called (the block-scaled k-block chain,
-        perfmodel.validation.fit varies it): the prediction caches key on it."""
-        return (gemm.BLOCKSCALED_KBLOCK_CYCLES,)
-
     def demand(self, hw: Hardware) -> KernelCandidates:
         compute = tensor_dtype(self.dtype)
         if not hw.supports(compute):
@@ -301,10 +295,9 @@ class GroupedGemm(Op):
         if promoted:
             valid &= tn <= FP8_BLOCK  # one weight scale per 128-wide N tile (sm90 blockwise)
 
-        work: dict[str, np.ndarray] = {f"tensor:{compute}": tiles * 2.0 * tm * tn * k_pad}
-        chain = blockscaled_chain_cycles(hw, compute, tiles, k_pad // kblock)
-        if chain is not None:  # the block-scaled k-block chain (gemm.BLOCKSCALED_KBLOCK_CYCLES)
-            work[CHAIN_RESOURCE] = chain * 1.0
+        # narrow FP4 tiles at the block-scaled MMA's granule (gemm.FP4_MMA_N)
+        work: dict[str, np.ndarray] = {
+            f"tensor:{compute}": tiles * 2.0 * tm * fp4_mma_n(hw, compute, tn) * k_pad}
         fma = tiles * tm * tn * 1.0  # epilogue scaling and conversion
         if promoted:  # every 128 of K the partial sums are scaled into FP32 on the CUDA cores
             fma = fma + tiles * tm * tn * (k_pad / FP8_BLOCK)

@@ -40,7 +40,6 @@ import dataclasses
 from perfmodel.demand import Demand, KernelCandidates, sequence_demand
 from perfmodel.hardware import Hardware
 from perfmodel.ops.base import Op, Param, positive
-from perfmodel.ops import gemm
 from perfmodel.ops.gemm import Gemm
 from perfmodel.ops.quantize import Quantize, tensor_amax_demand
 from perfmodel.units import bytes_per_element
@@ -114,11 +113,6 @@ class Linear(Op):
             amax = tensor_amax_demand(self.m, self.k, bytes_per_element("bf16"))
             return (amax, q)
         return (q,)
-
-    def cache_state(self) -> tuple:
-        """The fitted constant the demand reads when called (the block-scaled k-block chain,
-        perfmodel.validation.fit varies it): the prediction caches key on it."""
-        return (gemm.BLOCKSCALED_KBLOCK_CYCLES,)
 
     def demand(self, hw: Hardware) -> Demand | KernelCandidates:
         gemm = self.gemm().demand(hw)

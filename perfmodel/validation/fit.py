@@ -103,12 +103,6 @@ SPECS = {
         "tensor_power_exponent of the block-scaled 4-bit MMAs (NVFP4, MXFP4; their power per "
         "clock also carries the block scales), where a spec takes it with `fitted: "
         "tensor_power_exponent.fp4`"),
-    "gemm.blockscaled_kblock_cycles": (
-        (0.0, 2048.0), 1,
-        "SM cycles one CTA's k-block costs at least in the CUTLASS sm100 block-scaled (NVFP4) "
-        "GEMMs: the scale-factor copy to tensor memory and the MMAs that read it, serial across "
-        "k-blocks through the one tensor-memory scale buffer (perfmodel/ops/gemm.py "
-        "BLOCKSCALED_KBLOCK_CYCLES)"),
     "tensor_sustained_fraction.b300": (
         (0.3, 1.0), 3,
         "B300's own sustained SM clock share (Blackwell Ultra is strongly power-limited); its "
@@ -235,18 +229,6 @@ POWER_FP4_RULE = (
     "3 decimals, with the sustained fraction and the FP8 exponent at their fitted values. "
     "Judged on GB200 (the same chip), B300 (a 6x datasheet FP4/BF16 ratio where B200 has 4x) "
     "and the other NVFP4 shapes; with the pairs held out it takes tensor_power_exponent")
-BLOCKSCALED_RULE = (
-    "the AIConfigurator rows of TensorRT-LLM's NVFP4 linear on B200 with m < {max_m} "
-    "(aiconfigurator_gemm.csv; {n} rows: decode-sized GEMMs whose time grows with K at any N, "
-    "one k-block chain per CTA): bisection for the cycles at which the median log error is zero "
-    "({fit:.2f}), with the sustained fraction and the power exponents at their fitted values "
-    "(the exponents fitted with no chain: their compute-bound pairs run 128x256 tiles whose "
-    "MMAs outlast it); a cross-validation fold that holds out B200's source fits GB200's rows "
-    "of the same kind instead. Judged on B300 and GB200 (the same kernels on other clocks and FP4 "
-    "rates), the larger B200 shapes, the NVFP4 MoE modules (grouped GEMMs on the same "
-    "collective) and the serving rows")
-BLOCKSCALED_MAX_M = 1024
-BLOCKSCALED_FIT_GPUS = ("B200", "GB200")  # GB200's rows stand in where B200's are held out
 GRAPH_GAP_RULE = (
     "the AIConfigurator rows of TensorRT-LLM's DeepSeek-V3 MLA attention block in decode "
     "(aiconfigurator_mla_decode.csv) on {gpu} with 16 heads (TP8), BF16 GEMMs and batch <= 8, "
@@ -283,7 +265,6 @@ PRIORS = {
     "tensor_sustained_fraction.b300": 1.0,
     "hbm_achievable_fraction.b200": 0.90,      # the GH200 measurement hwspecs carried before
     "serving.step_overhead_s.sglang": 0.0,     # no CPU time per step
-    "gemm.blockscaled_kblock_cycles": 0.0,     # k-blocks pipelined: MMA throughput alone
 }
 
 
@@ -425,9 +406,7 @@ def applied(entries: dict[str, dict]):
         for key, design in CUDNN_TCGEN05_KEYS.items():
             attention.DESIGN_OVERLAP[design] = values[key]
         _set_trtllm(values)
-        chain = values.get("gemm.blockscaled_kblock_cycles")  # (fit_all's own blocks: as set)
-        with blockscaled_cycles(chain) if chain is not None else contextlib.nullcontext():
-            yield values
+        yield values
     finally:
         _restore_attention(saved)
 
@@ -636,50 +615,6 @@ def fit_fp4_power_exponent(sustained: float, general: float,
                             sustained, tol), [r.id for pair in pairs for r in pair])
 
 
-def blockscaled_fit_rows(cases: list[Case], gpu: str = "B200") -> list[Case]:
-    """BLOCKSCALED_RULE's rows: `gpu`'s NVFP4 linears with m < BLOCKSCALED_MAX_M."""
-    return [c for c in cases if c.id.startswith(f"AIC-{gpu}-nvfp4-")
-            and c.op_class == "linear_nvfp4" and c.op.m < BLOCKSCALED_MAX_M]
-
-
-@contextlib.contextmanager
-def blockscaled_cycles(cycles: float):
-    """The GEMM modules' block-scaled k-block chain set to `cycles` for the block (their
-    memoized kernel candidates dropped on entry and exit)."""
-    from perfmodel.ops import gemm
-    saved = gemm.set_blockscaled_kblock_cycles(cycles)
-    try:
-        yield
-    finally:
-        gemm.set_blockscaled_kblock_cycles(saved)
-
-
-def fit_blockscaled_cycles(sustained: float, exclude: frozenset[str] = frozenset(),
-                           tol: float = 1e-3) -> tuple[float, list[str]]:
-    """gemm.blockscaled_kblock_cycles on BLOCKSCALED_RULE's rows; where they are held out (a
-    cross-validation fold of B200's source), on GB200's rows of the same kind instead (the
-    chain is the kernel's and the architecture's, so another tcgen05 GPU informs it), its prior
-    if both are: a longer chain, a slower kernel, so bisect the median log error to zero."""
-    from statistics import median
-    cases = load_cases(AICONFIGURATOR_CSV)[0]
-    rows = []
-    for gpu in BLOCKSCALED_FIT_GPUS:
-        rows = [c for c in blockscaled_fit_rows(cases, gpu) if c.id not in exclude]
-        if rows:
-            break
-    if not rows:
-        return prior("gemm.blockscaled_kblock_cycles"), []
-    hws = {id(c.hardware): _with_sustained(c.hardware, sustained) for c in rows}
-
-    def median_log_error(x: float) -> float:
-        with blockscaled_cycles(x):
-            return median(math.log(estimate(c.op.demand(hws[id(c.hardware)]),
-                                            hws[id(c.hardware)], "pipes").time_s
-                                   / c.measured_time_s) for c in rows)
-    return (_zero_of_rising(median_log_error, *SPECS["gemm.blockscaled_kblock_cycles"][0], tol),
-            [c.id for c in rows])
-
-
 def trtllm_fit_rows(key: str) -> list[dict]:
     """TRTLLM_CONTEXT_RULE's or XQA_RULE's rows for `key` (aiconfigurator_attention.csv)."""
     from perfmodel.validation import modules
@@ -802,14 +737,11 @@ def fit_all(exclude: frozenset[str] = frozenset(), serving: bool = True) -> dict
     row ids no rule may select (a cross-validation fold's held-out source): a constant left
     with no rows takes its prior (PRIORS) and fits on none. `serving=False` keeps the serving
     constants as fitted.yaml has them (no kernel row informs them)."""
-    from perfmodel.ops import gemm
     _FRESH_HW.clear()
-    saved_chain = gemm.BLOCKSCALED_KBLOCK_CYCLES
     try:
         return _fit_all(frozenset(exclude), serving)
     finally:
         _FRESH_HW.clear()
-        gemm.set_blockscaled_kblock_cycles(saved_chain)  # _fit_all sets the fresh value
 
 
 def _on_one_row(key: str, row: str, exclude: frozenset[str], fit_row) -> tuple[float,
@@ -823,18 +755,12 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
     raw_sustained, sustained_rows = _on_one_row("tensor_sustained_fraction", MAMF_ROW, exclude,
                                                 fit_sustained_fraction)
     sustained = round(raw_sustained, SPECS["tensor_sustained_fraction"][1])
-    with blockscaled_cycles(prior("gemm.blockscaled_kblock_cycles")):  # see BLOCKSCALED_RULE
-        raw_power, power_rows = fit_power_exponent(sustained, exclude)
-        _FRESH_HW["tensor_power_exponent"] = round(raw_power, SPECS["tensor_power_exponent"][1])
-        raw_fp4, fp4_rows = fit_fp4_power_exponent(sustained, _FRESH_HW["tensor_power_exponent"],
-                                                   exclude)
+    raw_power, power_rows = fit_power_exponent(sustained, exclude)
+    _FRESH_HW["tensor_power_exponent"] = round(raw_power, SPECS["tensor_power_exponent"][1])
+    raw_fp4, fp4_rows = fit_fp4_power_exponent(sustained, _FRESH_HW["tensor_power_exponent"],
+                                               exclude)
     _FRESH_HW["tensor_power_exponent.fp4"] = round(raw_fp4,
                                                    SPECS["tensor_power_exponent.fp4"][1])
-    raw_chain, chain_rows = fit_blockscaled_cycles(sustained, exclude)
-    chain = round(raw_chain, SPECS["gemm.blockscaled_kblock_cycles"][1])
-    from perfmodel.ops import gemm
-    gemm.set_blockscaled_kblock_cycles(chain)  # the later fits price NVFP4 GEMMs with it
-    #                                            (fit_all restores the module's value)
     raw_hbm, hbm_rows = _on_one_row("hbm_achievable_fraction.b200", STREAM_ROW, exclude,
                                     fit_hbm_fraction)
     _FRESH_HW["hbm_achievable_fraction.b200"] = round(
@@ -870,9 +796,6 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
         "tensor_power_exponent.fp4": _entry(
         "tensor_power_exponent.fp4", raw_fp4, fp4_rows,
         POWER_FP4_RULE.format(n=len(fp4_rows), fit=raw_fp4)),
-        "gemm.blockscaled_kblock_cycles": _entry(
-        "gemm.blockscaled_kblock_cycles", chain, chain_rows,
-        BLOCKSCALED_RULE.format(max_m=BLOCKSCALED_MAX_M, n=len(chain_rows), fit=raw_chain)),
         "hbm_achievable_fraction.b200": _entry(
         "hbm_achievable_fraction.b200", raw_hbm, hbm_rows, HBM_RULE.format(fit=raw_hbm)),
         **{f"graph_kernel_gap_s.{f}": _entry(

@@ -37,7 +37,7 @@ import numpy as np
 
 from dataclasses import replace
 
-from perfmodel.demand import CHAIN_RESOURCE, Choice, Demand, LaunchShape, sequence_demand
+from perfmodel.demand import Choice, Demand, LaunchShape, sequence_demand
 from perfmodel.errors import InputError
 from perfmodel.units import bytes_per_element, tensor_dtype
 from perfmodel.ops.moe.eplb import eplb_placement, nodes_for, route_token_balanced_slots
@@ -47,8 +47,7 @@ from perfmodel.ops.moe.routing import POLICIES, Routing, place_contiguous, place
 from perfmodel.ops.moe.routing import route as route_tokens
 from perfmodel.ops.moe.traces import load_trace, popularity, synthetic_trace
 from perfmodel.ops.base import GPUS_WHY, MAX_GPUS, MAX_SEED, Op, Param, positive
-from perfmodel.ops import gemm
-from perfmodel.ops.gemm import fp4_cutlass
+from perfmodel.ops.gemm import fp4_mma_n
 from perfmodel.ops.streaming import stream_demand
 
 # Above this many token × expert draws, route by per-expert counts instead of per token
@@ -56,8 +55,6 @@ from perfmodel.ops.streaming import stream_demand
 EXACT_ROUTING_LIMIT = 1 << 21
 MMA_ROWS = 64  # smallest MMA tile in M (Hopper wgmma m64; tcgen05 M = 64)
 TILE_N = 128
-FP4_TILE_M = 128  # the CUTLASS NVFP4 kernels' smallest M tile (ops/gemm.py FP4_CUTLASS_TILES)
-FP4_KBLOCK = 256  # FP4 elements per 128-byte k-block (ops/gemm.py KBLOCK_BYTES)
 PLACEMENTS = ("auto", "contiguous", "balanced", "eplb")
 # Routings kept per process (`Moe.routing_result`), keyed by every parameter but the expert
 # shapes and dtype (hidden, expert_hidden, dtype, shared_experts: the routing does not read them)
@@ -282,11 +279,6 @@ class Moe(Op):
     def per_gpu_rows(self) -> list[list[int]]:
         return self.routing_result.gpu_rows()
 
-    def cache_state(self) -> tuple:
-        """The fitted constant the demand reads when called (the block-scaled k-block chain,
-        perfmodel.validation.fit varies it): the prediction caches key on it."""
-        return (gemm.BLOCKSCALED_KBLOCK_CYCLES,)
-
     def demand(self, hw) -> Choice:
         if not hw.supports(self.dtype):
             raise InputError(f"moe dtype '{self.dtype}' is not supported by {hw.name}'s tensor "
@@ -315,19 +307,11 @@ class Moe(Op):
         # the GEMMs read the cast rows and the weights, write GEMM1's gate/up in BF16 and GEMM2's
         # output; the activation's cast output is GEMM2's A
         hbm = weights + tokens * (h * w + 2 * f * act + f * w + h * act)
-        work = {f"tensor:{tensor_dtype(self.dtype)}": 2.0 * padded * 3 * h * f,
+        # the CUTLASS NVFP4 grouped GEMMs' TILE_N-wide tiles at the block-scaled MMA's granule
+        # (ops/gemm.py FP4_MMA_N; the array collective is the GEMM's, arrayed)
+        n_granule = fp4_mma_n(hw, tensor_dtype(self.dtype), TILE_N) / TILE_N
+        work = {f"tensor:{tensor_dtype(self.dtype)}": 2.0 * padded * 3 * h * f * n_granule,
                 "l2": hbm, "hbm": hbm}
-        if fp4_cutlass(hw, tensor_dtype(self.dtype)):
-            # the block-scaled k-block chain of the CUTLASS sm100 grouped GEMMs (the array
-            # collective single-buffers its scale factors in tensor memory as the GEMM's does:
-            # ops/gemm.py BLOCKSCALED_KBLOCK_CYCLES), over their 128-row tiles (no 64-row
-            # NVFP4 tile, FP4_CUTLASS_TILES) of TILE_N columns and 256-wide FP4 k-blocks
-            fp4_rows = sum(math.ceil(t / FP4_TILE_M) for t in rows) \
-                + shared * math.ceil(shared_rows / FP4_TILE_M)
-            kb = FP4_KBLOCK
-            work[CHAIN_RESOURCE] = fp4_rows * (math.ceil(2 * f / TILE_N) * math.ceil(h / kb)
-                                               + math.ceil(h / TILE_N) * math.ceil(f / kb)) \
-                * gemm.BLOCKSCALED_KBLOCK_CYCLES
         launch = LaunchShape(ctas=max(1, tiles), threads_per_cta=384, registers_per_thread=168,
                              smem_per_cta_bytes=smem_bytes,
                              bytes_in_flight_per_cta=smem_bytes * 4 // 5)
