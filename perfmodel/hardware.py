@@ -663,6 +663,45 @@ def _name_index() -> dict[str, str]:
     return index
 
 
+# A spec file's top-level name lines (`name:`, `aliases: [...]`, `device_names: [...]`), read
+# from its text without parsing the file: where a name may be (header_candidate)
+_HEADER_LINE = re.compile(r"^(name|aliases|device_names):[ \t]*(.*?)[ \t]*(?:#.*)?$", re.M)
+
+
+def _header_names(text: str) -> list[str]:
+    """The names a spec's header lines give, as plain strings (a flow list's items, quotes
+    stripped): a lookup hint only, the parsed spec decides."""
+    names = []
+    for _, value in _HEADER_LINE.findall(text):
+        value = value.strip()
+        if value.startswith("[") and value.endswith("]"):
+            names += [v.strip().strip("\"'") for v in value[1:-1].split(",") if v.strip()]
+        elif value:
+            names.append(value.strip("\"'"))
+    return names
+
+
+@functools.lru_cache(maxsize=1)
+def _header_index() -> dict[str, Path]:
+    """Name key -> the one built-in file whose header lines name it (keys two files claim are
+    left out: the full catalogue then decides, and reports the clash)."""
+    index: dict[str, Path] = {}
+    clashes = set()
+    for f in _builtin_files().values():
+        try:
+            text = f.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue  # the full load reports the file
+        for n in _header_names(text):
+            k = _key(n)
+            if k in index and index[k] != f:
+                clashes.add(k)
+            index[k] = f
+    for k in clashes:
+        index.pop(k, None)
+    return index
+
+
 def hardware(name_or_path: "str | Path | Hardware", sm_clock_hz: float | None = None
              ) -> Hardware:
     """Resolve a built-in name, alias or driver device name, or load a spec file by path;
@@ -674,11 +713,13 @@ def hardware(name_or_path: "str | Path | Hardware", sm_clock_hz: float | None = 
     if s.endswith((".yaml", ".yml")) or yamlio.is_file(s):
         return load_spec(s).locked(sm_clock_hz)
     key = _key(s)
-    file = _builtin_files().get(key)
-    if file is not None:  # a canonical name: its file alone, not every spec (start-up time)
-        hw = _builtin_spec(file)
-        if _key(hw.name) == key:
-            return hw.locked(sm_clock_hz)
+    # a canonical name or an alias: its file alone, not every spec (start-up time); the parsed
+    # spec must confirm the name, else the whole catalogue decides
+    for file in (_builtin_files().get(key), _header_index().get(key)):
+        if file is not None:
+            hw = _builtin_spec(file)
+            if key in {_key(n) for n in (hw.name, *hw.aliases, *hw.device_names)}:
+                return hw.locked(sm_clock_hz)
     hit = _name_index().get(key)
     if hit is None:
         known = ", ".join(sorted(builtin_catalogue()))

@@ -46,6 +46,33 @@ def test_a_canonical_name_loads_its_spec_alone():
         check=True, cwd=ROOT)
 
 
+def test_an_alias_or_device_name_loads_its_spec_alone():
+    """H200 and the driver's device name are in H200-SXM.yaml's header lines: that file alone is
+    parsed (the catalogue is not built); a name no header holds still builds the catalogue to
+    say which exist."""
+    subprocess.run([sys.executable, "-c", (
+        "import sys, perfmodel as pm\n"
+        "hw = pm.hardware('H200')\n"
+        "h = sys.modules['perfmodel.hardware']\n"
+        "assert hw.name == 'H200-SXM'\n"
+        "assert pm.hardware('NVIDIA H200 141GB HBM3e') is hw\n"
+        "assert h.builtin_catalogue.cache_info().currsize == 0\n"
+        "assert h._builtin_spec.cache_info().currsize == 1\n"
+        "try:\n"
+        "    pm.hardware('H900')\n"
+        "except pm.InputError as e:\n"
+        "    assert 'H200-SXM' in str(e)\n"
+        "assert h.builtin_catalogue.cache_info().currsize == 1\n")],
+        check=True, cwd=ROOT)
+
+
+def test_header_names_read_flow_lists_and_comments():
+    from perfmodel.hardware import _header_names
+    text = ("schema: 1\nname: X-1  # the chip\naliases: [x1, 'x-one']\n"
+            "device_names: [\"NVIDIA X1\"]\nclocks:\n  name: not-top-level\n")
+    assert _header_names(text) == ["X-1", "x1", "x-one", "NVIDIA X1"]
+
+
 def test_names_resolve_to_the_catalogue_objects():
     for hw in pm.list_hardware():
         assert pm.hardware(hw.name) is hw
