@@ -116,15 +116,16 @@ FP4_CUTLASS_TILES = (Tile(128, 256, 256, 128, 2, cta_pair=True), Tile(128, 256, 
 
 # The block-scaled FP4 MMA's N granule on the tensor pipe. TensorRT-LLM's measured NVFP4 linears
 # at decode sizes (validate/data/aiconfigurator_gemm.csv, m < 1024) take the same time at any N
-# that fits one wave and grow by one fixed step per 256-wide k-block: on B200 and GB200 that
-# step is a 128 x 256 x 256 tile's MMA at B200's power-limited FP4 rate, on B300 the same tile
-# at B300's 1.5x FP4 rate (the step is ~2x shorter there), so a CTA's narrow N tile (64, 128)
-# costs the tensor pipe what a 256-wide one does. The CUTLASS collective handles B's scale
-# factors in whole 128-column blocks (cutlass/gemm/collective/sm100_blockscaled_mma_warp
-# specialized.hpp: `CTA_N_SF = ceil_div(CTA_N, Blk_MN) * Blk_MN`, the SFB tile "used for
-# partitioning", loaded whole and offset into for N = 64 and 192, :137-142 and :972-988), so a
-# narrow tile does not shrink that path; the 256-wide granule itself is read from the
-# measurements (no fitted constant), not from a document.
+# that fits one wave and grow by one fixed step per 256-wide k-block on B200, GB200 and B300; on
+# B200 that step is a 128 x 256 x 256 tile's MMA at the power-limited FP4 rate, so a CTA's
+# narrow N tile (64, 128) costs the tensor pipe what a 256-wide one does. (B300's measured step
+# is ~2x shorter than B200's; the model's is ~5 % shorter, its B300 power limit taking most of
+# the 1.5x FP4 rate: an open gap, docs/hardware-notes.md §5.) The CUTLASS collective handles B's
+# scale factors in whole 128-column blocks (cutlass/gemm/collective/
+# sm100_blockscaled_mma_warpspecialized.hpp: `CTA_N_SF = ceil_div(CTA_N, Blk_MN) * Blk_MN`, the
+# SFB tile "used for partitioning", loaded whole and offset into for N = 64 and 192, :137-142
+# and :972-988), so a narrow tile does not shrink that path; the 256-wide granule itself is
+# read from the measurements (no fitted constant), not from a document.
 FP4_MMA_N = 256
 
 
