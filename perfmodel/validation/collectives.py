@@ -26,7 +26,7 @@ from perfmodel.hardware import Hardware, hardware
 from perfmodel.predict import predict_op
 from perfmodel.report.tables import format_table
 from perfmodel.validation.measurements import DATA_DIR
-from perfmodel.validation.modules import captured_s, error_table
+from perfmodel.validation.modules import captured_s, error_table, grouped_errors
 
 ALLREDUCE_CSV = DATA_DIR / "aiconfigurator_allreduce.csv"
 MOE_A2A_CSV = DATA_DIR / "aiconfigurator_moe_a2a.csv"
@@ -97,12 +97,11 @@ def a2a_predicted_s(row: dict, hw: Hardware | None = None) -> float:
 
 
 def a2a_report(rows: list[dict]) -> str:
-    groups: dict[tuple, list[float]] = {}
-    for r in rows:
+    def key(r: dict) -> tuple:
         small = "<= 256 tokens" if r["tokens"] <= 256 else "> 256 tokens"
-        err = a2a_predicted_s(r) / r["measured_s"] - 1
-        groups.setdefault((r["hardware"], r["kernel"], r["phase"], small), []).append(err)
-    return error_table(groups, ["hardware", "kernel", "phase", "tokens/rank"])
+        return r["hardware"], r["kernel"], r["phase"], small
+    return error_table(grouped_errors(rows, lambda r: a2a_predicted_s(r) / r["measured_s"] - 1,
+                                      key), ["hardware", "kernel", "phase", "tokens/rank"])
 
 
 def main() -> None:

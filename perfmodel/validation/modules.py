@@ -137,6 +137,14 @@ def attention_predicted_s(row: dict, hw: Hardware | None = None) -> float:
     return total
 
 
+def grouped_errors(rows, error, key) -> dict[tuple, list[float]]:
+    """`error(row)` of every row, grouped by the tuple `key(row)` (error_table's input)."""
+    groups: dict[tuple, list[float]] = {}
+    for r in rows:
+        groups.setdefault(key(r), []).append(error(r))
+    return groups
+
+
 def error_table(errors: dict[tuple, list[float]], key_names: list[str]) -> str:
     """MAPE, mean signed error and worst |error| per group of relative errors (predicted /
     measured - 1), and over all of them."""
@@ -175,29 +183,28 @@ def captured_s(op, hw: Hardware) -> float:
     return e.time_s - host + kernels * hw.graph_kernel_gap_s
 
 
+def _mla_attention_error(r: dict) -> float:
+    hw = hardware(r["hardware"])
+    return captured_s(mla_attention_op(r, hw), hw) / r["measured_s"] - 1
+
+
 def mla_attention_report(rows: list[dict]) -> str:
-    groups: dict[tuple, list[float]] = {}
-    for r in rows:
-        hw = hardware(r["hardware"])
-        err = captured_s(mla_attention_op(r, hw), hw) / r["measured_s"] - 1
-        groups.setdefault((r["hardware"], r["kv_dtype"], r["heads"]), []).append(err)
-    return error_table(groups, ["hardware", "kv", "heads"])
+    return error_table(grouped_errors(rows, _mla_attention_error,
+                                      lambda r: (r["hardware"], r["kv_dtype"], r["heads"])),
+                       ["hardware", "kv", "heads"])
 
 
 def attention_report(rows: list[dict]) -> str:
-    groups: dict[tuple, list[float]] = {}
-    for r in rows:
-        err = attention_predicted_s(r) / r["measured_s"] - 1
-        groups.setdefault((r["phase"], r["hardware"], r["kv_dtype"]), []).append(err)
-    return error_table(groups, ["phase", "hardware", "kv"])
+    return error_table(grouped_errors(rows,
+                                      lambda r: attention_predicted_s(r) / r["measured_s"] - 1,
+                                      lambda r: (r["phase"], r["hardware"], r["kv_dtype"])),
+                       ["phase", "hardware", "kv"])
 
 
 def report(rows: list[dict]) -> str:
-    groups: dict[tuple, list[float]] = {}
-    for r in rows:
-        err = predicted_s(r) / r["measured_s"] - 1
-        groups.setdefault((r["hardware"], r["gemm"], r["heads"]), []).append(err)
-    return error_table(groups, ["hardware", "gemm", "heads"])
+    return error_table(grouped_errors(rows, lambda r: predicted_s(r) / r["measured_s"] - 1,
+                                      lambda r: (r["hardware"], r["gemm"], r["heads"])),
+                       ["hardware", "gemm", "heads"])
 
 
 def main() -> None:

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 from dataclasses import dataclass
 from pathlib import Path
-from statistics import mean, median
 
 from perfmodel.report.progress import Progress
 from perfmodel.report.tables import format_table
+from perfmodel.validation.modules import error_table, grouped_errors
 
 PEER_CSV = Path(__file__).resolve().parents[2] / "validate" / "data" / "aiconfigurator_serving.csv"
 # requests per simulation: several refills of the batch at steady state (as serving_predict)
@@ -78,21 +77,10 @@ def compare(rows: list[PeerRow], progress: bool = True) -> list[tuple[PeerRow, f
     return out
 
 
-def _stats(errors: list[float]) -> list[str]:
-    return [str(len(errors)), f"{100 * mean(abs(e) for e in errors):.1f}%",
-            f"{100 * median(abs(e) for e in errors):.1f}%",
-            f"{100 * max(abs(e) for e in errors):.1f}%",
-            f"{100 * (math.exp(mean(math.log1p(e) for e in errors)) - 1):+.1f}%"]
-
-
-def table(results: list[tuple[PeerRow, float]], key) -> str:
-    groups: dict = {}
-    for row, e in results:
-        groups.setdefault(key(row), []).append(e)
-    heads = ["group", "n", "MAPE", "median", "max", "bias"]
-    body = [[g, *_stats(es)] for g, es in sorted(groups.items(), key=lambda kv: str(kv[0]))]
-    body.append(["all", *_stats([e for _, e in results])])
-    return format_table(heads, body)
+def table(results: list[tuple[PeerRow, float]], key, name: str) -> str:
+    """The errors grouped by `key(row)` (modules.error_table: n, MAPE, bias, max)."""
+    return error_table(grouped_errors(results, lambda re: re[1], lambda re: (key(re[0]),)),
+                       [name])
 
 
 def report(results: list[tuple[PeerRow, float]], rows: bool = False) -> str:
@@ -100,13 +88,14 @@ def report(results: list[tuple[PeerRow, float]], rows: bool = False) -> str:
            "0.12.0's TensorRT-LLM estimate (validate/data/aiconfigurator_serving.csv): output "
            "tokens/s per GPU, error = perfmodel / AIConfigurator - 1 (+: perfmodel faster); a "
            "peer tool's predictions, not measurements", ""]
-    for title, key in (("by GPU", lambda r: r.hardware), ("by model", lambda r: r.model),
-                       ("by ISL/OSL", lambda r: f"{r.isl}/{r.osl}")):
-        out += [title, table(results, key), ""]
+    for name, key in (("GPU", lambda r: r.hardware), ("model", lambda r: r.model),
+                      ("ISL/OSL", lambda r: f"{r.isl}/{r.osl}")):
+        out += [f"by {name}", table(results, key, name), ""]
     if rows:
         body = [[r.model, r.hardware, r.gemm_dtype, r.tp, f"{r.isl}/{r.osl}",
-                 f"{r.peer_tokens_per_s_per_gpu:,.0f}", f"{(1 + e) * r.peer_tokens_per_s_per_gpu:,.0f}",
-                 f"{100 * e:+.1f}%"] for r, e in results]
+                 f"{r.peer_tokens_per_s_per_gpu:,.0f}",
+                 f"{(1 + e) * r.peer_tokens_per_s_per_gpu:,.0f}", f"{100 * e:+.1f}%"]
+                for r, e in results]
         out.append(format_table(["model", "GPU", "GEMM", "TP", "ISL/OSL", "AIC tok/s/GPU",
                                  "perfmodel", "error"], body))
     return "\n".join(out).rstrip()
