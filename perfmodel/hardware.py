@@ -664,7 +664,7 @@ def _name_index() -> dict[str, str]:
 
 
 # A spec file's top-level name lines (`name:`, `aliases: [...]`, `device_names: [...]`), read
-# from its text without parsing the file: where a name may be (header_candidate)
+# from its text without parsing the file: where a name may be (_header_index)
 _HEADER_LINE = re.compile(r"^(name|aliases|device_names):[ \t]*(.*?)[ \t]*(?:#.*)?$", re.M)
 
 
