@@ -124,6 +124,10 @@ class Demand:
     #                                    (not hidden by other CTAs unless several are resident)
     cta_imbalance: float = 0.0  # (largest CTA's work / mean CTA's work) − 1: the busiest SM
     #                             ends with a heavy CTA (causal attention's last query tiles)
+    # The CTAs are the work tiles of a persistent grid that pipelines them (its load warps run
+    # ahead into the next tile): a tile's exposed start and drain (cta_dram_round_trips) overlap
+    # the other tiles' streaming, so the rounds bound the time instead of adding to it
+    persistent: bool = False
     sequence: tuple["Demand", ...] = ()  # kernels run back to back (e.g. attention fwd + bwd);
     #                                      `work` holds their sum
     details: Mapping[str, object] = field(default_factory=dict)

@@ -125,6 +125,21 @@ def test_cta_round_trips_are_charged_per_round_of_ctas():
                                                       hw).time_s, 2 * lat, rel_tol=1e-9)
 
 
+
+def test_a_persistent_grid_takes_the_longer_of_its_stream_and_its_tile_rounds():
+    """Demand.persistent: the tiles' rounds run under the pipelined stream (max, not sum)."""
+    hw = pm.hardware("H100-SXM")
+    tiles = LaunchShape(3 * hw.sm_count, 128, smem_per_cta_bytes=200_000)  # three per SM
+    rounds = 3 * 2 * hw.hbm_latency_s
+    for hbm_bytes in (1e6, 1e9):  # rounds longer than the stream, then shorter
+        work = {"hbm": hbm_bytes}
+        serial = pipes(Demand(work=work, launch=tiles, cta_dram_round_trips=2.0), hw)
+        piped = pipes(Demand(work=work, launch=tiles, cta_dram_round_trips=2.0,
+                             persistent=True), hw)
+        stream = serial.resource_time_s["hbm"]
+        assert serial.time_s - piped.time_s == pytest.approx(min(stream, rounds), rel=1e-9)
+        assert piped.details["tile_rounds_s"] == pytest.approx(rounds)
+
 # ---- clock domains -------------------------------------------------------------------------
 
 

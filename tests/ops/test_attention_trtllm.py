@@ -1,5 +1,5 @@
-"""TensorRT-LLM's attention family (kernel="trtllm"): XQA's launch rules, the context FMHA's
-grid and kernels (perfmodel/ops/attention/trtllm.py)."""
+"""TensorRT-LLM's attention family (kernel="trtllm"): XQA's launch rules, trtllm-gen's generation
+grid, the context FMHA's grid and kernels (perfmodel/ops/attention/trtllm.py)."""
 import math
 
 import pytest
@@ -7,7 +7,8 @@ import pytest
 from perfmodel import ops
 from perfmodel.errors import InputError
 from perfmodel.hardware import hardware
-from perfmodel.ops.attention.trtllm import fmha_v2_kv_step, xqa_launch
+from perfmodel.ops.attention.trtllm import (fmha_v2_kv_step, trtllm_gen_decode_launch,
+                                            xqa_launch)
 from perfmodel.predict import predict_op
 
 
@@ -61,13 +62,64 @@ def test_fmha_v2_key_step():
     assert fmha_v2_kv_step(256, 2) == 64 and fmha_v2_kv_step(128, 1) == 256
 
 
-def test_blackwell_context_is_trtllm_gen_and_generation_fa4s_decode():
+def test_blackwell_context_is_trtllm_gen_and_generation_its_generation_kernels():
     hw = hardware("B200")
     ctx = predict_op(_attn(seq_q=4096, seq_kv=4096, causal=True, dtype="bf16"), hw)
     assert ctx.details["design"] == "trtllm_gen"
     gen = predict_op(_attn(dtype="bf16"), hw)
-    fa4 = predict_op(_attn(dtype="bf16", kernel="fa4"), hw)
-    assert gen.time_s == pytest.approx(fa4.time_s)
+    assert gen.details["design"] == "trtllm_gen_decode"
+    # one kernel: the KV split's partials are reduced inside it
+    assert gen.resource_time_s["launch"] == pytest.approx(hw.kernel_launch_s)
+
+
+@pytest.mark.parametrize("group, seq_q, rows, swapped", [
+    (1, 1, 8, True), (4, 1, 8, True), (8, 1, 8, True), (16, 1, 16, True), (32, 1, 32, True),
+    (64, 1, 64, False), (128, 1, 128, False), (4, 4, 16, True), (8, 4, 32, True)])
+def test_trtllm_gen_query_tile_is_the_groups_rows_padded(group, seq_q, rows, swapped):
+    """selectGqGenerationKernel: heads × tokens of a KV head padded to 8/16/32 on the swapped
+    MMA's N side; more rows take the unswapped kernel's 64 or 128."""
+    x = trtllm_gen_decode_launch(hardware("B200"), batch=4, heads=8 * group, kv_heads=8,
+                                 seq_q=seq_q, seq_kv=4096)
+    assert (x.rows, x.swapped) == (rows, swapped)
+
+
+def test_trtllm_gen_splits_fill_one_wave():
+    """computeCtaAndClusterConfig: min(ceil(seq_kv / 256), max(1, SMs // base CTAs))."""
+    hw = hardware("B200")
+    for batch, kv, seq in [(1, 1, 16384), (16, 1, 131072), (4, 2, 1024), (64, 8, 512),
+                           (256, 8, 128)]:
+        x = trtllm_gen_decode_launch(hw, batch=batch, heads=4 * kv, kv_heads=kv, seq_q=1,
+                                     seq_kv=seq)
+        assert x.base_ctas == batch * kv
+        assert x.splits == min(math.ceil(seq / 256), max(1, hw.sm_count // (batch * kv)))
+        assert x.splits == 1 or x.base_ctas * x.splits <= hw.sm_count
+
+
+def test_trtllm_gen_packs_a_gqa_group_into_8_rows_not_64():
+    hw = hardware("B200")
+    a = _attn(batch=512, heads=32, kv_heads=8, seq_kv=512, dtype="bf16")
+    gen = predict_op(a, hw)
+    fa4 = predict_op(ops.Attention(**{**a.params, "kernel": "fa4"}), hw)
+    # the same keys are read; FA4's decode pads the group of 4 to 64 MMA rows, trtllm-gen to 8
+    assert gen.resource_time_s["xu"] < fa4.resource_time_s["xu"] / 4
+    assert gen.resource_time_s["hbm"] == pytest.approx(fa4.resource_time_s["hbm"])
+
+
+def test_trtllm_gen_persistent_grid_hides_tile_rounds_under_the_stream():
+    """Without a KV split the persistent scheduler pipelines the work tiles: a bandwidth-bound
+    call costs its stream (the rounds under it), a call of tiny tiles costs its rounds."""
+    hw = hardware("B200")
+    streamed = predict_op(_attn(batch=512, heads=32, kv_heads=8, seq_kv=512, dtype="bf16"), hw)
+    assert streamed.details["kv_splits"] == 1
+    rounds = streamed.details["tile_rounds_s"]
+    hbm = streamed.resource_time_s["hbm"]
+    assert 0 < rounds < hbm
+    body = streamed.time_s - streamed.resource_time_s["latency"] - hw.kernel_launch_s
+    assert body == pytest.approx(hbm)
+    tiny = predict_op(_attn(batch=2048, heads=32, kv_heads=8, seq_kv=32, dtype="bf16"), hw)
+    body = tiny.time_s - tiny.resource_time_s["latency"] - hw.kernel_launch_s
+    assert tiny.details["tile_rounds_s"] > tiny.resource_time_s["hbm"]
+    assert body == pytest.approx(tiny.details["tile_rounds_s"])
 
 
 def test_trtllm_is_forward_only():

@@ -61,7 +61,8 @@ from perfmodel.units import bytes_per_element, tensor_dtype
 from perfmodel.ops.attention.tiles import (FA4_CLASS, FA4_FWD_Q_STAGES,
                                            KV_STAGES, PREFILL_ONLY, Tiling,
                                            fa2_bwd_smem_elements, tile_smem_bytes, tiling)
-from perfmodel.ops.attention.trtllm import XQA_DESIGNS, trtllm_design, xqa_launch
+from perfmodel.ops.attention.trtllm import (TRTLLM_GEN_DECODE, XQA_DESIGNS, trtllm_design,
+                                            xqa_launch)
 from perfmodel.ops.base import Op, Param, positive
 from perfmodel.ops.rng import GENERATOR_ROUNDS, fused_dropout_work
 from perfmodel.ops.streaming import stream_demand
@@ -147,7 +148,7 @@ BWD_OVERLAP_OF = {"fa4": "cudnn_tcgen05"}
 # their MMAs hidden under the KV stream either way.
 DESIGN_OVERLAP.update({(d, "fwd"): _fitted(f"attention.softmax_overlap.{d}.fwd")
                        for d in ("trtllm_fmha_v2", "trtllm_gen")})
-FWD_OVERLAP_OF = {"xqa": "fa3", "xqa_sm90": "fa3"}
+FWD_OVERLAP_OF = {"xqa": "fa3", "xqa_sm90": "fa3", TRTLLM_GEN_DECODE: "trtllm_gen"}
 # XQA's CTAs each walk their key tiles through a two-deep buffer and merge partial results
 # through global semaphores: a CTA round's exposed start and drain, in DRAM round trips, per
 # kernel (fitted on H100's FP8-cache generation rows)
@@ -405,6 +406,8 @@ class Attention(Op):
                            seq_kv=self.seq_kv or self.seq_q)
             smem_cta = min(smem_cta, hw.smem_per_sm_bytes // x.ctas_per_sm)
             round_trips, kernels = XQA_CTA_ROUND_TRIPS[design], 1
+        elif design == TRTLLM_GEN_DECODE:
+            kernels = 1  # the split's partials are reduced inside the kernel (trtllm.py)
         launch = LaunchShape(ctas=t.ctas, threads_per_cta=t.threads,
                              registers_per_thread=t.registers,
                              smem_per_cta_bytes=smem_cta,
@@ -420,6 +423,7 @@ class Attention(Op):
                       overlap=self._overlap(kernel, design, direction, tensor),
                       cta_dram_round_trips=round_trips,
                       cta_imbalance=t.imbalance, kernels=kernels,
+                      persistent=design == TRTLLM_GEN_DECODE and not t.split_kv,
                       details=details)
         if direction == "fwd" and design in PREFILL_ONLY:
             # TensorRT-LLM's context path first builds the batch's sequence metadata

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfmodel.ops.attention.trtllm import XQA_DESIGNS, fmha_v2_kv_step, xqa_launch
+from perfmodel.ops.attention.trtllm import (TRTLLM_GEN_DECODE, TRTLLM_GEN_KV_TILE, XQA_DESIGNS,
+                                            fmha_v2_kv_step, trtllm_gen_decode_launch,
+                                            xqa_launch)
 
 # (block_m, block_n, threads, registers) per design: FA3 128x128 with 3 warpgroups (1 producer,
 # 2 consumers); FA4 128x128 MMA tiles with 512 threads (MMA, softmax, correction and load warps;
@@ -32,11 +34,15 @@ TILE = {"fa2": (128, 64, 128, 255), "fa3": (128, 128, 384, 168), "fa4": (128, 12
         # Blackwell context kernels FA4's shape. Generation: XQA's kernels, whose decode tiles
         # are set by trtllm.xqa_launch.
         "trtllm_fmha_v2": (128, 128, 384, 168), "trtllm_gen": (128, 128, 512, 128),
-        "xqa": (64, 256, 256, 128), "xqa_sm90": (64, 64, 384, 56)}
+        "xqa": (64, 256, 256, 128), "xqa_sm90": (64, 64, 384, 56),
+        # trtllm-gen's generation kernels: the query tile and split are set by
+        # trtllm.trtllm_gen_decode_launch; threads and registers as FA4's class (their cubins'
+        # metadata is not in the sources read; assumed)
+        TRTLLM_GEN_DECODE: (8, TRTLLM_GEN_KV_TILE, 512, 128)}
 # Designs built like FA4: tcgen05 MMAs issued by one warp, two query tiles per forward CTA, FP32
 # softmax math as packed FFMA2/FADD2, the output rescaled by a correction warpgroup only when a
 # row maximum grows past a threshold
-FA4_CLASS = ("fa4", "cudnn_tcgen05", "trtllm_gen")
+FA4_CLASS = ("fa4", "cudnn_tcgen05", "trtllm_gen", TRTLLM_GEN_DECODE)
 # Designs whose context (prefill) kernel has no decode path: TensorRT-LLM runs its context FMHA
 # on every context request, however few tokens, one CTA per (sequence, head, query tile)
 PREFILL_ONLY = ("trtllm_fmha_v2", "trtllm_gen")
@@ -254,6 +260,9 @@ def tiling(hw, kernel: str, design: str, direction: str, *, batch: int, heads: i
     if design in XQA_DESIGNS:
         return xqa_tiling(hw, design, batch=batch, heads=heads, kv_heads=kv_heads, seq_q=seq_q,
                           seq_kv=seq_kv, causal=causal, window=window)
+    if design == TRTLLM_GEN_DECODE:
+        return trtllm_gen_tiling(hw, batch=batch, heads=heads, kv_heads=kv_heads, seq_q=seq_q,
+                                 seq_kv=seq_kv, causal=causal, window=window)
     if kernel == "fa2":
         bm, bn, threads = fa2_tile(hw, d, direction, dropout)
     elif direction == "fwd":
@@ -309,3 +318,21 @@ def xqa_tiling(hw, design: str, *, batch: int, heads: int, kv_heads: int, seq_q:
     return Tiling(x.rows, x.bn, x.rows, x.threads, x.registers, tile_heads=kv_heads,
                   pairs=kv_tiles * batch * kv_heads, scores=float(scores) * batch * heads,
                   ctas=ctas, imbalance=imbalance, decode=True, kv_splits=x.splits)
+
+
+def trtllm_gen_tiling(hw, *, batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv: int,
+                      causal: bool, window: int | None) -> Tiling:
+    """trtllm-gen's generation grid (trtllm.trtllm_gen_decode_launch): each CTA holds the query
+    rows of its heads in one tileSizeQ-row tile (the swapped MMA's N side) and walks its share of
+    the KV sequence in 128-key tiles; the split's partial results are reduced in the kernel."""
+    x = trtllm_gen_decode_launch(hw, batch=batch, heads=heads, kv_heads=kv_heads, seq_q=seq_q,
+                                 seq_kv=seq_kv)
+    _, bn, threads, regs = TILE[TRTLLM_GEN_DECODE]
+    kv_tiles = math.ceil(seq_kv / bn)
+    scores = (seq_q * seq_kv if not causal
+              else visited(seq_q, seq_kv, True, window, x.rows, bn)[1])
+    imbalance = math.ceil(kv_tiles / x.splits) / (kv_tiles / x.splits) - 1
+    return Tiling(x.rows, bn, x.rows, threads, regs, tile_heads=kv_heads,
+                  pairs=kv_tiles * x.base_ctas, scores=float(scores) * batch * heads,
+                  ctas=x.base_ctas * x.splits, imbalance=imbalance, decode=True,
+                  kv_splits=x.splits)

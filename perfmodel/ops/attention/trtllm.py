@@ -31,8 +31,22 @@ flashinfer/data/csrc/xqa and flashinfer/jit/attention/fmha_v2):
     FlashInfer's copies do not carry it; the measured 13-16 µs floor of a one-token context
     call, AIConfigurator's context_attention_perf, holds a third kernel's launch).
 
-Generation on Blackwell (trtllm-gen's decode kernels) is priced with the FA4 design's decode path
-until its selection rules are built.
+Generation on Blackwell runs trtllm-gen's generation kernels (design 'trtllm_gen_decode'), cut
+as TensorRT-LLM's runner cuts them (FlashInfer 0.7.4's copy of the runner,
+include/flashinfer/trtllm/fmha: fmhaKernels.cuh selectGqGenerationKernel and
+computeCtaAndClusterConfig, fmhaRunnerParams.h):
+  * the MMA is swapped (SwapsMmaAbForGeneration): 128 keys (mTileSizeKv(128)) are the MMA's M
+    side and the query heads of a KV head (× the speculative tokens) its N side, padded to
+    tileSizeQ = 8, 16 or 32; more than 32 rows take the unswapped kernel
+    (KeepsMmaAbForGeneration) with tileSizeQ 64 or 128. A GQA group of 4 computes 8 score rows
+    per key, not FA4's 128 or flash-decoding's 64;
+  * the grid is (KV splits × query tiles, heads / heads per CTA, batch); the KV sequence is split
+    over numCtasPerSeqKv = min(ceil(seq_kv / (2 · 128)), max(1, SMs // base CTAs)) CTAs (one wave:
+    the multi-CTA mode "for better GPU utilization"), reduced inside the kernel (a CGA
+    shared-memory reduction up to 16 splits, a global-memory one beyond), so one kernel; without
+    a split the persistent tile scheduler runs.
+FlashInfer's copy adds a multi-wave rule and a 16-split clamp of its own (benchmarked there);
+the one-wave rule above is the runner's base rule, used here.
 Per-design constants fitted on one GPU per architecture live in perfmodel/fitted.yaml: the
 context kernels' softmax/MMA overlap, XQA's exposed CTA start/drain per CTA round.
 """
@@ -42,6 +56,14 @@ import math
 from dataclasses import dataclass
 
 XQA_DESIGNS = ("xqa", "xqa_sm90")
+TRTLLM_GEN_DECODE = "trtllm_gen_decode"
+# trtllm-gen generation (module docstring): the key tile, the query tiles and the largest swapped
+# one, and the split rule's keys per CTA (2 · tileSizeKv: "the reduction overhead does not outweigh
+# the benefits of a shorter mainloop")
+TRTLLM_GEN_KV_TILE = 128
+TRTLLM_GEN_Q_TILES = (8, 16, 32, 64, 128)
+TRTLLM_GEN_SWAPPED_MAX_Q = 32
+TRTLLM_GEN_KEYS_PER_SPLIT = 2 * TRTLLM_GEN_KV_TILE
 # mha_sm90.cu (launchHopperF8MHA): sub-sequences from 3·SMs / (batch·KV heads) · 0.25
 XQA_SM90_SPLIT_CTAS_PER_SM = 3
 XQA_SM90_SPLIT_FACTOR = 0.25
@@ -89,6 +111,29 @@ def xqa_launch(hw, design: str, *, batch: int, kv_heads: int, group: int, seq_kv
     return XqaLaunch(rows, bn, threads, regs, per_sm, splits)
 
 
+@dataclass(frozen=True)
+class TrtllmGenLaunch:
+    rows: int        # tileSizeQ: query rows (heads × tokens) per CTA, the swapped MMA's N
+    swapped: bool    # SwapsMmaAbForGeneration (keys on the MMA's M side)
+    base_ctas: int   # CTAs before the KV split: query tiles × head CTAs × batch
+    splits: int      # numCtasPerSeqKv
+
+
+def trtllm_gen_decode_launch(hw, *, batch: int, heads: int, kv_heads: int, seq_q: int,
+                             seq_kv: int) -> TrtllmGenLaunch:
+    """trtllm-gen's generation grid for a GQA/MHA step (module docstring): the query tile from
+    the group's rows, the heads one CTA holds, and the one-wave KV split."""
+    group = heads // kv_heads
+    rows_needed = group * seq_q
+    rows = next((t for t in TRTLLM_GEN_Q_TILES if rows_needed <= t), TRTLLM_GEN_Q_TILES[-1])
+    heads_per_cta = min(group, rows)                     # mGroupsHeadsQ
+    tokens_per_cta = max(1, rows // group)               # numTokensPerCtaQ
+    base = math.ceil(seq_q / tokens_per_cta) * (heads // heads_per_cta) * batch
+    most = max(1, math.ceil(seq_kv / TRTLLM_GEN_KEYS_PER_SPLIT))
+    splits = min(most, max(1, hw.sm_count // base))
+    return TrtllmGenLaunch(rows, rows <= TRTLLM_GEN_SWAPPED_MAX_Q, base, splits)
+
+
 def fmha_v2_kv_step(head_dim: int, element_bytes: float) -> int:
     """fmha_v2's Hopper warp-specialized key step (fmha_library.py kv_loop_step)."""
     if element_bytes == 1:
@@ -98,7 +143,7 @@ def fmha_v2_kv_step(head_dim: int, element_bytes: float) -> int:
 
 def trtllm_design(hw, seq_q: int, seq_kv: int, fp8: bool) -> tuple[str, str]:
     """(base kernel, design) TensorRT-LLM runs: generation (a few new tokens against a longer
-    cache) on XQA on wgmma GPUs, on trtllm-gen's decode kernels (FA4's decode path) on tcgen05;
+    cache) on XQA on wgmma GPUs, on trtllm-gen's generation kernels on tcgen05;
     context on fmha_v2 (wgmma) or trtllm-gen (tcgen05)."""
     from perfmodel.ops.attention.tiles import DECODE_MAX_SEQ_Q
     generation = seq_q <= DECODE_MAX_SEQ_Q and seq_kv > seq_q
@@ -113,5 +158,5 @@ def trtllm_design(hw, seq_q: int, seq_kv: int, fp8: bool) -> tuple[str, str]:
             return "fa3", "fa3"
         return "fa3", "trtllm_fmha_v2"
     if generation:
-        return "fa4", "fa4"
+        return "fa4", TRTLLM_GEN_DECODE
     return "fa4", "trtllm_gen"
