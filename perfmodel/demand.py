@@ -14,6 +14,7 @@ vectorized kernel search) and the engine resolves them at the level the user ask
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -128,6 +129,10 @@ class Demand:
     # ahead into the next tile): a tile's exposed start and drain (cta_dram_round_trips) overlap
     # the other tiles' streaming, so the rounds bound the time instead of adding to it
     persistent: bool = False
+    # Time the op spends outside its GPU work, serial with it: host waits and synchronization
+    # (DeepEP's dispatch waits on the host for the counts it will receive). Added to the
+    # latency; the roofline leaves it out.
+    fixed_s: float = 0.0
     sequence: tuple["Demand", ...] = ()  # kernels run back to back (e.g. attention fwd + bwd);
     #                                      `work` holds their sum
     details: Mapping[str, object] = field(default_factory=dict)
@@ -157,6 +162,8 @@ class Demand:
         for link, steps in self.link_steps.items():
             if steps < 0:
                 raise ValueError(f"negative step count {steps} on link '{link}'")
+        if self.fixed_s < 0 or not math.isfinite(self.fixed_s):
+            raise ValueError(f"fixed time {self.fixed_s} s must be finite and >= 0")
         if self.cta_dram_round_trips < 0:
             raise ValueError(f"negative DRAM round trips {self.cta_dram_round_trips} per CTA")
         for r, w in self.serial_work.items():

@@ -355,7 +355,7 @@ def _pipes_times(demand: Demand, hw: Hardware) -> tuple[float, dict[str, float],
             # the tiles' rounds run under the pipelined stream: whichever is longer binds
             details["tile_rounds_s"] = cta_serial
             busy, cta_serial = max(busy, cta_serial), 0.0
-    times["latency"] = first_load + link_latency_s(demand, hw) + cta_serial
+    times["latency"] = first_load + link_latency_s(demand, hw) + cta_serial + demand.fixed_s
     times["launch"] = hw.kernel_launch_s * demand.kernels
     return busy + times["latency"] + times["launch"], times, details
 

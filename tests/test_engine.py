@@ -140,6 +140,18 @@ def test_a_persistent_grid_takes_the_longer_of_its_stream_and_its_tile_rounds():
         assert serial.time_s - piped.time_s == pytest.approx(min(stream, rounds), rel=1e-9)
         assert piped.details["tile_rounds_s"] == pytest.approx(rounds)
 
+
+def test_fixed_time_adds_to_the_latency_and_must_be_finite():
+    hw = pm.hardware("H100-SXM")
+    work = {"hbm": 1e6}
+    plain = pipes(Demand(work=work, launch=None), hw)
+    held = pipes(Demand(work=work, launch=None, fixed_s=50e-6), hw)
+    assert held.time_s - plain.time_s == pytest.approx(50e-6)
+    assert held.roofline_time_s == pytest.approx(plain.roofline_time_s)
+    for bad in (-1e-6, float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            Demand(work=work, launch=None, fixed_s=bad)
+
 # ---- clock domains -------------------------------------------------------------------------
 
 

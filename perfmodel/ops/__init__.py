@@ -7,6 +7,7 @@ from perfmodel.ops.attention.op import Attention
 from perfmodel.ops.base import REGISTRY, Op, Param, op
 from perfmodel.ops.comm import Allgather, Allreduce, Alltoall, ReduceScatter, SendRecv
 from perfmodel.ops.conv import Conv
+from perfmodel.ops.deepep import DeepEP
 from perfmodel.ops.gemm import Gemm
 from perfmodel.ops.grouped_gemm import GroupedGemm
 from perfmodel.ops.groupnorm import GroupNorm
@@ -22,4 +23,4 @@ from perfmodel.ops.topk import TopK
 __all__ = ["REGISTRY", "Op", "Param", "op", "Gemm", "Attention", "Elementwise", "Norm",
            "Softmax", "GroupedGemm", "Rng", "Quantize", "Moe", "Memcpy", "Allreduce", "Allgather",
            "ReduceScatter", "Alltoall", "SendRecv", "CrossEntropy",
-           "Conv", "GroupNorm", "Gather", "Scatter", "Embedding", "TopK", "Linear"]
+           "Conv", "DeepEP", "GroupNorm", "Gather", "Scatter", "Embedding", "TopK", "Linear"]

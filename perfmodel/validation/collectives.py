@@ -9,11 +9,12 @@ of one NVLink domain on H100, H200, B200, B300 and GB200) and its DeepEP MoE dis
 A row is the builder's tensor-parallel all-reduce (`allreduce`, algorithm `auto`: NCCL's
 algorithms and the one-shot custom kernel, the fastest kept) of the row's bytes over its GPUs,
 priced both as a decode step replays it from a CUDA graph (its host launch replaced by the GPU's
-graph_kernel_gap_s) and eagerly as a prefill step launches it. A DeepEP row is the builder's
-MoE dispatch or combine (`alltoall` of top_k copies of each token, here in the row's wire
-dtype) priced eagerly: the model has no DeepEP kernel yet (its SM-limited copies, DeepEP's
-`Buffer.num_sms` = 20 in deep_ep 1.0.0's buffer.py, and the normal kernels' host sync), which
-is what this table measures the gap of. Nothing is fitted on these rows.
+graph_kernel_gap_s) and eagerly as a prefill step launches it. A DeepEP row is the `deepep` op (perfmodel/ops/deepep.py: DeepEP's SM-limited copies, its
+NVLink bytes and the call's fixed time) in the row's kernel, phase and wire type (the normal
+combine's BF16 whatever the row's quantization), priced eagerly; beside it the builder's generic
+`alltoall` of top_k wire copies per token, as the model priced these rows before. The DeepEP
+fixed times are fitted on the H100 rows of at most FIXED_FIT_TOKENS tokens
+(perfmodel/fitted.yaml); every other row is judged.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import io
 import json
 
 from perfmodel import ops, yamlio
+from perfmodel.ops import deepep
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.predict import predict_op
 from perfmodel.report.tables import format_table
@@ -89,19 +91,58 @@ def load_a2a_rows(path=MOE_A2A_CSV) -> list[dict]:
     return out
 
 
+# the deepep op's names of the rows' kernels and wire types
+DEEPEP_MODE = {"deepep_normal": "normal", "deepep_ll": "low_latency"}
+DEEPEP_DTYPE = {"bfloat16": "bf16", "fp8": "fp8", "nvfp4": "nvfp4", "fp4": "nvfp4"}
+FIXED_FIT_GPU = "H100-SXM"
+FIXED_FIT_TOKENS = 16  # calls this small are nearly all fixed time
+
+
+def deepep_op(row: dict) -> deepep.DeepEP:
+    """The row as the `deepep` op: its kernel, phase and wire type (the normal combine sends
+    BF16, DeepEP's only combine type, whatever the row's quantization)."""
+    mode = DEEPEP_MODE[row["kernel"]]
+    dtype = "bf16" if (mode == "normal" and row["phase"] == "combine") \
+        else DEEPEP_DTYPE[row["dtype"]]
+    return deepep.DeepEP(tokens=row["tokens"], hidden=row["hidden"], top_k=row["top_k"],
+                      experts=row["experts"], ep=row["ep"], phase=row["phase"], mode=mode,
+                      dtype=dtype)
+
+
 def a2a_predicted_s(row: dict, hw: Hardware | None = None) -> float:
-    """The row's dispatch or combine as the model's all-to-all of top_k wire copies per token."""
+    """The row's dispatch or combine as DeepEP's kernels run it (the `deepep` op)."""
+    return predict_op(deepep_op(row), hw or hardware(row["hardware"])).time_s
+
+
+def alltoall_predicted_s(row: dict, hw: Hardware | None = None) -> float:
+    """The row as the builder's generic all-to-all of top_k wire copies per token."""
     hw = hw or hardware(row["hardware"])
     nbytes = row["tokens"] * row["top_k"] * row["hidden"] * WIRE_BYTES[row["dtype"]]
     return predict_op(ops.Alltoall(bytes=float(nbytes), gpus=row["ep"]), hw).time_s
 
 
+def fixed_fit_rows(rows: list[dict], mode: str, phase: str) -> list[dict]:
+    """The rows `deepep.fixed_s.<mode>.<phase>` is fitted on (module docstring)."""
+    return [r for r in rows if r["hardware"] == FIXED_FIT_GPU
+            and DEEPEP_MODE[r["kernel"]] == mode and r["phase"] == phase
+            and r["tokens"] <= FIXED_FIT_TOKENS]
+
+
 def a2a_report(rows: list[dict]) -> str:
+    fit = {r["id"] for m in deepep.MODES for p in deepep.PHASES
+           for r in fixed_fit_rows(rows, m, p)}
+
     def key(r: dict) -> tuple:
         small = "<= 256 tokens" if r["tokens"] <= 256 else "> 256 tokens"
         return r["hardware"], r["kernel"], r["phase"], small
-    return error_table(grouped_errors(rows, lambda r: a2a_predicted_s(r) / r["measured_s"] - 1,
-                                      key), ["hardware", "kernel", "phase", "tokens/rank"])
+    judged = [r for r in rows if r["id"] not in fit]
+    table = error_table(grouped_errors(judged, lambda r: a2a_predicted_s(r) / r["measured_s"]
+                                       - 1, key), ["hardware", "kernel", "phase", "tokens/rank"])
+    base = [alltoall_predicted_s(r) / r["measured_s"] - 1 for r in judged]
+    return (f"{table}\n\n({len(judged)} rows judged, {len(fit)} fixed-time fit rows left out; "
+            f"the generic all-to-all on the judged rows: "
+            f"{100 * sum(abs(e) for e in base) / len(base):.1f} % MAPE, "
+            f"{100 * sum(base) / len(base):+.1f} % bias)")
 
 
 def main() -> None:
@@ -111,10 +152,9 @@ def main() -> None:
     print(report(rows))
     print(f"\n({len(rows)} rows, all judged)")
     a2a = load_a2a_rows()
-    print("\nTensorRT-LLM's DeepEP dispatch and combine (AIConfigurator) against the model's "
-          "all-to-all of top_k wire copies per token (eager; no DeepEP kernel is modelled)\n")
+    print("\nTensorRT-LLM's DeepEP dispatch and combine (AIConfigurator) against the deepep op "
+          "(eager)\n")
     print(a2a_report(a2a))
-    print(f"\n({len(a2a)} rows, all judged)")
 
 
 if __name__ == "__main__":

@@ -166,6 +166,12 @@ SPECS = {
         "TensorRT-LLM's trtllm-gen Blackwell context kernel: forward overlap of its softmax "
         "with its MMAs (its own, not FA4's); at its lower bound the FA4-class tile is still too "
         "fast, so it stands in for a mechanism not found"),
+    **{f"deepep.fixed_s.{m}.{p}": (
+        (0.0, 5.0e-4), 7,
+        f"the time of one DeepEP {m.replace('_', '-')} {p} call outside its copies (kernel "
+        f"launches, NVLink barriers" + (", the host's wait for the received counts" if
+        (m, p) == ("normal", "dispatch") else "") + "; ops/deepep.py), serial with them")
+       for m in ("normal", "low_latency") for p in ("dispatch", "combine")},
     "attention.cta_round_trips.xqa_sm90": (
         (0.0, 40.0), 3,
         "XQA's Hopper FP8 GMMA generation kernel (mha_sm90.cu): a CTA round's exposed start and "
@@ -245,6 +251,12 @@ HBM_RULE = (
     "for bandwidth and the largest pure stream of the Blackwell rows): bisection for the fraction "
     "at which the pipes-level prediction equals it ({fit:.4f}), kept to 3 decimals. Judged on the "
     "other streaming rows (cuDNN's GB200 norms, PyTorch's B200 cross-entropy, torchao's casts)")
+DEEPEP_RULE = (
+    "the {gpu} rows of TensorRT-LLM's DeepEP {mode} {phase} with at most {tokens} tokens per "
+    "rank (aiconfigurator_moe_a2a.csv, {n} rows, where the call is nearly all fixed time): "
+    "bisection for the time at which the mean log error of the deepep op "
+    "(perfmodel.validation.collectives) is zero ({fit:.3g} s). Every other GPU and every larger "
+    "call is judged")
 STEP_OVERHEAD_RULE = (
     "the DataCrunch SGLang rows of median inter-token latency at the lightest load, 1 request/s "
     "(serving_measurements.csv; Llama 3.3 70B TP4 and Llama 3.1 405B TP8 on H200, where queueing "
@@ -685,6 +697,32 @@ def fit_graph_gap(family: str, exclude: frozenset[str] = frozenset(), sustained=
     return _zero_of_rising(mean_log_error, *SPECS[key][0], tol), [r["id"] for r in rows]
 
 
+def fit_deepep_fixed(tol: float = 1e-10) -> dict[str, tuple[float, list[str]]]:
+    """Each DeepEP kernel kind's fixed time on its small H100 calls (DEEPEP_RULE): a call's time
+    rises with it, so bisect the mean log error to zero. Returns key -> (value, row ids)."""
+    from perfmodel.hardware import hardware
+    from perfmodel.ops import deepep
+    from perfmodel.validation import collectives
+    rows = collectives.load_a2a_rows()
+    hw = hardware(collectives.FIXED_FIT_GPU)
+    out, saved = {}, dict(deepep.FIXED_S)
+    try:
+        for mode in deepep.MODES:
+            for phase in deepep.PHASES:
+                key = f"deepep.fixed_s.{mode}.{phase}"
+                fit_rows = collectives.fixed_fit_rows(rows, mode, phase)
+
+                def mean_log_error(x: float, fit_rows=fit_rows, m=mode, p=phase) -> float:
+                    deepep.FIXED_S[(m, p)] = x
+                    return sum(math.log(collectives.a2a_predicted_s(r, hw) / r["measured_s"])
+                               for r in fit_rows) / len(fit_rows)
+                x = _zero_of_rising(mean_log_error, *SPECS[key][0], tol)
+                out[key] = (x, [r["id"] for r in fit_rows])
+    finally:
+        deepep.FIXED_S.update(saved)
+    return out
+
+
 def step_overhead_fit_rows(cases) -> list:
     """The serving rows SGLang's step overhead is fitted on (STEP_OVERHEAD_RULE)."""
     from perfmodel.validation import serving_predict
@@ -815,6 +853,12 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
                       ("attention.softmax_overlap.cudnn_tcgen05.bwd", CUDNN_TCGEN05_BWD_RULE)):
         value, rows, rms = cudnn_tcgen05[key]
         entries[key] = _entry(key, value, rows, rule, rms)
+    for key, (value, rows) in fit_deepep_fixed().items():
+        mode, phase = key.split(".")[2:]
+        from perfmodel.validation import collectives
+        entries[key] = _entry(key, value, rows, DEEPEP_RULE.format(
+            gpu=collectives.FIXED_FIT_GPU, mode=mode.replace("_", "-"), phase=phase,
+            tokens=collectives.FIXED_FIT_TOKENS, n=len(rows), fit=value))
     for key, (value, rows) in trtllm.items():
         rule = (XQA_RULE.format(n=len(rows), fit=value) if key == XQA_KEY else
                 TRTLLM_CONTEXT_RULE.format(gpu=TRTLLM_FIT_GPU[key], n=len(rows), fit=value))

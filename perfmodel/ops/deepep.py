@@ -1,0 +1,194 @@
+"""DeepEP's expert-parallel dispatch and combine inside one NVLink domain, as its kernels run them
+(deep_ep 1.0.0 from PyPI: deep_ep/buffer.py, csrc/deep_ep.cpp, csrc/kernels/intranode.cu and
+internode_ll.cu; line numbers of that release).
+
+Normal ("high-throughput") kernels, intranode (2, 4 or 8 ranks over NVLink):
+  * Each token goes once to every rank that holds one of its top-k experts, not once per expert
+    (the layout's `is_token_in_rank`): with the experts drawn uniformly, a token reaches
+    G·(1 − C(E − E/G, k) / C(E, k)) of the G ranks (`ranks_per_token`).
+  * dispatch runs on `Buffer.num_sms` = 20 SMs (buffer.py:30): even SMs send, odd ones receive,
+    one channel per pair (intranode.cu:187-191). A sender CTA has one warp per destination rank
+    (`__launch_bounds__(kNumRanks * 32, 1)`, :178) that walks its channel's tokens and copies each
+    one bound for its rank into that rank's ring buffer with UNROLLED_WARP_COPY(5, …) (:293):
+    five 16-byte loads per lane in flight, then their stores; a receiver warp per source rank
+    copies the ring buffer into the output the same way (:381). A warp's copy waits only on its
+    loads (the stores, over NVLink to the peer or into local memory, are posted), so the kernel
+    moves at most (CTAs × warps × 5 loads × 32 lanes × 16 B) per DRAM latency: Little's law on
+    the bytes in flight, given here as each load's bytes plus its posted store's.
+  * combine runs 768-thread CTAs on the same SMs (kNumThreads = 768, :779): a rank's tokens go to
+    24 / ranks sender warps with UNROLLED_WARP_COPY(4, …) (:602), and the receivers sum each
+    token's copies from the ranks' buffers. Its wire type is BF16 (the kernel's dtype_t).
+  * HBM per GPU: the sender reads each copy, its peer's buffer takes it, the receiver reads it
+    back and writes the output: four passes of the copies' bytes (combine: three, plus the
+    reduced tokens written once). NVLink carries the copies bound for other ranks, (G − 1)/G of
+    them, at the link's achievable rate.
+  * Fixed time outside the copy (`fixed_s`): dispatch launches the layout, notify and dispatch
+    kernels and, between the last two, the host busy-waits on a mapped counter for the number of
+    tokens it will receive (deep_ep.cpp:417-431) before it allocates the outputs; combine
+    launches its notify kernel (a cross-rank barrier) and the combine kernel. No source states
+    these times: one constant per kernel kind is fitted on H100 rows of TensorRT-LLM's DeepEP
+    (AIConfigurator, perfmodel/fitted.yaml `deepep.fixed_s.*`), the other GPUs judged.
+
+Low-latency kernels (internode_ll.cu): one kernel per call on ceil(experts / 3) SMs of 3 warp
+groups × 10 warps (:299-305, 329), every token sent once per selected expert (top_k copies, no
+per-rank de-duplication) into that expert's receive slots; dispatch on the wire in the call's
+type (FP8 with a scale per 128, BF16 or NVFP4), combine back in its own. Its copies are one
+16-byte load per lane at a time (the lane loops of :83-140), and its fixed time is fitted as the
+normal kernels' is.
+
+Not modelled: the internode (RDMA) normal kernels, NVSHMEM's IBGDA path across nodes, and
+routing imbalance (every rank sends and receives the mean).
+"""
+from __future__ import annotations
+
+import math
+
+from perfmodel import fitted
+from perfmodel.demand import Demand, LaunchShape
+from perfmodel.errors import InputError
+from perfmodel.ops.base import Op, Param, positive
+
+# deep_ep/buffer.py:30 and the intranode kernels' rank templates (SWITCH_RANKS: 2, 4, 8)
+DEFAULT_NUM_SMS = 20
+INTRANODE_RANKS = (2, 4, 8)
+# UNROLLED_WARP_COPY: lanes × 16-byte (int4) loads, unrolled 5 (dispatch) or 4 (combine sender)
+LANES = 32
+INT4_BYTES = 16
+DISPATCH_UNROLL = 5
+COMBINE_THREADS = 768
+COMBINE_UNROLL = 4
+# low-latency kernels: 3 warp groups of 10 warps per SM, one SM per 3 experts
+LL_WARP_GROUPS = 3
+LL_WARPS_PER_GROUP = 10
+LL_UNROLL = 1
+# the per-token metadata each copy carries: the source index (int32), top-k indices (int64) and
+# weights (fp32)
+SRC_IDX_BYTES = 4
+TOPK_ENTRY_BYTES = 8 + 4
+MODES = ("normal", "low_latency")
+PHASES = ("dispatch", "combine")
+DTYPES = ("bf16", "fp8", "nvfp4")
+
+
+def wire_bytes_per_element(dtype: str) -> float:
+    """Bytes per hidden element on the wire, scales included: BF16 2; FP8 1 + an FP32 scale per
+    128 (DeepEP's per-token, per-128-channel scales); NVFP4 ½ + an E4M3 scale per 16."""
+    return {"bf16": 2.0, "fp8": 1.0 + 4.0 / 128, "nvfp4": 0.5 + 1.0 / 16}[dtype]
+
+
+def ranks_per_token(experts: int, ep: int, top_k: int) -> float:
+    """Expected ranks a token reaches when its top-k experts are drawn uniformly without
+    replacement from `experts` split evenly over `ep` ranks: ep·(1 − C(E − E/ep, k) / C(E, k))."""
+    local = experts // ep
+    miss = 1.0
+    for i in range(top_k):  # C(E − E/G, k) / C(E, k) as a product
+        miss *= max(0.0, (experts - local - i) / (experts - i))
+    return ep * (1.0 - miss)
+
+
+def _fixed(key: str) -> float:
+    """A fitted constant's value; NaN until `python -m perfmodel.validation.fit` has written it
+    (the fit sets FIXED_S before it predicts)."""
+    return fitted.CONSTANTS[key].value if key in fitted.CONSTANTS else math.nan
+
+
+# the fixed time of each (mode, phase) call (module docstring), fitted
+FIXED_S = {(m, p): _fixed(f"deepep.fixed_s.{m}.{p}") for m in MODES for p in PHASES}
+
+
+class DeepEP(Op):
+    """One DeepEP dispatch or combine call of `tokens` tokens per rank over `ep` GPUs of one
+    NVLink domain (module docstring)."""
+
+    name = "deepep"
+    EXAMPLE = dict(tokens=4096, hidden=7168, top_k=8, experts=256, ep=8)
+    PARAMS = {
+        "tokens": positive("tokens", "tokens per rank (the call's input)"),
+        "hidden": positive("elements", "hidden size of a token"),
+        "top_k": Param("int", required=True, lo=1, hi=32, hi_why="DeepEP's kernels take at "
+                       "most 32 (EP_DEVICE_ASSERT(num_topk <= 32))", doc="experts per token"),
+        "experts": positive("experts", "routed experts over all ranks"),
+        "ep": Param("int", required=True, lo=2, hi=72, hi_why="an NVLink domain's GPUs "
+                    "(NVL72)", doc="ranks of the expert-parallel group"),
+        "phase": Param("choice", default="dispatch", choices=PHASES,
+                       doc="dispatch (tokens to experts) or combine (results back)"),
+        "mode": Param("choice", default="normal", choices=MODES,
+                      doc="normal (high-throughput) or low_latency kernels"),
+        "dtype": Param("choice", default="bf16", choices=DTYPES,
+                       doc="type on the wire (normal combine: bf16 only)"),
+        "num_sms": Param("int", default=DEFAULT_NUM_SMS, lo=2, hi=1024,
+                         doc="SMs of the normal kernels (Buffer.num_sms; even)"),
+    }
+    SIZE_PARAMS = ("tokens",)
+
+    def check(self, v):
+        problems = []
+        if v["experts"] % v["ep"]:
+            problems.append(("experts", f"{v['experts']} experts do not split evenly over "
+                                        f"ep = {v['ep']} ranks"))
+        if v["top_k"] > v["experts"]:
+            problems.append(("top_k", f"top_k = {v['top_k']} exceeds experts = "
+                                      f"{v['experts']}"))
+        if v["mode"] == "normal":
+            if v["ep"] not in INTRANODE_RANKS:
+                problems.append(("ep", f"DeepEP's intranode normal kernels run 2, 4 or 8 ranks "
+                                       f"(got {v['ep']}); its internode kernels are not "
+                                       f"modelled"))
+            if v["num_sms"] % 2:
+                problems.append(("num_sms", f"DeepEP pairs sender and receiver SMs: expected "
+                                            f"an even count, got {v['num_sms']}"))
+            if v["phase"] == "combine" and v["dtype"] != "bf16":
+                problems.append(("dtype", f"DeepEP's normal combine sends BF16 (its kernel's "
+                                          f"dtype), got {v['dtype']!r}"))
+        return problems
+
+    def cache_state(self) -> tuple:
+        """The fitted time the demand reads (perfmodel.validation.fit sets it while it fits):
+        the prediction caches key on it."""
+        return (FIXED_S[(self.mode, self.phase)],)
+
+    @property
+    def copies(self) -> float:
+        """Token copies each rank sends (and receives, the mean over ranks)."""
+        if self.mode == "low_latency":
+            return float(self.tokens) * self.top_k
+        return self.tokens * ranks_per_token(self.experts, self.ep, self.top_k)
+
+    def unsupported_on(self, hw) -> str | None:
+        """Why the call cannot run on `hw` as modelled (None: it can)."""
+        if self.ep > hw.nvlink_domain_gpus:
+            return (f"deepep: ep = {self.ep} spans more than {hw.name}'s NVLink domain of "
+                    f"{hw.nvlink_domain_gpus} GPUs; DeepEP's internode kernels are not modelled")
+        return None
+
+    def demand(self, hw):
+        reason = self.unsupported_on(hw)
+        if reason:
+            raise InputError(reason)
+        token = self.hidden * wire_bytes_per_element(self.dtype) + SRC_IDX_BYTES \
+            + self.top_k * TOPK_ENTRY_BYTES
+        sent = self.copies * token
+        remote = sent * (self.ep - 1) / self.ep
+        link = hw.link("nvlink")
+        if self.mode == "low_latency":
+            ctas = math.ceil(self.experts / LL_WARP_GROUPS)
+            warps, unroll, passes = LL_WARP_GROUPS * LL_WARPS_PER_GROUP, LL_UNROLL, 4.0
+            kernels = 1
+        elif self.phase == "dispatch":
+            ctas, warps, unroll, passes, kernels = self.num_sms, self.ep, DISPATCH_UNROLL, 4.0, 3
+        else:
+            ctas, warps, unroll, kernels = self.num_sms, COMBINE_THREADS // LANES, \
+                COMBINE_UNROLL, 2
+            passes = 3.0 + self.tokens * self.hidden * 2.0 / max(sent, 1.0)
+        hbm = passes * sent
+        # Little's law on the loads in flight; each loaded byte is stored once (posted), so the
+        # HBM traffic in flight is twice the loads'
+        in_flight = 2.0 * warps * unroll * LANES * INT4_BYTES
+        launch = LaunchShape(ctas=ctas, threads_per_cta=warps * LANES,
+                             bytes_in_flight_per_cta=in_flight)
+        return Demand(work={"hbm": hbm, "link:nvlink": remote / link.achievable_fraction},
+                      launch=launch, hbm_bytes=hbm, kernels=kernels,
+                      fixed_s=FIXED_S[(self.mode, self.phase)],
+                      details={"copies": self.copies, "bytes_per_copy": token,
+                               "remote_bytes": remote, "mode": self.mode,
+                               "phase": self.phase})
