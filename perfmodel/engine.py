@@ -352,9 +352,10 @@ def _pipes_times(demand: Demand, hw: Hardware) -> tuple[float, dict[str, float],
         cta_serial = math.ceil(details["busiest_sm_ctas"] / details["ctas_per_sm"]) \
             * (demand.cta_dram_round_trips * hw.hbm_latency_s)
         if demand.persistent:
-            # the tiles' rounds run under the pipelined stream: whichever is longer binds
+            # the tiles' rounds run under the pipelined stream: whichever is longer binds, and
+            # what the rounds take beyond the stream is exposed latency
             details["tile_rounds_s"] = cta_serial
-            busy, cta_serial = max(busy, cta_serial), 0.0
+            cta_serial = max(0.0, cta_serial - busy)
     times["latency"] = first_load + link_latency_s(demand, hw) + cta_serial + demand.fixed_s
     times["launch"] = hw.kernel_launch_s * demand.kernels
     return busy + times["latency"] + times["launch"], times, details

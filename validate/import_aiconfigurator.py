@@ -44,6 +44,10 @@ ATTENTION_OUT = OUT.with_name("aiconfigurator_attention.csv")
 MLA_ATTENTION_OUT = OUT.with_name("aiconfigurator_mla_attention.csv")
 ALLREDUCE_OUT = OUT.with_name("aiconfigurator_allreduce.csv")
 MOE_A2A_OUT = OUT.with_name("aiconfigurator_moe_a2a.csv")
+SGLANG_DEEPEP_OUT = OUT.with_name("aiconfigurator_sglang_deepep.csv")
+# SGLang's DeepEP normal kernels on one H200 node (wideep_deepep_normal_perf, SGLang 0.5.12):
+# DeepSeek-V3's shape at these tokens per rank, every SM count the table sweeps
+SGLANG_DEEPEP_TOKENS = (16, 256, 1024, 4096, 16384, 65536)
 # DeepEP's dispatch/combine as TensorRT-LLM runs them (moe_a2a_perf): DeepSeek-V3's MoE shape
 # (hidden 7168, top-8 of 256), at these tokens per rank
 MOE_A2A_TOKENS = (1, 16, 128, 256, 1024, 8192, 65536)
@@ -108,6 +112,36 @@ def main(root: str) -> None:
     _write(MLA_ATTENTION_OUT, mla_attention_rows(base))
     _write(ALLREDUCE_OUT, allreduce_rows(base))
     _write(MOE_A2A_OUT, moe_a2a_rows(base))
+    _write(SGLANG_DEEPEP_OUT, sglang_deepep_rows(base))
+
+
+def sglang_deepep_rows(base: Path) -> list[dict]:
+    """SGLang's DeepEP normal dispatch and combine on H200 (wideep_deepep_normal_perf, SGLang
+    0.5.12: one node, EP8), DeepSeek-V3's shape (hidden 7168, top-8 of 256) at
+    SGLANG_DEEPEP_TOKENS tokens per rank and every `dispatch_sms` / `combine_sms` the table
+    sweeps (4-24). The table gives the kernels' transmit time in microseconds (its notify time
+    is 0: the layout, notify and host wait are not in it)."""
+    import pandas as pd
+    table = base / "h200_sxm" / "comm" / "sglang" / "0.5.12" / "wideep_deepep_normal_perf.parquet"
+    d = pd.read_parquet(table)
+    d = d[(d.hidden_size == 7168) & (d.num_topk == 8) & (d.num_experts == 256)
+          & d.num_token.isin(SGLANG_DEEPEP_TOKENS)]
+    rows, n = [], 0
+    for phase in ("dispatch", "combine"):
+        for r in d.sort_values([f"{phase}_sms", "num_token"]).itertuples():
+            n += 1
+            sms = int(getattr(r, f"{phase}_sms"))
+            rows.append(_row(
+                f"AICSGEP-H200-SXM-{n:03d}", "H200-SXM",
+                "h200_sxm/comm/sglang/0.5.12/wideep_deepep_normal_perf.parquet",
+                f"SGLang 0.5.12 DeepEP normal {phase} (transmit)", f"sglang_deepep_{phase}",
+                "bfloat16", {"tokens": int(r.num_token), "hidden": int(r.hidden_size),
+                             "top_k": int(r.num_topk), "experts": int(r.num_experts), "ep": 8,
+                             "num_sms": sms, "kernel": "deepep_normal"},
+                getattr(r, f"{phase}_transmit_us") / 1e3,  # the table gives us
+                f"AIConfigurator measured transmit time of SGLang's DeepEP normal {phase} of "
+                f"{int(r.num_token)} tokens per rank over 8 GPUs on {r.device}, {sms} SMs"))
+    return rows
 
 
 def moe_a2a_rows(base: Path) -> list[dict]:

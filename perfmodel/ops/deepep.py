@@ -10,18 +10,24 @@ Normal ("high-throughput") kernels, intranode (2, 4 or 8 ranks over NVLink):
     one channel per pair (intranode.cu:187-191). A sender CTA has one warp per destination rank
     (`__launch_bounds__(kNumRanks * 32, 1)`, :178) that walks its channel's tokens and copies each
     one bound for its rank into that rank's ring buffer with UNROLLED_WARP_COPY(5, …) (:293):
-    five 16-byte loads per lane in flight, then their stores; a receiver warp per source rank
-    copies the ring buffer into the output the same way (:381). A warp's copy waits only on its
-    loads (the stores, over NVLink to the peer or into local memory, are posted), so the kernel
-    moves at most (CTAs × warps × 5 loads × 32 lanes × 16 B) per DRAM latency: Little's law on
-    the bytes in flight, given here as each load's bytes plus its posted store's.
+    per lane five 16-byte loads, then their stores, the remainder one element at a time; then the
+    scales (one 4-byte word per lane per step, :313) and the top-k entries. A receiver warp per
+    source rank copies the ring buffer into the output the same way (:381). Each warp's copy
+    waits on its own loads round after round (the stores, over NVLink to the peer or into local
+    memory, are posted), so a warp's time is its copies × their dependent load rounds
+    (`warp_copy_rounds`) × the latency of one round (`deepep.copy_round_trips`, a share of
+    the DRAM round trip, fitted: the data is L2-held, no source gives the loaded latency), the warps of an SM in parallel: the SM count
+    sets the throughput, as SGLang's SM sweep shows (time ∝ 1/SMs until NVLink binds).
   * combine runs 768-thread CTAs on the same SMs (kNumThreads = 768, :779): a rank's tokens go to
-    24 / ranks sender warps with UNROLLED_WARP_COPY(4, …) (:602), and the receivers sum each
-    token's copies from the ranks' buffers. Its wire type is BF16 (the kernel's dtype_t).
+    24 / ranks sender warps with UNROLLED_WARP_COPY(4, …) (:602); a receiver warp (23 of the 24,
+    :697) sums a token's copies rank by rank, one dependent load round per rank for each of its
+    lanes' 16-byte steps (:727). The busier side sets the time. Its wire type is BF16 (the
+    kernel's dtype_t).
   * HBM per GPU: the sender reads each copy, its peer's buffer takes it, the receiver reads it
     back and writes the output: four passes of the copies' bytes (combine: three, plus the
-    reduced tokens written once). NVLink carries the copies bound for other ranks, (G − 1)/G of
-    them, at the link's achievable rate.
+    reduced tokens written once), at the HBM's bandwidth. NVLink carries the copies bound for
+    other ranks, (G − 1)/G of them, at the link's achievable rate. The copy rounds run under
+    these streams (Demand.persistent): the longest binds.
   * Fixed time outside the copy (`fixed_s`): dispatch launches the layout, notify and dispatch
     kernels and, between the last two, the host busy-waits on a mapped counter for the number of
     tokens it will receive (deep_ep.cpp:417-431) before it allocates the outputs; combine
@@ -33,11 +39,12 @@ Low-latency kernels (internode_ll.cu): one kernel per call on ceil(experts / 3) 
 groups × 10 warps (:299-305, 329), every token sent once per selected expert (top_k copies, no
 per-rank de-duplication) into that expert's receive slots; dispatch on the wire in the call's
 type (FP8 with a scale per 128, BF16 or NVFP4), combine back in its own. Its copies are one
-16-byte load per lane at a time (the lane loops of :83-140), and its fixed time is fitted as the
-normal kernels' is.
+16-byte load per lane at a time (the lane loops of :83-140), priced by Little's law on those
+loads in flight at the DRAM latency, and its fixed time is fitted as the normal kernels' is.
 
-Not modelled: the internode (RDMA) normal kernels, NVSHMEM's IBGDA path across nodes, and
-routing imbalance (every rank sends and receives the mean).
+Not modelled: the internode (RDMA) normal kernels, NVSHMEM's IBGDA path across nodes, routing
+imbalance (every rank sends and receives the mean), and routing that is not uniform (DeepSeek's
+group-limited top-k sends a token to at most 4 ranks of 8, the uniform draw to 5.3 on average).
 """
 from __future__ import annotations
 
@@ -62,9 +69,17 @@ LL_WARP_GROUPS = 3
 LL_WARPS_PER_GROUP = 10
 LL_UNROLL = 1
 # the per-token metadata each copy carries: the source index (int32), top-k indices (int64) and
-# weights (fp32)
+# weights (fp32), copied by the lanes in one more round
 SRC_IDX_BYTES = 4
 TOPK_ENTRY_BYTES = 8 + 4
+METADATA_ROUNDS = 1
+# the token's elements and its scales on the wire, and the scales' words the lanes copy one
+# per lane per round (`for (int i = lane_id; i < num_scales; i += 32)`, intranode.cu:313)
+WIRE_ELEMENT_BYTES = {"bf16": 2.0, "fp8": 1.0, "nvfp4": 0.5}
+SCALE_BYTES_PER_ELEMENT = {"bf16": 0.0, "fp8": 4.0 / 128, "nvfp4": 1.0 / 16}
+SCALE_WORD_BYTES = 4
+# combine's receiver CTA: 24 warps, one of them coordinating the others' heads (:697)
+COMBINE_RECEIVE_WARPS = COMBINE_THREADS // LANES - 1
 MODES = ("normal", "low_latency")
 PHASES = ("dispatch", "combine")
 DTYPES = ("bf16", "fp8", "nvfp4")
@@ -94,6 +109,9 @@ def _fixed(key: str) -> float:
 
 # the fixed time of each (mode, phase) call (module docstring), fitted
 FIXED_S = {(m, p): _fixed(f"deepep.fixed_s.{m}.{p}") for m in MODES for p in PHASES}
+# one dependent copy round of a normal kernel's warp in DRAM round trips (its loads hit the
+# L2-held input and ring buffers; module docstring), fitted
+COPY_ROUND_TRIPS = _fixed("deepep.copy_round_trips")
 
 
 class DeepEP(Op):
@@ -145,7 +163,7 @@ class DeepEP(Op):
     def cache_state(self) -> tuple:
         """The fitted time the demand reads (perfmodel.validation.fit sets it while it fits):
         the prediction caches key on it."""
-        return (FIXED_S[(self.mode, self.phase)],)
+        return (FIXED_S[(self.mode, self.phase)], COPY_ROUND_TRIPS)
 
     @property
     def copies(self) -> float:
@@ -161,6 +179,29 @@ class DeepEP(Op):
                     f"{hw.nvlink_domain_gpus} GPUs; DeepEP's internode kernels are not modelled")
         return None
 
+    def copy_rounds(self) -> dict[str, float]:
+        """The normal kernels' dependent copy rounds per warp (module docstring): the busiest
+        warp's count, sender and receiver side."""
+        channels = self.num_sms // 2
+        share = ranks_per_token(self.experts, self.ep, self.top_k) / self.ep  # tokens per rank
+        x_int4 = self.hidden * WIRE_ELEMENT_BYTES[self.dtype] / INT4_BYTES
+        scale_rounds = math.ceil(self.hidden * SCALE_BYTES_PER_ELEMENT[self.dtype]
+                                 / SCALE_WORD_BYTES / LANES)
+        if self.phase == "dispatch":
+            # one warp per (channel, rank) on each side: the copies its channel sends that rank
+            copies = self.tokens / channels * share
+            per_copy = warp_copy_rounds(x_int4, DISPATCH_UNROLL) + scale_rounds \
+                + METADATA_ROUNDS
+            return {"sender": copies * per_copy, "receiver": copies * per_copy}
+        senders_per_rank = COMBINE_THREADS // LANES // self.ep
+        copies = self.tokens / channels * share / senders_per_rank
+        send = copies * (warp_copy_rounds(x_int4, COMBINE_UNROLL) + METADATA_ROUNDS)
+        # a receiver warp sums a token's copies rank by rank: one round per rank per lane step
+        tokens = self.tokens / channels / COMBINE_RECEIVE_WARPS
+        per_token = math.ceil(x_int4 / LANES) * ranks_per_token(self.experts, self.ep,
+                                                                self.top_k) + METADATA_ROUNDS
+        return {"sender": send, "receiver": tokens * per_token}
+
     def demand(self, hw):
         reason = self.unsupported_on(hw)
         if reason:
@@ -170,25 +211,42 @@ class DeepEP(Op):
         sent = self.copies * token
         remote = sent * (self.ep - 1) / self.ep
         link = hw.link("nvlink")
+        details = {"copies": self.copies, "bytes_per_copy": token, "remote_bytes": remote,
+                   "mode": self.mode, "phase": self.phase}
+        work = {"link:nvlink": remote / link.achievable_fraction}
         if self.mode == "low_latency":
             ctas = math.ceil(self.experts / LL_WARP_GROUPS)
-            warps, unroll, passes = LL_WARP_GROUPS * LL_WARPS_PER_GROUP, LL_UNROLL, 4.0
-            kernels = 1
-        elif self.phase == "dispatch":
-            ctas, warps, unroll, passes, kernels = self.num_sms, self.ep, DISPATCH_UNROLL, 4.0, 3
-        else:
-            ctas, warps, unroll, kernels = self.num_sms, COMBINE_THREADS // LANES, \
-                COMBINE_UNROLL, 2
-            passes = 3.0 + self.tokens * self.hidden * 2.0 / max(sent, 1.0)
-        hbm = passes * sent
-        # Little's law on the loads in flight; each loaded byte is stored once (posted), so the
-        # HBM traffic in flight is twice the loads'
-        in_flight = 2.0 * warps * unroll * LANES * INT4_BYTES
-        launch = LaunchShape(ctas=ctas, threads_per_cta=warps * LANES,
-                             bytes_in_flight_per_cta=in_flight)
-        return Demand(work={"hbm": hbm, "link:nvlink": remote / link.achievable_fraction},
-                      launch=launch, hbm_bytes=hbm, kernels=kernels,
-                      fixed_s=FIXED_S[(self.mode, self.phase)],
-                      details={"copies": self.copies, "bytes_per_copy": token,
-                               "remote_bytes": remote, "mode": self.mode,
-                               "phase": self.phase})
+            warps = LL_WARP_GROUPS * LL_WARPS_PER_GROUP
+            work["hbm"] = 4.0 * sent
+            # Little's law on one 16-byte load per lane in flight, each load's bytes and its
+            # posted store's
+            launch = LaunchShape(ctas=ctas, threads_per_cta=warps * LANES,
+                                 bytes_in_flight_per_cta=2.0 * warps * LL_UNROLL * LANES
+                                 * INT4_BYTES)
+            return Demand(work=work, launch=launch, hbm_bytes=work["hbm"], kernels=1,
+                          fixed_s=FIXED_S[(self.mode, self.phase)], details=details)
+        passes = 4.0 if self.phase == "dispatch" else \
+            3.0 + self.tokens * self.hidden * 2.0 / max(sent, 1.0)
+        work["hbm"] = passes * sent
+        rounds = self.copy_rounds()
+        chain = max(rounds.values())
+        details.update(sender_rounds=rounds["sender"], receiver_rounds=rounds["receiver"])
+        threads = (self.ep if self.phase == "dispatch" else COMBINE_THREADS // LANES) * LANES
+        # one CTA per SM, its warps' copy rounds serial (in DRAM round trips), pipelined with the HBM and NVLink traffic (persistent: the longer
+        # binds); the HBM time is its bandwidth's, the latency being the chain's
+        launch = LaunchShape(ctas=self.num_sms, threads_per_cta=threads,
+                             bytes_in_flight_per_cta=work["hbm"])
+        return Demand(work=work, launch=launch, hbm_bytes=work["hbm"],
+                      kernels=3 if self.phase == "dispatch" else 2,
+                      cta_dram_round_trips=chain * COPY_ROUND_TRIPS,
+                      persistent=True, fixed_s=FIXED_S[(self.mode, self.phase)],
+                      details=details)
+
+
+def warp_copy_rounds(n_int4: float, unroll: int) -> float:
+    """Dependent load rounds of UNROLLED_WARP_COPY(unroll) over n 16-byte elements: the
+    unrolled loop's iterations (each `unroll` loads per lane in flight, then their stores), then
+    the tail one element per lane at a time."""
+    n = int(math.ceil(n_int4))
+    stride = LANES * unroll
+    return n // stride + math.ceil((n % stride) / LANES)

@@ -14,7 +14,9 @@ NVLink bytes and the call's fixed time) in the row's kernel, phase and wire type
 combine's BF16 whatever the row's quantization), priced eagerly; beside it the builder's generic
 `alltoall` of top_k wire copies per token, as the model priced these rows before. The DeepEP
 fixed times are fitted on the H100 rows of at most FIXED_FIT_TOKENS tokens
-(perfmodel/fitted.yaml); every other row is judged.
+(perfmodel/fitted.yaml); every other row is judged. SGLang's DeepEP transmit times on H200
+(validate/data/aiconfigurator_sglang_deepep.csv: the normal kernels given 4-24 SMs) fit the
+op's copy round on its copy-bound rows (round_fit_rows) and are judged on the rest.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from perfmodel.validation.modules import captured_s, error_table, grouped_errors
 
 ALLREDUCE_CSV = DATA_DIR / "aiconfigurator_allreduce.csv"
 MOE_A2A_CSV = DATA_DIR / "aiconfigurator_moe_a2a.csv"
+SGLANG_DEEPEP_CSV = DATA_DIR / "aiconfigurator_sglang_deepep.csv"
 # wire bytes per element of a dispatch/combine dtype (NVFP4: 4 bits + one E4M3 scale per 16)
 WIRE_BYTES = {"bfloat16": 2.0, "fp8": 1.0, "nvfp4": 0.5625, "fp4": 0.5625}
 # message-size bands of the report: decode-sized (tokens x hidden of a decode batch), medium,
@@ -128,6 +131,55 @@ def fixed_fit_rows(rows: list[dict], mode: str, phase: str) -> list[dict]:
             and r["tokens"] <= FIXED_FIT_TOKENS]
 
 
+def load_sglang_deepep_rows(path=SGLANG_DEEPEP_CSV) -> list[dict]:
+    """SGLang's DeepEP normal-kernel transmit times on H200 (validate/data/SOURCES.md): id,
+    phase, tokens, SMs, shape, seconds."""
+    out = []
+    for r in csv.DictReader(io.StringIO(yamlio.read_text(path))):
+        s = json.loads(r["shape_json"])
+        out.append({"id": r["id"], "hardware": r["hardware"], "dtype": r["dtype"],
+                    "phase": r["op"].rsplit("_", 1)[1], "measured_s": float(r["value"]) * 1e-3,
+                    **s})
+    return out
+
+
+def transmit_predicted_s(row: dict, hw: Hardware | None = None) -> float:
+    """An SGLang transmit row as the deepep op's kernel time: the call without its fixed time
+    (the table's notify time is 0: no layout, notify or host wait in it), its launches or its
+    first DRAM round trip."""
+    hw = hw or hardware(row["hardware"])
+    op = deepep.DeepEP(tokens=row["tokens"], hidden=row["hidden"], top_k=row["top_k"],
+                       experts=row["experts"], ep=row["ep"], phase=row["phase"],
+                       num_sms=row["num_sms"])
+    e = predict_op(op, hw)
+    return (e.time_s - e.resource_time_s.get("launch", 0.0)
+            - deepep.FIXED_S[("normal", row["phase"])] - hw.hbm_latency_s)
+
+
+# the SGLang rows the copy round is fitted on: copy-bound calls (many tokens, fewer SMs than
+# saturate the NVLink)
+ROUND_FIT_MIN_TOKENS = 4096
+ROUND_FIT_MAX_SMS = 16
+
+
+def round_fit_rows(rows: list[dict]) -> list[dict]:
+    """The rows `deepep.copy_round_trips` is fitted on (perfmodel/fitted.yaml)."""
+    return [r for r in rows if r["tokens"] >= ROUND_FIT_MIN_TOKENS
+            and r["num_sms"] <= ROUND_FIT_MAX_SMS]
+
+
+def sglang_report(rows: list[dict]) -> str:
+    fit = {r["id"] for r in round_fit_rows(rows)}
+    judged = [r for r in rows if r["id"] not in fit and r["tokens"] >= 1024]
+    table = error_table(grouped_errors(
+        judged, lambda r: transmit_predicted_s(r) / r["measured_s"] - 1,
+        lambda r: (r["phase"], f"{r['num_sms']} SMs")), ["phase", "SMs"])
+    return (f"{table}\n\n({len(judged)} rows of >= 1024 tokens judged, {len(fit)} fit rows of "
+            f">= {ROUND_FIT_MIN_TOKENS} tokens on <= {ROUND_FIT_MAX_SMS} SMs left out; smaller "
+            f"calls carry the kernel's own barriers, which its transmit time holds and the "
+            f"op's fixed time prices)")
+
+
 def a2a_report(rows: list[dict]) -> str:
     fit = {r["id"] for m in deepep.MODES for p in deepep.PHASES
            for r in fixed_fit_rows(rows, m, p)}
@@ -155,6 +207,10 @@ def main() -> None:
     print("\nTensorRT-LLM's DeepEP dispatch and combine (AIConfigurator) against the deepep op "
           "(eager)\n")
     print(a2a_report(a2a))
+    sgl = load_sglang_deepep_rows()
+    print("\nSGLang's DeepEP normal kernels on H200 (AIConfigurator, transmit time) against the "
+          "deepep op's kernel time, by SMs given to the kernel\n")
+    print(sglang_report(sgl))
 
 
 if __name__ == "__main__":

@@ -166,6 +166,11 @@ SPECS = {
         "TensorRT-LLM's trtllm-gen Blackwell context kernel: forward overlap of its softmax "
         "with its MMAs (its own, not FA4's); at its lower bound the FA4-class tile is still too "
         "fast, so it stands in for a mechanism not found"),
+    "deepep.copy_round_trips": (
+        (0.05, 2.0), 4,
+        "one dependent copy round of a DeepEP normal kernel's warp (its loads from the L2-held "
+        "input and ring buffers, then their posted stores; ops/deepep.py), in DRAM round trips "
+        "of the GPU's spec"),
     **{f"deepep.fixed_s.{m}.{p}": (
         (0.0, 5.0e-4), 7,
         f"the time of one DeepEP {m.replace('_', '-')} {p} call outside its copies (kernel "
@@ -251,6 +256,12 @@ HBM_RULE = (
     "for bandwidth and the largest pure stream of the Blackwell rows): bisection for the fraction "
     "at which the pipes-level prediction equals it ({fit:.4f}), kept to 3 decimals. Judged on the "
     "other streaming rows (cuDNN's GB200 norms, PyTorch's B200 cross-entropy, torchao's casts)")
+DEEPEP_ROUND_RULE = (
+    "SGLang 0.5.12's DeepEP normal dispatch and combine on H200 (aiconfigurator_sglang_deepep."
+    "csv) at >= {tokens} tokens per rank on <= {sms} SMs ({n} rows: copy-bound, below the "
+    "NVLink's rate): bisection for the round at which the mean log error of the deepep op's "
+    "kernel time against the transmit time is zero ({fit:.4f}). TensorRT-LLM's DeepEP rows on "
+    "six GPUs and SGLang's other rows are judged")
 DEEPEP_RULE = (
     "the {gpu} rows of TensorRT-LLM's DeepEP {mode} {phase} with at most {tokens} tokens per "
     "rank (aiconfigurator_moe_a2a.csv, {n} rows, where the call is nearly all fixed time): "
@@ -697,7 +708,29 @@ def fit_graph_gap(family: str, exclude: frozenset[str] = frozenset(), sustained=
     return _zero_of_rising(mean_log_error, *SPECS[key][0], tol), [r["id"] for r in rows]
 
 
-def fit_deepep_fixed(tol: float = 1e-10) -> dict[str, tuple[float, list[str]]]:
+def fit_deepep_round(tol: float = 1e-7) -> tuple[float, list[str]]:
+    """DeepEP's copy round on SGLang's copy-bound H200 rows (DEEPEP_ROUND_RULE): the kernel
+    time rises with it, so bisect the mean log error to zero."""
+    from perfmodel.hardware import hardware
+    from perfmodel.ops import deepep
+    from perfmodel.validation import collectives
+    rows = collectives.round_fit_rows(collectives.load_sglang_deepep_rows())
+    hw = hardware("H200-SXM")
+    saved = deepep.COPY_ROUND_TRIPS
+
+    def mean_log_error(x: float) -> float:
+        deepep.COPY_ROUND_TRIPS = x
+        return sum(math.log(collectives.transmit_predicted_s(r, hw) / r["measured_s"])
+                   for r in rows) / len(rows)
+    try:
+        x = _zero_of_rising(mean_log_error, *SPECS["deepep.copy_round_trips"][0], tol)
+    finally:
+        deepep.COPY_ROUND_TRIPS = saved
+    return x, [r["id"] for r in rows]
+
+
+def fit_deepep_fixed(copy_round_trips: float | None = None,
+                     tol: float = 1e-10) -> dict[str, tuple[float, list[str]]]:
     """Each DeepEP kernel kind's fixed time on its small H100 calls (DEEPEP_RULE): a call's time
     rises with it, so bisect the mean log error to zero. Returns key -> (value, row ids)."""
     from perfmodel.hardware import hardware
@@ -705,7 +738,9 @@ def fit_deepep_fixed(tol: float = 1e-10) -> dict[str, tuple[float, list[str]]]:
     from perfmodel.validation import collectives
     rows = collectives.load_a2a_rows()
     hw = hardware(collectives.FIXED_FIT_GPU)
-    out, saved = {}, dict(deepep.FIXED_S)
+    out, saved, saved_round = {}, dict(deepep.FIXED_S), deepep.COPY_ROUND_TRIPS
+    if copy_round_trips is not None:
+        deepep.COPY_ROUND_TRIPS = copy_round_trips
     try:
         for mode in deepep.MODES:
             for phase in deepep.PHASES:
@@ -720,6 +755,7 @@ def fit_deepep_fixed(tol: float = 1e-10) -> dict[str, tuple[float, list[str]]]:
                 out[key] = (x, [r["id"] for r in fit_rows])
     finally:
         deepep.FIXED_S.update(saved)
+        deepep.COPY_ROUND_TRIPS = saved_round
     return out
 
 
@@ -853,9 +889,15 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
                       ("attention.softmax_overlap.cudnn_tcgen05.bwd", CUDNN_TCGEN05_BWD_RULE)):
         value, rows, rms = cudnn_tcgen05[key]
         entries[key] = _entry(key, value, rows, rule, rms)
-    for key, (value, rows) in fit_deepep_fixed().items():
+    from perfmodel.validation import collectives
+    copy_round, round_rows = fit_deepep_round()
+    entries["deepep.copy_round_trips"] = _entry(
+        "deepep.copy_round_trips", copy_round, round_rows, DEEPEP_ROUND_RULE.format(
+            tokens=collectives.ROUND_FIT_MIN_TOKENS, sms=collectives.ROUND_FIT_MAX_SMS,
+            n=len(round_rows), fit=copy_round))
+    for key, (value, rows) in fit_deepep_fixed(
+            round(copy_round, SPECS["deepep.copy_round_trips"][1])).items():
         mode, phase = key.split(".")[2:]
-        from perfmodel.validation import collectives
         entries[key] = _entry(key, value, rows, DEEPEP_RULE.format(
             gpu=collectives.FIXED_FIT_GPU, mode=mode.replace("_", "-"), phase=phase,
             tokens=collectives.FIXED_FIT_TOKENS, n=len(rows), fit=value))

@@ -8,7 +8,8 @@ import pytest
 from perfmodel import ops
 from perfmodel.errors import InputError
 from perfmodel.hardware import hardware
-from perfmodel.ops.deepep import FIXED_S, ranks_per_token, wire_bytes_per_element
+from perfmodel.ops.deepep import (FIXED_S, ranks_per_token, warp_copy_rounds,
+                                  wire_bytes_per_element)
 from perfmodel.predict import predict_op
 
 
@@ -34,24 +35,40 @@ def test_normal_dispatch_sends_a_token_once_per_rank_low_latency_once_per_expert
     assert normal.copies < ll.copies
 
 
-def test_large_calls_are_bound_by_the_copy_warps_or_the_link():
-    """Little's law on the copy warps' loads: half the ranks, half the warps per SM (EP4 on
-    GB200), so the bytes per second of the copy halve; the link carries the remote copies."""
-    b200, gb200, h100 = hardware("B200"), hardware("GB200"), hardware("H100-SXM")
-    big = dict(tokens=65536)
-    e8 = predict_op(_op(**big), b200)
-    e4 = predict_op(_op(ep=4, **big), gb200)
-    assert e8.bound == "hbm" and e4.bound == "hbm"
-    rate8 = e8.details["copies"] * e8.details["bytes_per_copy"] / e8.resource_time_s["hbm"]
-    rate4 = e4.details["copies"] * e4.details["bytes_per_copy"] / e4.resource_time_s["hbm"]
-    assert rate8 / rate4 == pytest.approx(2.0, rel=1e-6)
-    # the copies bound for other ranks cross NVLink at its achievable rate
-    e = predict_op(_op(**big), h100)
-    link = h100.link("nvlink")
-    assert e.resource_time_s["link:nvlink"] == pytest.approx(
-        e.details["remote_bytes"] / (link.bandwidth_bytes_per_s * link.achievable_fraction))
-    assert e.details["remote_bytes"] == pytest.approx(
-        e.details["copies"] * e.details["bytes_per_copy"] * 7 / 8)
+def test_the_copy_rounds_follow_the_kernels_loops():
+    """UNROLLED_WARP_COPY: floor(n / (32·unroll)) unrolled rounds, then the remainder one element
+    per lane a round; a BF16 DeepSeek token is 896 16-byte elements: 5 + 3 rounds at unroll 5,
+    7 at unroll 4."""
+    assert warp_copy_rounds(896, 5) == 8 and warp_copy_rounds(896, 4) == 7
+    assert warp_copy_rounds(160, 5) == 1 and warp_copy_rounds(161, 5) == 2
+    assert warp_copy_rounds(0, 5) == 0
+
+
+def test_the_sms_set_the_copy_time_until_the_link_binds():
+    """Half the SMs, twice the copy rounds per warp (SGLang's SM sweep: time ∝ 1/SMs); at many
+    SMs the NVLink bytes bind instead."""
+    hw = hardware("H200-SXM")
+    few = predict_op(_op(tokens=65536, num_sms=4), hw)
+    more = predict_op(_op(tokens=65536, num_sms=8), hw)
+    assert few.details["sender_rounds"] == pytest.approx(2 * more.details["sender_rounds"])
+    assert few.details["tile_rounds_s"] == pytest.approx(2 * more.details["tile_rounds_s"])
+    assert few.time_s > 1.8 * more.time_s - 20e-6
+    wide = predict_op(_op(tokens=65536, num_sms=64), hw)
+    assert wide.bound == "link:nvlink"
+    link = hw.link("nvlink")
+    assert wide.resource_time_s["link:nvlink"] == pytest.approx(
+        wide.details["remote_bytes"] / (link.bandwidth_bytes_per_s * link.achievable_fraction))
+    assert wide.details["remote_bytes"] == pytest.approx(
+        wide.details["copies"] * wide.details["bytes_per_copy"] * 7 / 8)
+
+
+def test_combine_receivers_sum_rank_by_rank():
+    """A combine receiver warp takes one round per rank per 16-byte lane step: more ranks per
+    token (EP8 vs EP4 at the same routing) means more rounds per token."""
+    e8 = _op(phase="combine").copy_rounds()
+    e4 = _op(phase="combine", ep=4).copy_rounds()
+    assert e8["receiver"] / e4["receiver"] == pytest.approx(
+        (28 * ranks_per_token(256, 8, 8) + 1) / (28 * ranks_per_token(256, 4, 8) + 1))
 
 
 def test_fixed_time_is_the_floor_of_a_small_call():
@@ -68,8 +85,13 @@ def test_wire_types_and_combine_in_bf16():
     assert wire_bytes_per_element("fp8") == pytest.approx(1 + 4 / 128)
     assert wire_bytes_per_element("nvfp4") == pytest.approx(0.5 + 1 / 16)
     hw = hardware("B200")
-    assert (predict_op(_op(dtype="fp8", tokens=65536), hw).time_s
-            < predict_op(_op(tokens=65536), hw).time_s)
+    bf16, fp8, fp4 = (predict_op(_op(dtype=d, tokens=65536), hw) for d in ("bf16", "fp8",
+                                                                           "nvfp4"))
+    # narrower types put fewer bytes on NVLink; the copies are latency rounds, which the FP8
+    # scales' words eat back (9 rounds a copy either way), NVFP4 saves one (8)
+    assert fp8.details["remote_bytes"] < 0.6 * bf16.details["remote_bytes"]
+    assert fp8.time_s <= bf16.time_s * (1 + 1e-12)
+    assert fp4.details["sender_rounds"] / bf16.details["sender_rounds"] == pytest.approx(8 / 9)
     with pytest.raises(InputError, match="combine sends BF16"):
         _op(phase="combine", dtype="fp8")
 
