@@ -88,7 +88,7 @@ DTYPES = ("bf16", "fp8", "nvfp4")
 def wire_bytes_per_element(dtype: str) -> float:
     """Bytes per hidden element on the wire, scales included: BF16 2; FP8 1 + an FP32 scale per
     128 (DeepEP's per-token, per-128-channel scales); NVFP4 ½ + an E4M3 scale per 16."""
-    return {"bf16": 2.0, "fp8": 1.0 + 4.0 / 128, "nvfp4": 0.5 + 1.0 / 16}[dtype]
+    return WIRE_ELEMENT_BYTES[dtype] + SCALE_BYTES_PER_ELEMENT[dtype]
 
 
 def ranks_per_token(experts: int, ep: int, top_k: int) -> float:
@@ -158,6 +158,10 @@ class DeepEP(Op):
             if v["phase"] == "combine" and v["dtype"] != "bf16":
                 problems.append(("dtype", f"DeepEP's normal combine sends BF16 (its kernel's "
                                           f"dtype), got {v['dtype']!r}"))
+        elif v["num_sms"] != DEFAULT_NUM_SMS:
+            problems.append(("num_sms", f"num_sms applies to the normal kernels; the "
+                                        f"low-latency ones run on ceil(experts / "
+                                        f"{LL_WARP_GROUPS}) SMs (got {v['num_sms']})"))
         return problems
 
     def cache_state(self) -> tuple:

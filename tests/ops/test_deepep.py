@@ -98,7 +98,9 @@ def test_wire_types_and_combine_in_bf16():
 
 @pytest.mark.parametrize("kw, match", [(dict(ep=16), "2, 4 or 8 ranks"),
                                        (dict(experts=100), "split evenly"),
-                                       (dict(num_sms=21), "even count")])
+                                       (dict(num_sms=21), "even count"),
+                                       (dict(mode="low_latency", num_sms=24),
+                                        "applies to the normal kernels")])
 def test_bad_layouts_are_refused(kw, match):
     with pytest.raises(InputError, match=match):
         _op(**kw)
