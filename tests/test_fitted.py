@@ -52,8 +52,13 @@ def test_fit_does_not_depend_on_the_values_it_replaces(fresh, monkeypatch):
     values deleted (NaN) it writes the same file."""
     for f in attention.SOFTMAX_OVERLAP:
         monkeypatch.setitem(attention.SOFTMAX_OVERLAP, f, math.nan)
-    for name in ("MMA_SYNC_FRACTION", "CTA_ROUND_TRIPS", "MMA_SYNC_OPERAND_OVERLAP"):
+    for name in ("MMA_SYNC_FRACTION", "MMA_SYNC_FRACTION_TCGEN05", "CTA_ROUND_TRIPS",
+                 "MMA_SYNC_OPERAND_OVERLAP"):
         monkeypatch.setattr(attention, name, math.nan)
+    from perfmodel.ops import deepep
+    monkeypatch.setattr(deepep, "COPY_ROUND_TRIPS", math.nan)
+    for k in deepep.FIXED_S:
+        monkeypatch.setitem(deepep.FIXED_S, k, math.nan)
     assert fit.fit_all() == fresh
     assert math.isnan(attention.CTA_ROUND_TRIPS)  # the fit put back what it found
 
@@ -83,6 +88,12 @@ def test_everything_reads_the_file():
     assert attention.MMA_SYNC_OPERAND_OVERLAP == fitted.value(
         "attention.mma_sync_operand_overlap")
     assert attention.CTA_ROUND_TRIPS == fitted.value("attention.cta_round_trips")
+    assert attention.MMA_SYNC_FRACTION_TCGEN05 == fitted.value(
+        "attention.mma_sync_fraction.tcgen05")
+    from perfmodel.ops import deepep
+    assert deepep.COPY_ROUND_TRIPS == fitted.value("deepep.copy_round_trips")
+    assert deepep.FIXED_S == {(m, p): fitted.value(f"deepep.fixed_s.{m}.{p}")
+                              for m in deepep.MODES for p in deepep.PHASES}
     for hw in pm.list_hardware():
         q = hw.quantities["clocks.tensor_sustained_fraction"]
         assert "fitted" in q.provenance, f"{hw.name}: the sustained fraction is fitted"

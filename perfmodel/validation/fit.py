@@ -136,7 +136,12 @@ SPECS = {
     "attention.mma_sync_fraction": (
         (0.2, 1.0), 3,
         "FA2's share of the GPU's Ampere-style mma.sync rate (isa.mma_sync_flop_per_sm_per_clk) "
-        "on GPUs whose native MMA is wgmma or tcgen05"),
+        "on GPUs whose native MMA is wgmma (tcgen05 GPUs: attention.mma_sync_fraction.tcgen05)"),
+    "attention.mma_sync_fraction.tcgen05": (
+        (0.2, 1.0), 3,
+        "FlashAttention-2's share of the spec's mma.sync rate on tcgen05 GPUs (Blackwell's "
+        "legacy tensor path; the rate itself is Hopper's, assumed): held out, it takes "
+        "attention.mma_sync_fraction"),
     "attention.mma_sync_operand_overlap": (
         (0.0, 1.0), 3,
         "how well FA2's ldmatrix operand loads overlap its mma.sync MMAs (overlap efficiency)"),
@@ -213,6 +218,15 @@ CUDNN_TCGEN05_BWD_RULE = (
     "log(predicted / measured), with the H100-fitted attention constants at their fitted values. "
     "The other CUDNN-TRN backward rows (2k and 4k, unmasked, FP8, DeepSeek-V3's head dim 192) are "
     "judged only")
+# FlashAttention-2's B200 rows (tritonbench PR 171) long enough that the MMAs bind
+FA2_TCGEN05_SOURCE = "TRITONBENCH171"
+FA2_TCGEN05_MIN_SEQ = 2048
+FA2_TCGEN05_RULE = (
+    "the FlashAttention-2 forward rows on B200 of tritonbench PR 171 (blackwell_measurements."
+    "csv) at >= {seq} tokens ({n} rows, BF16, non-causal, head dim 128, bound by the mma.sync "
+    "MMAs): bisection for the share at which the mean log error is zero ({fit:.4f}), with the "
+    "other attention constants at their fitted values. The PR's shorter rows are judged; with "
+    "the source held out the share is attention.mma_sync_fraction")
 FA4_RULE = (
     f"the one published FA4 number, {FA4_ROW} (FA4's B200 forward headline, "
     "blackwell_attention.csv): bisection for the overlap at which the prediction equals it, with "
@@ -396,7 +410,8 @@ def _saved_attention() -> tuple[tuple[dict, ...], dict[str, float]]:
     return (dict(attention.SOFTMAX_OVERLAP), dict(attention.DESIGN_OVERLAP),
             dict(attention.XQA_CTA_ROUND_TRIPS)), {
         n: getattr(attention, n) for n in (
-            "MMA_SYNC_FRACTION", "CTA_ROUND_TRIPS", "MMA_SYNC_OPERAND_OVERLAP")}
+            "MMA_SYNC_FRACTION", "MMA_SYNC_FRACTION_TCGEN05", "CTA_ROUND_TRIPS",
+            "MMA_SYNC_OPERAND_OVERLAP")}
 
 
 def _restore_attention(saved: tuple[tuple[dict, ...], dict[str, float]]) -> None:
@@ -426,6 +441,7 @@ def applied(entries: dict[str, dict]):
     try:
         _set_attention({name: values[key] for name, key in ATTENTION_KEYS.items()})
         attention.SOFTMAX_OVERLAP["fa4"] = values["attention.softmax_overlap.fa4"]
+        attention.MMA_SYNC_FRACTION_TCGEN05 = values["attention.mma_sync_fraction.tcgen05"]
         for key, design in CUDNN_TCGEN05_KEYS.items():
             attention.DESIGN_OVERLAP[design] = values[key]
         _set_trtllm(values)
@@ -504,6 +520,39 @@ def _solve_falling(time_at, measured_s: float, lo: float, hi: float, tol: float)
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if time_at(mid) > measured_s else (lo, mid)
     return (lo + hi) / 2
+
+
+def fa2_tcgen05_fit_rows() -> list[Case]:
+    """FA2_TCGEN05_RULE's rows."""
+    cases, _ = load_cases(BLACKWELL_MEASUREMENTS_CSV)
+    return [c for c in cases if c.id.startswith(FA2_TCGEN05_SOURCE)
+            and c.op.seq_q >= FA2_TCGEN05_MIN_SEQ]
+
+
+def fit_fa2_tcgen05_fraction(constants: dict[str, float], sustained: float | None = None,
+                             exclude: frozenset[str] = frozenset(),
+                             tol: float = 1e-5) -> tuple[float, list[str]]:
+    """FA2's mma.sync share on tcgen05 GPUs on its rows (FA2_TCGEN05_RULE), the other
+    attention constants at `constants` (fit_attention's result names); the Hopper share when
+    the rows are held out. The time falls as the share rises."""
+    rows = [c for c in fa2_tcgen05_fit_rows() if c.id not in exclude]
+    if not rows:
+        return constants["MMA_SYNC_FRACTION"], []
+    saved = _saved_attention()
+    hws = {id(c.hardware): _with_sustained(c.hardware, sustained) for c in rows}
+
+    def mean_log_error(share: float) -> float:
+        attention.MMA_SYNC_FRACTION_TCGEN05 = share
+        return sum(math.log(estimate(c.op.demand(hws[id(c.hardware)]),
+                                     hws[id(c.hardware)]).time_s / c.measured_time_s)
+                   for c in rows) / len(rows)
+    try:
+        _set_attention(constants)
+        x = _zero_of_rising(lambda v: -mean_log_error(v),
+                            *SPECS["attention.mma_sync_fraction.tcgen05"][0], tol)
+    finally:
+        _restore_attention(saved)
+    return x, [c.id for c in rows]
 
 
 def fit_fa4_overlap(row_id: str = FA4_ROW, tol: float = 1e-5,
@@ -716,7 +765,10 @@ def fit_deepep_round(tol: float = 1e-7) -> tuple[float, list[str]]:
     from perfmodel.validation import collectives
     rows = collectives.round_fit_rows(collectives.load_sglang_deepep_rows())
     hw = hardware("H200-SXM")
-    saved = deepep.COPY_ROUND_TRIPS
+    saved, saved_fixed = deepep.COPY_ROUND_TRIPS, dict(deepep.FIXED_S)
+    # the transmit times hold no fixed time (collectives.transmit_predicted_s takes it out):
+    # the fit does not depend on the fixed times' values
+    deepep.FIXED_S.update({k: 0.0 for k in deepep.FIXED_S})
 
     def mean_log_error(x: float) -> float:
         deepep.COPY_ROUND_TRIPS = x
@@ -726,6 +778,7 @@ def fit_deepep_round(tol: float = 1e-7) -> tuple[float, list[str]]:
         x = _zero_of_rising(mean_log_error, *SPECS["deepep.copy_round_trips"][0], tol)
     finally:
         deepep.COPY_ROUND_TRIPS = saved
+        deepep.FIXED_S.update(saved_fixed)
     return x, [r["id"] for r in rows]
 
 
@@ -844,10 +897,12 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
     fa4, fa4_rows = _on_one_row("attention.softmax_overlap.fa4", FA4_ROW, exclude,
                                 lambda: fit_fa4_overlap(constants=att, sustained=sustained))
     cudnn_tcgen05 = fit_cudnn_tcgen05(att, sustained, exclude)
+    fa2_tcgen05, fa2_tcgen05_rows = fit_fa2_tcgen05_fraction(att, sustained, exclude)
     raw_b300 = te_profile.fit_b300_sustained_fraction()
     # the module and serving fits price attention too: with the attention constants just fitted
     attention_now = {key: {"value": att[name]} for name, key in ATTENTION_KEYS.items()}
     attention_now["attention.softmax_overlap.fa4"] = {"value": fa4}
+    attention_now["attention.mma_sync_fraction.tcgen05"] = {"value": fa2_tcgen05}
     attention_now.update({key: {"value": cudnn_tcgen05[key][0]} for key in CUDNN_TCGEN05_KEYS})
     gaps = {}
     with applied(attention_now):
@@ -885,6 +940,10 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
         entries[key] = _entry(key, att[name], att["rows"], ATTENTION_RULE, att["rms_log_error"])
     entries["attention.softmax_overlap.fa4"] = _entry(
         "attention.softmax_overlap.fa4", fa4, fa4_rows, FA4_RULE)
+    entries["attention.mma_sync_fraction.tcgen05"] = _entry(
+        "attention.mma_sync_fraction.tcgen05", fa2_tcgen05, fa2_tcgen05_rows,
+        FA2_TCGEN05_RULE.format(seq=FA2_TCGEN05_MIN_SEQ, n=len(fa2_tcgen05_rows),
+                                fit=fa2_tcgen05))
     for key, rule in (("attention.softmax_overlap.cudnn_tcgen05.fwd", CUDNN_TCGEN05_FWD_RULE),
                       ("attention.softmax_overlap.cudnn_tcgen05.bwd", CUDNN_TCGEN05_BWD_RULE)):
         value, rows, rms = cudnn_tcgen05[key]

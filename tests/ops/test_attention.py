@@ -336,6 +336,20 @@ def test_fa2_mma_sync_work_follows_the_declared_rate():
     assert hop.work["tensor:bf16"] == pytest.approx(ratio * a100.work["tensor:bf16"], rel=1e-9)
 
 
+def test_fa2_on_tcgen05_takes_its_own_mma_sync_share():
+    """On tcgen05 GPUs FA2's mma.sync share is its own fitted one (FA2's B200 rows), not
+    Hopper's: the tensor work differs by exactly the ratio of the two shares."""
+    from perfmodel.ops.attention import op as attention
+    shape = dict(FWD, kernel="fa2")
+    h, b = pm.hardware("H100-SXM"), pm.hardware("B200")
+    hop, bw = (pm.ops.Attention(**shape).demand(g) for g in (h, b))
+    per_flop = lambda d, g: d.work["tensor:bf16"] * g.mma_sync_flop_per_sm_per_clk["bf16"] \
+        / g.tensor_flop_per_sm_per_clk["bf16"]  # noqa: E731
+    assert per_flop(bw, b) / per_flop(hop, h) == pytest.approx(
+        attention.MMA_SYNC_FRACTION / attention.MMA_SYNC_FRACTION_TCGEN05, rel=1e-9)
+    assert attention.MMA_SYNC_FRACTION_TCGEN05 < attention.MMA_SYNC_FRACTION
+
+
 def test_cudnn_on_tcgen05_has_its_own_design_not_fa4_s():
     """cuDNN on Blackwell: FA4's tile shape, but its own exp emulation (a quarter of the exps of
     unmasked 16-bit attention, none with a causal mask; FP8 always) and its own overlaps."""

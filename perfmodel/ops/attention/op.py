@@ -157,6 +157,10 @@ XQA_CTA_ROUND_TRIPS = {"xqa_sm90": _fitted("attention.cta_round_trips.xqa_sm90")
 # FA2's share of the GPU's mma.sync rate (isa.mma_sync_flop_per_sm_per_clk) on GPUs whose native
 # MMA is wgmma or tcgen05 (fitted; on an mma.sync GPU FA2's MMAs are the native ones)
 MMA_SYNC_FRACTION = fitted.value("attention.mma_sync_fraction")
+# ... and on tcgen05 GPUs, where mma.sync runs on the legacy tensor path beside tcgen05's
+# (Nsight Compute's `tensor` vs `tc` pipes): fitted on FlashAttention-2's own B200 rows, since
+# the spec's mma.sync rate there is Hopper's, assumed (hwspecs/B200.yaml)
+MMA_SYNC_FRACTION_TCGEN05 = _fitted("attention.mma_sync_fraction.tcgen05")
 MMA_SYNC_OPERAND_OVERLAP = fitted.value("attention.mma_sync_operand_overlap")
 # A non-persistent CTA's exposed start and drain, in DRAM round trips: the first Q/K/V tiles, the
 # O tile and LSE written back, the next CTA's launch (fitted; one CTA per SM hides none).
@@ -338,7 +342,8 @@ class Attention(Op):
     def cache_state(self) -> tuple:
         """The fitted constants the demand reads when called (perfmodel.validation.fit sets them
         while it fits): the prediction caches key on them."""
-        return (MMA_SYNC_FRACTION, MMA_SYNC_OPERAND_OVERLAP, CTA_ROUND_TRIPS,
+        return (MMA_SYNC_FRACTION, MMA_SYNC_FRACTION_TCGEN05, MMA_SYNC_OPERAND_OVERLAP,
+                CTA_ROUND_TRIPS,
                 *SOFTMAX_OVERLAP.values(), *DESIGN_OVERLAP.values(),
                 *XQA_CTA_ROUND_TRIPS.values())
 
@@ -516,7 +521,8 @@ class Attention(Op):
         """The MMAs' rate as a share of the native tensor rate the work is counted at: 1, except
         for FA2's Ampere-style mma.sync on a GPU whose native MMA is wgmma or tcgen05, which runs
         at the GPU's own mma.sync rate (isa.mma_sync_flop_per_sm_per_clk; on Blackwell the
-        legacy path, not tcgen05's) times FA2's share of it (MMA_SYNC_FRACTION)."""
+        legacy path, not tcgen05's) times FA2's share of it (MMA_SYNC_FRACTION; on tcgen05 GPUs
+        MMA_SYNC_FRACTION_TCGEN05)."""
         if kernel != "fa2" or hw.mma_instruction == "mma_sync":
             return 1.0
         d = tensor_dtype(self.dtype)
@@ -524,8 +530,9 @@ class Attention(Op):
             raise InputError(f"attention kernel 'fa2' issues mma.sync, for which {hw.name}'s spec "
                              f"declares no {d} rate (isa.mma_sync_flop_per_sm_per_clk has: "
                              f"{', '.join(sorted(hw.mma_sync_flop_per_sm_per_clk))})")
-        return (MMA_SYNC_FRACTION * hw.mma_sync_flop_per_sm_per_clk[d]
-                / hw.tensor_flop_per_sm_per_clk[d])
+        share = MMA_SYNC_FRACTION_TCGEN05 if hw.mma_instruction == "tcgen05" \
+            else MMA_SYNC_FRACTION
+        return share * hw.mma_sync_flop_per_sm_per_clk[d] / hw.tensor_flop_per_sm_per_clk[d]
 
     def _cudnn_emulated_fraction(self, hw, direction: str) -> float:
         """Share of an unmasked tile's exps cuDNN's tcgen05 forward emulates on the FMA pipe
