@@ -36,6 +36,7 @@ import contextlib
 import dataclasses
 import difflib
 import json
+import functools
 import math
 import sys
 
@@ -73,8 +74,11 @@ TRTLLM_OVERLAP_KEYS = {"attention.softmax_overlap.trtllm_fmha_v2.fwd": ("trtllm_
                        "attention.softmax_overlap.trtllm_gen.fwd": ("trtllm_gen", "fwd")}
 TRTLLM_FIT_GPU = {"attention.softmax_overlap.trtllm_fmha_v2.fwd": "H100-SXM",
                   "attention.softmax_overlap.trtllm_gen.fwd": "B200",
-                  "attention.cta_round_trips.xqa_sm90": "H100-SXM"}
+                  "attention.cta_round_trips.xqa_sm90": "H100-SXM",
+                  "attention.fixed_s.trtllm_gen_decode": "B200"}
 XQA_KEY = "attention.cta_round_trips.xqa_sm90"
+TRTLLM_GEN_FIXED_KEY = "attention.fixed_s.trtllm_gen_decode"
+TRTLLM_GEN_FIXED_MAX_S = 15e-6  # generation calls this short are nearly all fixed cost
 TRTLLM_CONTEXT_MIN_TOKENS = 4096  # compute-bound context rows: the overlap, not the floors
 # fitted.yaml key -> (range its meaning allows, also the fit's bounds; decimals kept; meaning).
 # The mma.sync rate's floor of 0.2 keeps FA2 within 5x of the native rate (0 would be no MMAs at
@@ -182,6 +186,11 @@ SPECS = {
         f"launches, NVLink barriers" + (", the host's wait for the received counts" if
         (m, p) == ("normal", "dispatch") else "") + "; ops/deepep.py), serial with them")
        for m in ("normal", "low_latency") for p in ("dispatch", "combine")},
+    "attention.fixed_s.trtllm_gen_decode": (
+        (0.0, 2.0e-5), 8,
+        "trtllm-gen's Blackwell generation kernels (ops/attention/trtllm.py): the one-time start "
+        "a call exposes before its first tile, in seconds (tensor-memory, barrier and tensor-map "
+        "setup; no source states it)"),
     "attention.cta_round_trips.xqa_sm90": (
         (0.0, 40.0), 3,
         "XQA's Hopper FP8 GMMA generation kernel (mha_sm90.cu): a CTA round's exposed start and "
@@ -194,6 +203,11 @@ TRTLLM_CONTEXT_RULE = (
     "the median log(predicted / measured) is zero ({fit:.4f}), with the other attention "
     "constants at their fitted values. The other GPUs' context rows and every generation row "
     "are judged only")
+TRTLLM_GEN_FIXED_RULE = (
+    "the B200 generation rows of aiconfigurator_attention.csv measured at most {limit:.0f} us "
+    "({n} rows, BF16 and FP8 caches: trtllm-gen's generation kernel with the QKV preprocessing "
+    "under CUDA graphs, nearly all fixed cost): bisection for the time at which the mean log "
+    "error is zero ({fit:.3g} s). B200's longer calls, B300's and GB200's rows are judged")
 XQA_RULE = (
     "every H100-SXM generation row of aiconfigurator_attention.csv with an FP8 cache ({n} rows: "
     "XQA's FP8 GMMA kernel with the QKV preprocessing, under CUDA graphs): bisection for the "
@@ -411,7 +425,7 @@ def _saved_attention() -> tuple[tuple[dict, ...], dict[str, float]]:
             dict(attention.XQA_CTA_ROUND_TRIPS)), {
         n: getattr(attention, n) for n in (
             "MMA_SYNC_FRACTION", "MMA_SYNC_FRACTION_TCGEN05", "CTA_ROUND_TRIPS",
-            "MMA_SYNC_OPERAND_OVERLAP")}
+            "MMA_SYNC_OPERAND_OVERLAP", "TRTLLM_GEN_DECODE_FIXED_S")}
 
 
 def _restore_attention(saved: tuple[tuple[dict, ...], dict[str, float]]) -> None:
@@ -429,6 +443,8 @@ def _set_trtllm(values: dict[str, float]) -> None:
             attention.DESIGN_OVERLAP[design] = values[key]
     if XQA_KEY in values:
         attention.XQA_CTA_ROUND_TRIPS["xqa_sm90"] = values[XQA_KEY]
+    if TRTLLM_GEN_FIXED_KEY in values:
+        attention.TRTLLM_GEN_DECODE_FIXED_S = values[TRTLLM_GEN_FIXED_KEY]
 
 
 @contextlib.contextmanager
@@ -694,8 +710,19 @@ def trtllm_fit_rows(key: str) -> list[dict]:
     rows = [r for r in modules.load_attention_rows() if r["hardware"] == gpu]
     if key == XQA_KEY:
         return [r for r in rows if r["phase"] == "generation" and r["kv_dtype"] == "fp8"]
+    if key == TRTLLM_GEN_FIXED_KEY:
+        return [r for r in rows if r["phase"] == "generation"
+                and r["measured_s"] <= TRTLLM_GEN_FIXED_MAX_S]
     return [r for r in rows if r["phase"] == "context"
             and r["seq_q"] >= TRTLLM_CONTEXT_MIN_TOKENS]
+
+
+def _mean_log_error(rows: list[dict], key: str, hw, x: float) -> float:
+    """The mean log(predicted / measured) of attention rows with the trtllm constant `key` at x."""
+    from perfmodel.validation import modules
+    _set_trtllm({key: x})
+    return sum(math.log(modules.attention_predicted_s(r, hw) / r["measured_s"])
+               for r in rows) / len(rows)
 
 
 def fit_trtllm_attention(sustained: float | None = None, tol: float = 1e-6
@@ -711,7 +738,7 @@ def fit_trtllm_attention(sustained: float | None = None, tol: float = 1e-6
     out = {}
     saved = _saved_attention()
     try:
-        for key in (*TRTLLM_OVERLAP_KEYS, XQA_KEY):
+        for key in (*TRTLLM_OVERLAP_KEYS, XQA_KEY, TRTLLM_GEN_FIXED_KEY):
             rows = trtllm_fit_rows(key)
             hw = _with_sustained(hardware(TRTLLM_FIT_GPU[key]), sustained)
 
@@ -720,8 +747,10 @@ def fit_trtllm_attention(sustained: float | None = None, tol: float = 1e-6
                 return median(math.log(modules.attention_predicted_s(r, hw) / r["measured_s"])
                               for r in rows)
             lo, hi = SPECS[key][0]
-            if key == XQA_KEY:  # more round trips, a slower kernel: the error rises
-                x = _zero_of_rising(median_log_error, lo, hi, tol)
+            if key in (XQA_KEY, TRTLLM_GEN_FIXED_KEY):  # more cost, a slower kernel
+                x = _zero_of_rising(median_log_error if key == XQA_KEY else
+                                    functools.partial(_mean_log_error, rows, key, hw),
+                                    lo, hi, 1e-10 if key == TRTLLM_GEN_FIXED_KEY else tol)
             else:  # more overlap, a faster kernel: the error falls
                 x = _zero_of_rising(lambda v: -median_log_error(v), lo, hi, tol)
             _set_trtllm({key: x})
@@ -962,6 +991,8 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
             tokens=collectives.FIXED_FIT_TOKENS, n=len(rows), fit=value))
     for key, (value, rows) in trtllm.items():
         rule = (XQA_RULE.format(n=len(rows), fit=value) if key == XQA_KEY else
+                TRTLLM_GEN_FIXED_RULE.format(limit=TRTLLM_GEN_FIXED_MAX_S * 1e6, n=len(rows),
+                                             fit=value) if key == TRTLLM_GEN_FIXED_KEY else
                 TRTLLM_CONTEXT_RULE.format(gpu=TRTLLM_FIT_GPU[key], n=len(rows), fit=value))
         entries[key] = _entry(key, value, rows, rule)
     return {k: entries[k] for k in SPECS}  # in SPECS' order

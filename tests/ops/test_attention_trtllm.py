@@ -120,8 +120,25 @@ def test_trtllm_gen_persistent_grid_hides_tile_rounds_under_the_stream():
     assert tiny.details["tile_rounds_s"] > tiny.resource_time_s["hbm"]
     # the rounds beyond the stream are exposed latency: the call is latency-bound
     assert tiny.bound == "latency"
-    assert tiny.time_s - hw.kernel_launch_s - hw.hbm_latency_s == pytest.approx(
+    from perfmodel.ops.attention import op as attention
+    fixed = attention.TRTLLM_GEN_DECODE_FIXED_S
+    assert tiny.time_s - hw.kernel_launch_s - hw.hbm_latency_s - fixed == pytest.approx(
         tiny.details["tile_rounds_s"])
+
+
+def test_trtllm_gen_generation_pays_its_one_time_start_once_per_call():
+    """The fitted start (attention.fixed_s.trtllm_gen_decode) is in every trtllm-gen generation
+    call's latency, once, and in no other design's."""
+    from perfmodel.ops.attention import op as attention
+    hw = hardware("B200")
+    fixed = attention.TRTLLM_GEN_DECODE_FIXED_S
+    assert 0 < fixed < 10e-6
+    small = predict_op(_attn(batch=1, seq_kv=256, dtype="bf16"), hw)
+    fa4 = predict_op(_attn(batch=1, seq_kv=256, dtype="bf16", kernel="fa4"), hw)
+    assert small.resource_time_s["latency"] >= fixed
+    assert fa4.resource_time_s["latency"] < fixed
+    big = predict_op(_attn(batch=64, seq_kv=65536, dtype="bf16"), hw)
+    assert big.resource_time_s["latency"] - fixed < 0.1 * big.time_s
 
 
 def test_trtllm_is_forward_only():

@@ -152,6 +152,10 @@ FWD_OVERLAP_OF = {"xqa": "fa3", "xqa_sm90": "fa3", TRTLLM_GEN_DECODE: "trtllm_ge
 # XQA's CTAs each walk their key tiles through a two-deep buffer and merge partial results
 # through global semaphores: a CTA round's exposed start and drain, in DRAM round trips, per
 # kernel (fitted on H100's FP8-cache generation rows)
+# trtllm-gen's generation kernels: the one-time start a call exposes before its first tile
+# (tensor-memory allocation, barrier and tensor-map setup of a warp-specialized tcgen05 kernel;
+# no source states it), fitted on B200's floor-bound generation rows
+TRTLLM_GEN_DECODE_FIXED_S = _fitted("attention.fixed_s.trtllm_gen_decode")
 XQA_CTA_ROUND_TRIPS = {"xqa_sm90": _fitted("attention.cta_round_trips.xqa_sm90"),
                        "xqa": fitted.value("attention.cta_round_trips")}  # not selected (trtllm.py)
 # FA2's share of the GPU's mma.sync rate (isa.mma_sync_flop_per_sm_per_clk) on GPUs whose native
@@ -345,7 +349,7 @@ class Attention(Op):
         return (MMA_SYNC_FRACTION, MMA_SYNC_FRACTION_TCGEN05, MMA_SYNC_OPERAND_OVERLAP,
                 CTA_ROUND_TRIPS,
                 *SOFTMAX_OVERLAP.values(), *DESIGN_OVERLAP.values(),
-                *XQA_CTA_ROUND_TRIPS.values())
+                *XQA_CTA_ROUND_TRIPS.values(), TRTLLM_GEN_DECODE_FIXED_S)
 
     def demand(self, hw):
         kernel = self.kernel or DEFAULT_KERNEL[hw.mma_instruction]
@@ -429,6 +433,7 @@ class Attention(Op):
                       cta_dram_round_trips=round_trips,
                       cta_imbalance=t.imbalance, kernels=kernels,
                       persistent=design == TRTLLM_GEN_DECODE and not t.split_kv,
+                      fixed_s=TRTLLM_GEN_DECODE_FIXED_S if design == TRTLLM_GEN_DECODE else 0.0,
                       details=details)
         if direction == "fwd" and design in PREFILL_ONLY:
             # TensorRT-LLM's context path first builds the batch's sequence metadata

@@ -46,7 +46,11 @@ computeCtaAndClusterConfig, fmhaRunnerParams.h):
     shared-memory reduction up to 16 splits, a global-memory one beyond), so one kernel; without
     a split the persistent tile scheduler runs.
 FlashInfer's copy adds a multi-wave rule and a 16-split clamp of its own (benchmarked there);
-the one-wave rule above is the runner's base rule, used here.
+the one-wave rule above is the runner's base rule, used here. Each call also exposes a one-time
+start before its first tile (tensor-memory allocation, barrier and tensor-map setup of a
+warp-specialized tcgen05 kernel): no source states it, so it is fitted on B200's floor-bound
+generation calls (perfmodel/fitted.yaml `attention.fixed_s.trtllm_gen_decode`; the op's ~11 µs
+at any head count and context, where RoPE + cache append and the kernel's work take ~7 µs).
 Per-design constants fitted on one GPU per architecture live in perfmodel/fitted.yaml: the
 context kernels' softmax/MMA overlap, XQA's exposed CTA start/drain per CTA round.
 """
