@@ -84,7 +84,8 @@ def report(rows: list[dict]) -> str:
 
 
 def load_a2a_rows(path=MOE_A2A_CSV) -> list[dict]:
-    """The DeepEP rows: id, hardware, kernel, phase, wire dtype, tokens, shape, seconds."""
+    """DeepEP rows (TensorRT-LLM's, or `path`'s): id, hardware, kernel, phase, wire dtype,
+    tokens, shape, seconds."""
     out = []
     for r in csv.DictReader(io.StringIO(yamlio.read_text(path))):
         s = json.loads(r["shape_json"])
@@ -132,15 +133,9 @@ def fixed_fit_rows(rows: list[dict], mode: str, phase: str) -> list[dict]:
 
 
 def load_sglang_deepep_rows(path=SGLANG_DEEPEP_CSV) -> list[dict]:
-    """SGLang's DeepEP normal-kernel transmit times on H200 (validate/data/SOURCES.md): id,
-    phase, tokens, SMs, shape, seconds."""
-    out = []
-    for r in csv.DictReader(io.StringIO(yamlio.read_text(path))):
-        s = json.loads(r["shape_json"])
-        out.append({"id": r["id"], "hardware": r["hardware"], "dtype": r["dtype"],
-                    "phase": r["op"].rsplit("_", 1)[1], "measured_s": float(r["value"]) * 1e-3,
-                    **s})
-    return out
+    """SGLang's DeepEP normal-kernel transmit times on H200 (validate/data/SOURCES.md), in the
+    DeepEP rows' fields (their shape adds `num_sms`)."""
+    return load_a2a_rows(path)
 
 
 def transmit_predicted_s(row: dict, hw: Hardware | None = None) -> float:
