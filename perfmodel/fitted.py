@@ -120,6 +120,12 @@ def value(key: str) -> float:
                          f"{', '.join(CONSTANTS)}; `{SCRIPT}` writes them)") from None
 
 
+def value_or_nan(key: str) -> float:
+    """The fitted value of `key`, NaN until `python -m perfmodel.validation.fit` has first
+    written it: for module constants the fit sets before it predicts with them."""
+    return CONSTANTS[key].value if key in CONSTANTS else math.nan
+
+
 def fitted_rows() -> dict[str, tuple[str, ...]]:
     """Row id -> the constants fitted on it, in file order."""
     rows: dict[str, tuple[str, ...]] = {}

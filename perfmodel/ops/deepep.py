@@ -101,17 +101,11 @@ def ranks_per_token(experts: int, ep: int, top_k: int) -> float:
     return ep * (1.0 - miss)
 
 
-def _fixed(key: str) -> float:
-    """A fitted constant's value; NaN until `python -m perfmodel.validation.fit` has written it
-    (the fit sets FIXED_S before it predicts)."""
-    return fitted.CONSTANTS[key].value if key in fitted.CONSTANTS else math.nan
-
-
 # the fixed time of each (mode, phase) call (module docstring), fitted
-FIXED_S = {(m, p): _fixed(f"deepep.fixed_s.{m}.{p}") for m in MODES for p in PHASES}
+FIXED_S = {(m, p): fitted.value_or_nan(f"deepep.fixed_s.{m}.{p}") for m in MODES for p in PHASES}
 # one dependent copy round of a normal kernel's warp in DRAM round trips (its loads hit the
 # L2-held input and ring buffers; module docstring), fitted
-COPY_ROUND_TRIPS = _fixed("deepep.copy_round_trips")
+COPY_ROUND_TRIPS = fitted.value_or_nan("deepep.copy_round_trips")
 
 
 class DeepEP(Op):
@@ -187,7 +181,8 @@ class DeepEP(Op):
         """The normal kernels' dependent copy rounds per warp (module docstring): the busiest
         warp's count, sender and receiver side."""
         channels = self.num_sms // 2
-        share = ranks_per_token(self.experts, self.ep, self.top_k) / self.ep  # tokens per rank
+        reached = ranks_per_token(self.experts, self.ep, self.top_k)
+        share = reached / self.ep  # the share of tokens each rank gets
         x_int4 = self.hidden * WIRE_ELEMENT_BYTES[self.dtype] / INT4_BYTES
         scale_rounds = math.ceil(self.hidden * SCALE_BYTES_PER_ELEMENT[self.dtype]
                                  / SCALE_WORD_BYTES / LANES)
@@ -202,8 +197,7 @@ class DeepEP(Op):
         send = copies * (warp_copy_rounds(x_int4, COMBINE_UNROLL) + METADATA_ROUNDS)
         # a receiver warp sums a token's copies rank by rank: one round per rank per lane step
         tokens = self.tokens / channels / COMBINE_RECEIVE_WARPS
-        per_token = math.ceil(x_int4 / LANES) * ranks_per_token(self.experts, self.ep,
-                                                                self.top_k) + METADATA_ROUNDS
+        per_token = math.ceil(x_int4 / LANES) * reached + METADATA_ROUNDS
         return {"sender": send, "receiver": tokens * per_token}
 
     def demand(self, hw):
@@ -236,8 +230,9 @@ class DeepEP(Op):
         chain = max(rounds.values())
         details.update(sender_rounds=rounds["sender"], receiver_rounds=rounds["receiver"])
         threads = (self.ep if self.phase == "dispatch" else COMBINE_THREADS // LANES) * LANES
-        # one CTA per SM, its warps' copy rounds serial (in DRAM round trips), pipelined with the HBM and NVLink traffic (persistent: the longer
-        # binds); the HBM time is its bandwidth's, the latency being the chain's
+        # one CTA per SM, its warps' copy rounds serial (in DRAM round trips), pipelined with
+        # the HBM and NVLink traffic (persistent: the longer binds); the HBM time is its
+        # bandwidth's, the latency being the chain's
         launch = LaunchShape(ctas=self.num_sms, threads_per_cta=threads,
                              bytes_in_flight_per_cta=work["hbm"])
         return Demand(work=work, launch=launch, hbm_bytes=work["hbm"],

@@ -9,8 +9,9 @@ of one NVLink domain on H100, H200, B200, B300 and GB200) and its DeepEP MoE dis
 A row is the builder's tensor-parallel all-reduce (`allreduce`, algorithm `auto`: NCCL's
 algorithms and the one-shot custom kernel, the fastest kept) of the row's bytes over its GPUs,
 priced both as a decode step replays it from a CUDA graph (its host launch replaced by the GPU's
-graph_kernel_gap_s) and eagerly as a prefill step launches it. A DeepEP row is the `deepep` op (perfmodel/ops/deepep.py: DeepEP's SM-limited copies, its
-NVLink bytes and the call's fixed time) in the row's kernel, phase and wire type (the normal
+graph_kernel_gap_s) and eagerly as a prefill step launches it. A DeepEP row is the `deepep` op
+(perfmodel/ops/deepep.py: DeepEP's SM-limited copies, its NVLink bytes and the call's fixed
+time) in the row's kernel, phase, SM count and wire type (the normal
 combine's BF16 whatever the row's quantization), priced eagerly; beside it the builder's generic
 `alltoall` of top_k wire copies per token, as the model priced these rows before. The DeepEP
 fixed times are fitted on the H100 rows of at most FIXED_FIT_TOKENS tokens
@@ -109,8 +110,8 @@ def deepep_op(row: dict) -> deepep.DeepEP:
     dtype = "bf16" if (mode == "normal" and row["phase"] == "combine") \
         else DEEPEP_DTYPE[row["dtype"]]
     return deepep.DeepEP(tokens=row["tokens"], hidden=row["hidden"], top_k=row["top_k"],
-                      experts=row["experts"], ep=row["ep"], phase=row["phase"], mode=mode,
-                      dtype=dtype)
+                         experts=row["experts"], ep=row["ep"], phase=row["phase"], mode=mode,
+                         dtype=dtype, num_sms=row.get("num_sms", deepep.DEFAULT_NUM_SMS))
 
 
 def a2a_predicted_s(row: dict, hw: Hardware | None = None) -> float:
@@ -143,10 +144,7 @@ def transmit_predicted_s(row: dict, hw: Hardware | None = None) -> float:
     (the table's notify time is 0: no layout, notify or host wait in it), its launches or its
     first DRAM round trip."""
     hw = hw or hardware(row["hardware"])
-    op = deepep.DeepEP(tokens=row["tokens"], hidden=row["hidden"], top_k=row["top_k"],
-                       experts=row["experts"], ep=row["ep"], phase=row["phase"],
-                       num_sms=row["num_sms"])
-    e = predict_op(op, hw)
+    e = predict_op(deepep_op(row), hw)
     return (e.time_s - e.resource_time_s.get("launch", 0.0)
             - deepep.FIXED_S[("normal", row["phase"])] - hw.hbm_latency_s)
 

@@ -36,7 +36,6 @@ import contextlib
 import dataclasses
 import difflib
 import json
-import functools
 import math
 import sys
 
@@ -717,21 +716,13 @@ def trtllm_fit_rows(key: str) -> list[dict]:
             and r["seq_q"] >= TRTLLM_CONTEXT_MIN_TOKENS]
 
 
-def _mean_log_error(rows: list[dict], key: str, hw, x: float) -> float:
-    """The mean log(predicted / measured) of attention rows with the trtllm constant `key` at x."""
-    from perfmodel.validation import modules
-    _set_trtllm({key: x})
-    return sum(math.log(modules.attention_predicted_s(r, hw) / r["measured_s"])
-               for r in rows) / len(rows)
-
-
 def fit_trtllm_attention(sustained: float | None = None, tol: float = 1e-6
                          ) -> dict[str, tuple[float, list[str]]]:
     """The TensorRT-LLM attention family's constants, each on its rows (trtllm_fit_rows) by
     bisection of the median log error, with the other attention constants as set by the
     caller (fit_all's `applied` block). Its rows are no source of perfmodel validate's, so no
     cross-validation fold holds them out. Returns key -> (value, row ids)."""
-    from statistics import median
+    from statistics import fmean as mean, median
 
     from perfmodel.hardware import hardware
     from perfmodel.validation import modules
@@ -742,17 +733,19 @@ def fit_trtllm_attention(sustained: float | None = None, tol: float = 1e-6
             rows = trtllm_fit_rows(key)
             hw = _with_sustained(hardware(TRTLLM_FIT_GPU[key]), sustained)
 
-            def median_log_error(x: float, rows=rows, key=key, hw=hw) -> float:
+            # the fixed time's rules take the mean log error, the others the median
+            center = mean if key == TRTLLM_GEN_FIXED_KEY else median
+
+            def log_error(x: float, rows=rows, key=key, hw=hw, center=center) -> float:
                 _set_trtllm({key: x})
-                return median(math.log(modules.attention_predicted_s(r, hw) / r["measured_s"])
+                return center(math.log(modules.attention_predicted_s(r, hw) / r["measured_s"])
                               for r in rows)
             lo, hi = SPECS[key][0]
             if key in (XQA_KEY, TRTLLM_GEN_FIXED_KEY):  # more cost, a slower kernel
-                x = _zero_of_rising(median_log_error if key == XQA_KEY else
-                                    functools.partial(_mean_log_error, rows, key, hw),
-                                    lo, hi, 1e-10 if key == TRTLLM_GEN_FIXED_KEY else tol)
+                x = _zero_of_rising(log_error, lo, hi,
+                                    1e-10 if key == TRTLLM_GEN_FIXED_KEY else tol)
             else:  # more overlap, a faster kernel: the error falls
-                x = _zero_of_rising(lambda v: -median_log_error(v), lo, hi, tol)
+                x = _zero_of_rising(lambda v: -log_error(v), lo, hi, tol)
             _set_trtllm({key: x})
             out[key] = (x, [r["id"] for r in rows])
     finally:

@@ -127,18 +127,12 @@ SOFTMAX_OVERLAP = {f: fitted.value(f"attention.softmax_overlap.{f}")
                    for f in ("fa2", "fa3", "fa4", "cudnn")}
 
 
-def _fitted(key: str) -> float:
-    """A fitted constant's value; NaN until `python -m perfmodel.validation.fit` has first
-    written its key (the fit sets every constant it fits before it predicts)."""
-    return fitted.CONSTANTS[key].value if key in fitted.CONSTANTS else math.nan
-
-
 # Each design's own overlap per pass, where the forward's is not SOFTMAX_OVERLAP or the pass is the
 # backward: a constant fitted on forward rows is never used for a backward. cuDNN's tcgen05 kernels
 # have their own for both passes, fitted on cuDNN's Blackwell rows (CUDNN-PRE forward, CUDNN-TRN
 # backward); FA4 has no backward measurement, and its backward takes the tcgen05 backward constant
 # fitted on cuDNN's (both run FA4-class warp-specialized tcgen05 backward kernels).
-DESIGN_OVERLAP = {(d, p): _fitted(f"attention.softmax_overlap.{d}.{p}") for d, p in (
+DESIGN_OVERLAP = {(d, p): fitted.value_or_nan(f"attention.softmax_overlap.{d}.{p}") for d, p in (
     ("cudnn_tcgen05", "fwd"), ("fa2", "bwd"), ("fa3", "bwd"), ("cudnn", "bwd"),
     ("cudnn_tcgen05", "bwd"))}
 BWD_OVERLAP_OF = {"fa4": "cudnn_tcgen05"}
@@ -146,17 +140,17 @@ BWD_OVERLAP_OF = {"fa4": "cudnn_tcgen05"}
 # trtllm-gen on Blackwell, each with its own forward overlap fitted on its own context rows
 # (AIConfigurator's TensorRT-LLM tables, H100 and B200); XQA's generation kernels take FA3's,
 # their MMAs hidden under the KV stream either way.
-DESIGN_OVERLAP.update({(d, "fwd"): _fitted(f"attention.softmax_overlap.{d}.fwd")
+DESIGN_OVERLAP.update({(d, "fwd"): fitted.value_or_nan(f"attention.softmax_overlap.{d}.fwd")
                        for d in ("trtllm_fmha_v2", "trtllm_gen")})
 FWD_OVERLAP_OF = {"xqa": "fa3", "xqa_sm90": "fa3", TRTLLM_GEN_DECODE: "trtllm_gen"}
-# XQA's CTAs each walk their key tiles through a two-deep buffer and merge partial results
-# through global semaphores: a CTA round's exposed start and drain, in DRAM round trips, per
-# kernel (fitted on H100's FP8-cache generation rows)
 # trtllm-gen's generation kernels: the one-time start a call exposes before its first tile
 # (tensor-memory allocation, barrier and tensor-map setup of a warp-specialized tcgen05 kernel;
 # no source states it), fitted on B200's floor-bound generation rows
-TRTLLM_GEN_DECODE_FIXED_S = _fitted("attention.fixed_s.trtllm_gen_decode")
-XQA_CTA_ROUND_TRIPS = {"xqa_sm90": _fitted("attention.cta_round_trips.xqa_sm90"),
+TRTLLM_GEN_DECODE_FIXED_S = fitted.value_or_nan("attention.fixed_s.trtllm_gen_decode")
+# XQA's CTAs each walk their key tiles through a two-deep buffer and merge partial results
+# through global semaphores: a CTA round's exposed start and drain, in DRAM round trips, per
+# kernel (fitted on H100's FP8-cache generation rows)
+XQA_CTA_ROUND_TRIPS = {"xqa_sm90": fitted.value_or_nan("attention.cta_round_trips.xqa_sm90"),
                        "xqa": fitted.value("attention.cta_round_trips")}  # not selected (trtllm.py)
 # FA2's share of the GPU's mma.sync rate (isa.mma_sync_flop_per_sm_per_clk) on GPUs whose native
 # MMA is wgmma or tcgen05 (fitted; on an mma.sync GPU FA2's MMAs are the native ones)
@@ -164,7 +158,7 @@ MMA_SYNC_FRACTION = fitted.value("attention.mma_sync_fraction")
 # ... and on tcgen05 GPUs, where mma.sync runs on the legacy tensor path beside tcgen05's
 # (Nsight Compute's `tensor` vs `tc` pipes): fitted on FlashAttention-2's own B200 rows, since
 # the spec's mma.sync rate there is Hopper's, assumed (hwspecs/B200.yaml)
-MMA_SYNC_FRACTION_TCGEN05 = _fitted("attention.mma_sync_fraction.tcgen05")
+MMA_SYNC_FRACTION_TCGEN05 = fitted.value_or_nan("attention.mma_sync_fraction.tcgen05")
 MMA_SYNC_OPERAND_OVERLAP = fitted.value("attention.mma_sync_operand_overlap")
 # A non-persistent CTA's exposed start and drain, in DRAM round trips: the first Q/K/V tiles, the
 # O tile and LSE written back, the next CTA's launch (fitted; one CTA per SM hides none).
