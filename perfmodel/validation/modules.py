@@ -25,10 +25,15 @@ The family's constants are fitted on some of these rows (H100-SXM: fmha_v2's ove
 rows >= 4096 tokens, XQA-FP8's CTA round trips on the FP8 generation rows; B200: trtllm-gen's
 overlap on context rows >= 4096 tokens; perfmodel/fitted.yaml); H200, B300 and GB200 are judged.
 
-An MLA generation-kernel row (aiconfigurator_mla_attention.csv) is the builder's MLA decode
-attention (576-wide latent keys, 512-wide values, one shared KV head) as TensorRT-LLM runs it:
-with an FP8 cache in FP8 MMAs on tcgen05 GPUs and on converted K/V elsewhere
-(StepCost.uses_fp8_attention), under CUDA graphs. Judged only.
+The block's ops are priced with TensorRT-LLM's attention family (kernel="trtllm": trtllm-gen's
+MLA generation kernels on Blackwell, FA3's FlashMLA-class decode on Hopper).
+
+An MLA generation row (aiconfigurator_mla_attention.csv) is TensorRT-LLM's MLA generation op:
+the preprocessing kernel (mla_rope_generation: RoPE on the 64 rotary dims of the query heads and
+the latent key, the latent row appended to the cache; the builder's MLA `rope` op) and the
+builder's MLA decode attention (576-wide latent keys, 512-wide values, one shared KV head) in
+TensorRT-LLM's family, with an FP8 cache in FP8 MMAs on tcgen05 GPUs and on converted K/V
+elsewhere (StepCost.uses_fp8_attention), under CUDA graphs. Judged only.
 """
 from __future__ import annotations
 
@@ -48,6 +53,7 @@ MLA_CSV = DATA_DIR / "aiconfigurator_mla_decode.csv"
 ATTENTION_CSV = DATA_DIR / "aiconfigurator_attention.csv"
 MLA_ATTENTION_CSV = DATA_DIR / "aiconfigurator_mla_attention.csv"
 ROPE_FLOP_PER_ELEMENT = 3  # as the builder's rope op (workloads/builder.py)
+MLA_ROPE_DIMS = 64         # DeepSeek-V3's qk_rope_head_dim (the repo's models/deepseek-v3.yaml)
 MLA_ROLES = ("q_a", "q_norm", "q_b", "kv_a", "kv_norm", "rope", "q_absorb", "attn", "v_up",
              "o_proj")
 MODEL = "deepseek-v3"
@@ -68,17 +74,19 @@ def load_rows(path=MLA_CSV) -> list[dict]:
 
 
 @functools.lru_cache(maxsize=4096)
-def block_parts_s(hw: Hardware, gemm: str, heads: int, batch: int, keys: int
-                  ) -> tuple[float, int]:
+def block_parts_s(hw: Hardware, gemm: str, heads: int, batch: int, keys: int,
+                  attention_state: tuple = ()) -> tuple[float, int]:
     """(kernel time without host launches, kernels) of one layer's MLA block
-    on `hw` (module docstring)."""
+    on `hw` (module docstring). `attention_state`: the attention op's fitted constants
+    (Op.cache_state), part of the cache's key, since the fits change them between calls."""
     from perfmodel.workloads.builder import inference_op_counts
     tp = 128 // heads
     busy = 0.0
     kernels = 0
     first = None  # the first layer's prefix (`l0.`): every layer runs the same attention block
     for name, o, _ in inference_op_counts(as_model(MODEL), "decode", batch=batch,
-                                          context=keys, tp=tp, dtype=GEMM_DTYPES[gemm]):
+                                          context=keys, tp=tp, dtype=GEMM_DTYPES[gemm],
+                                          attention_kernel="trtllm"):
         prefix, _, block_role = name.partition(".")
         if block_role not in MLA_ROLES:
             continue
@@ -95,7 +103,10 @@ def block_parts_s(hw: Hardware, gemm: str, heads: int, batch: int, keys: int
 def predicted_s(row: dict, hw: Hardware | None = None, gap_s: float | None = None) -> float:
     """The row's block under CUDA graphs: kernel time + gap per kernel (module docstring)."""
     hw = hw or hardware(row["hardware"])
-    busy, kernels = block_parts_s(hw, row["gemm"], row["heads"], row["batch"], row["keys"])
+    from perfmodel import ops
+    state = ops.Attention(batch=1, heads=1, seq_q=1, head_dim=64, dtype="bf16").cache_state()
+    busy, kernels = block_parts_s(hw, row["gemm"], row["heads"], row["batch"], row["keys"],
+                                  state)
     return busy + kernels * (hw.graph_kernel_gap_s if gap_s is None else gap_s)
 
 
@@ -171,7 +182,7 @@ def mla_attention_op(row: dict, hw: Hardware):
     return ops.Attention(batch=row["batch"], heads=row["heads"], kv_heads=1,
                          head_dim=row["head_dim"], head_dim_v=row["head_dim_v"], seq_q=1,
                          seq_kv=row["seq_kv"], shared_kv=True, dtype="fp8" if fp8 else "bf16",
-                         kv_dtype=kv)
+                         kv_dtype=kv, kernel="trtllm")
 
 
 def captured_s(op, hw: Hardware) -> float:
@@ -183,9 +194,23 @@ def captured_s(op, hw: Hardware) -> float:
     return e.time_s - host + kernels * hw.graph_kernel_gap_s
 
 
+def mla_rope_op(row: dict):
+    """TensorRT-LLM's MLA generation preprocessing before the kernel (mla_rope_generation: RoPE
+    on the query heads' and the latent key's 64 rotary dims, the latent row appended to the
+    cache), as the builder's MLA `rope` op prices it."""
+    from perfmodel import ops
+    return ops.Elementwise(elements=row["batch"] * (row["heads"] + 1) * MLA_ROPE_DIMS,
+                           dtype="bf16", flop_per_element=ROPE_FLOP_PER_ELEMENT)
+
+
+def mla_attention_predicted_s(row: dict, hw: Hardware | None = None) -> float:
+    """The row's op under CUDA graphs: the preprocessing and the attention kernel."""
+    hw = hw or hardware(row["hardware"])
+    return captured_s(mla_rope_op(row), hw) + captured_s(mla_attention_op(row, hw), hw)
+
+
 def _mla_attention_error(r: dict) -> float:
-    hw = hardware(r["hardware"])
-    return captured_s(mla_attention_op(r, hw), hw) / r["measured_s"] - 1
+    return mla_attention_predicted_s(r) / r["measured_s"] - 1
 
 
 def mla_attention_report(rows: list[dict]) -> str:
@@ -222,8 +247,9 @@ def main() -> None:
     print(f"\n({len(attention)} rows; the trtllm family's constants are fitted on H100-SXM and "
           f"B200 rows, perfmodel/fitted.yaml; H200, B300 and GB200 are judged only)")
     mla = load_mla_attention_rows()
-    print("\nTensorRT-LLM's MLA generation kernel (AIConfigurator): FP8 MMAs on an FP8 cache "
-          "on tcgen05 GPUs, converted K/V elsewhere; under CUDA graphs\n")
+    print("\nTensorRT-LLM's MLA generation op (AIConfigurator): RoPE + cache append, then the "
+          "kernel (trtllm-gen's on tcgen05 GPUs, FP8 MMAs on an FP8 cache there, converted K/V "
+          "elsewhere); under CUDA graphs\n")
     print(mla_attention_report(mla))
     print(f"\n({len(mla)} rows, all judged)")
 

@@ -397,8 +397,11 @@ class _LayerBuilder:
         seq_q = 1 if decode else self.w.seq
         seq_kv = (self.w.context or self.w.seq) if decode else self.w.seq
         dtype = ACT
-        if self.w.attention_kernel is not None and not shape.get("shared_kv"):
-            shape = dict(shape, kernel=self.w.attention_kernel)  # the engine's GQA kernels
+        if self.w.attention_kernel is not None and (not shape.get("shared_kv")
+                                                    or self.w.attention_kernel == "trtllm"):
+            # the engine's GQA kernels; TensorRT-LLM's family also runs MLA's latent-cache
+            # generation (trtllm-gen's MLA kernels on tcgen05: ops/attention/trtllm.py)
+            shape = dict(shape, kernel=self.w.attention_kernel)
         if self.w.kv_dtype is not None:  # serving: K and V read from the cache in kv_dtype
             if self.w.fp8_attention and tensor_dtype(self.w.kv_dtype) == "fp8":
                 dtype = "fp8"  # Q quantized, FP8 MMAs on the cache (Workload.fp8_attention)

@@ -7,7 +7,8 @@ import pytest
 from perfmodel import ops
 from perfmodel.errors import InputError
 from perfmodel.hardware import hardware
-from perfmodel.ops.attention.trtllm import (fmha_v2_kv_step, trtllm_gen_decode_launch,
+from perfmodel.ops.attention.trtllm import (fmha_v2_kv_step, mla_padded_tile_q,
+                                            trtllm_gen_decode_launch, trtllm_gen_mla_launch,
                                             xqa_launch)
 from perfmodel.predict import predict_op
 
@@ -139,6 +140,63 @@ def test_trtllm_gen_generation_pays_its_one_time_start_once_per_call():
     assert fa4.resource_time_s["latency"] < fixed
     big = predict_op(_attn(batch=64, seq_kv=65536, dtype="bf16"), hw)
     assert big.resource_time_s["latency"] - fixed < 0.1 * big.time_s
+
+
+def _mla(**kw):
+    base = dict(batch=64, heads=16, kv_heads=1, head_dim=576, head_dim_v=512, shared_kv=True,
+                seq_q=1, seq_kv=4096, dtype="bf16", kernel="trtllm")
+    return ops.Attention(**{**base, **kw})
+
+
+@pytest.mark.parametrize("heads, padded", [(1, 8), (4, 8), (8, 0), (12, 16), (16, 0), (20, 32),
+                                           (32, 0), (48, 64), (64, 0), (128, 0)])
+def test_mla_padded_tile_is_the_next_shipped_power_of_two(heads, padded):
+    assert mla_padded_tile_q(heads) == padded
+
+
+def test_mla_generation_swaps_up_to_32_heads_and_pairs_ctas_at_128():
+    """selectMlaGenerationKernel: 16 heads run swapped 16-row tiles; 128 heads run swapped too
+    while 16-head CTAs fill at most one wave with <= 1024 keys per split, else the unswapped
+    64-row kernel as a 2-CTA pair per token, reduced by a separate kernel."""
+    hw = hardware("B200")
+    x = trtllm_gen_mla_launch(hw, batch=64, heads=16, seq_q=1, seq_kv=4096)
+    assert (x.rows, x.swapped, x.kernels) == (16, True, 1)
+    x = trtllm_gen_mla_launch(hw, batch=8, heads=128, seq_q=1, seq_kv=1024)
+    assert (x.rows, x.swapped) == (16, True)         # 64 CTAs, 2 splits of 512 keys
+    x = trtllm_gen_mla_launch(hw, batch=256, heads=128, seq_q=1, seq_kv=4096)
+    assert (x.rows, x.swapped, x.v_splits, x.base_ctas) == (64, False, 1, 512)
+    assert x.splits == 1 and x.kernels == 1          # the grid fills the GPU: no split
+    x = trtllm_gen_mla_launch(hw, batch=1, heads=128, seq_q=1, seq_kv=16384)
+    assert x.swapped                                 # 18 splits of 911 keys
+    x = trtllm_gen_mla_launch(hw, batch=1, heads=128, seq_q=1, seq_kv=65536)
+    assert not x.swapped and x.base_ctas == 2 and x.kernels == 2
+    assert x.splits == hw.sm_count // 2
+
+
+def test_mla_generation_splits_v_dims_where_the_grid_leaves_sms_idle():
+    """"Use smaller headDimPerCtaV to fully utilize the SMs": a small swapped grid splits the
+    512 V dims over 4 CTAs (2 when only half as many fit), and the KV split is recomputed over
+    the larger grid; each V-split CTA computes the whole 576-deep scores."""
+    hw = hardware("B200")
+    x = trtllm_gen_mla_launch(hw, batch=1, heads=16, seq_q=1, seq_kv=16384)
+    assert x.v_splits == 4 and x.base_ctas == 4
+    assert x.splits == min(math.ceil(16384 / 256), hw.sm_count // 4)
+    big = trtllm_gen_mla_launch(hw, batch=256, heads=16, seq_q=1, seq_kv=4096)
+    assert big.v_splits == 1
+    # the V split adds score work (each CTA's QK^T) but not output work
+    one = predict_op(_mla(batch=1, seq_kv=16384), hw)
+    assert one.flop == pytest.approx(2 * (576 + 512) * 16 * 16384)
+
+
+def test_mla_generation_on_blackwell_is_trtllm_gen_and_pays_its_start():
+    from perfmodel.ops.attention import op as attention
+    b200 = hardware("B200")
+    e = predict_op(_mla(), b200)
+    assert e.details["design"] == "trtllm_gen_decode"
+    assert e.resource_time_s["latency"] >= attention.TRTLLM_GEN_DECODE_FIXED_S
+    # Hopper's MLA generation keeps FA3's FlashMLA-class decode
+    h = hardware("H100-SXM")
+    assert predict_op(_mla(), h).details["design"] == "fa3"
 
 
 def test_trtllm_is_forward_only():

@@ -31,11 +31,13 @@ def test_the_fitted_gap_zeroes_the_mean_log_error_of_its_rows(rows, family):
 
 def test_without_the_gap_the_small_blocks_are_far_too_fast(rows):
     """What the constant is for: with a CUDA graph that removed every launch cost (gap 0),
-    the 16-head BF16 blocks at batch 1 would run 30-45 % faster than measured on every GPU."""
+    the 16-head BF16 blocks at batch 1 would run 38-46 % faster than measured on Hopper and
+    19-25 % on Blackwell (where trtllm-gen's attention keeps its own fitted start)."""
     for r in rows:
         if r["heads"] == 16 and r["gemm"] == "bfloat16" and r["batch"] == 1:
             ratio = modules.predicted_s(r, gap_s=0.0) / r["measured_s"]
-            assert 0.5 < ratio < 0.75, (r["hardware"], ratio)
+            top = 0.7 if r["hardware"].startswith("H") else 0.85
+            assert 0.5 < ratio < top, (r["hardware"], ratio)
 
 
 @pytest.mark.parametrize("hw_name", ["H200-SXM", "B200"])

@@ -77,7 +77,7 @@ def test_a_fused_step_is_faster_by_the_kernels_it_saves(fusion):
         assert a - b < 0.2 * a
 
 
-def test_the_engine_attention_kernel_is_the_gqa_attentions_and_mla_keeps_its_default():
+def test_the_engine_attention_kernel_is_the_gqa_attentions_and_trtllms_mla_too():
     gqa = {name.partition(".")[2]: o for name, o, _ in inference_op_counts(
         as_model("llama3-70b"), "decode", batch=64, context=1024, tp=4, dtype="fp8",
         attention_kernel="trtllm") if name.startswith("l0.")}
@@ -85,7 +85,13 @@ def test_the_engine_attention_kernel_is_the_gqa_attentions_and_mla_keeps_its_def
     mla = {name.partition(".")[2]: o for name, o, _ in inference_op_counts(
         as_model("deepseek-v3"), "decode", batch=8, context=1024, tp=8, ep=8, dtype="fp8",
         attention_kernel="trtllm") if name.startswith("l0.")}
-    assert mla["attn"].kernel is None and mla["attn"].shared_kv
+    # TensorRT-LLM runs MLA's generation in its own kernels too (trtllm-gen's MLA kernels on
+    # Blackwell); other engines' MLA keeps the default family
+    assert mla["attn"].kernel == "trtllm" and mla["attn"].shared_kv
+    other = {name.partition(".")[2]: o for name, o, _ in inference_op_counts(
+        as_model("deepseek-v3"), "decode", batch=8, context=1024, tp=8, ep=8, dtype="fp8",
+        attention_kernel="fa3") if name.startswith("l0.")}
+    assert other["attn"].kernel is None
     with pytest.raises(InputError, match="attention_kernel"):
         build_graph(as_model("llama3-8b"), "train", batch=1, seq=128, attention_kernel="trtllm")
     trt = StepCost.for_engine("llama3-8b", "H200", "trtllm", kv_dtype="fp8")

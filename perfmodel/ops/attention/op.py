@@ -360,7 +360,7 @@ class Attention(Op):
                 raise InputError("attention kernel 'trtllm' is TensorRT-LLM's inference "
                                  "attention: forward only")
             base, design = trtllm_design(hw, self.seq_q, self.seq_kv or self.seq_q,
-                                         tensor_dtype(self.dtype) == "fp8")
+                                         tensor_dtype(self.dtype) == "fp8", self.shared_kv)
             return self._pass_demand(hw, base, "fwd", design=design, family="trtllm")
         passes = ("fwd", "bwd") if self.direction == "fwd+bwd" else (self.direction,)
         demands = [self._pass_demand(hw, kernel, p) for p in passes]
@@ -400,7 +400,7 @@ class Attention(Op):
             dropout_terms = self._add_dropout(hw, work, io, t, design, direction, smem)
         work["hbm"], work["l2"] = io["hbm"], io["l2"]
         smem_cta = min(hw.smem_per_cta_bytes, int(smem))
-        round_trips, kernels = CTA_ROUND_TRIPS, 2 if t.split_kv else 1
+        round_trips = CTA_ROUND_TRIPS
         if design in XQA_DESIGNS:
             # XQA's launch bounds set its CTAs per SM (trtllm.xqa_launch); its split-KV merge runs
             # inside the kernel
@@ -408,9 +408,7 @@ class Attention(Op):
                            group=self.heads // (self.kv_heads or self.heads) * self.seq_q,
                            seq_kv=self.seq_kv or self.seq_q)
             smem_cta = min(smem_cta, hw.smem_per_sm_bytes // x.ctas_per_sm)
-            round_trips, kernels = XQA_CTA_ROUND_TRIPS[design], 1
-        elif design == TRTLLM_GEN_DECODE:
-            kernels = 1  # the split's partials are reduced inside the kernel (trtllm.py)
+            round_trips = XQA_CTA_ROUND_TRIPS[design]
         launch = LaunchShape(ctas=t.ctas, threads_per_cta=t.threads,
                              registers_per_thread=t.registers,
                              smem_per_cta_bytes=smem_cta,
@@ -425,7 +423,7 @@ class Attention(Op):
                       hbm_bytes=io["hbm"],
                       overlap=self._overlap(kernel, design, direction, tensor),
                       cta_dram_round_trips=round_trips,
-                      cta_imbalance=t.imbalance, kernels=kernels,
+                      cta_imbalance=t.imbalance, kernels=t.kernels,
                       persistent=design == TRTLLM_GEN_DECODE and not t.split_kv,
                       fixed_s=TRTLLM_GEN_DECODE_FIXED_S if design == TRTLLM_GEN_DECODE else 0.0,
                       details=details)
@@ -454,7 +452,10 @@ class Attention(Op):
         d, dv = self.head_dim, self.head_dim_v or self.head_dim
         b = bytes_per_element(self.dtype)
         tile_scores = t.tile_scores
-        mma = self._mma_flop_per_score(direction) * tile_scores
+        # V-split CTAs (trtllm-gen MLA) each compute the whole QKᵀ and their share of P·V
+        dv = dv / t.v_splits
+        mma = (self._mma_flop_per_score(direction) if t.v_splits == 1
+               else 2.0 * (d + dv)) * tile_scores
         work: dict[str, float] = {tensor: mma / self._mma_path(hw, kernel)}
         masked_scores = self._masked_scores(t)
         exps = tile_scores

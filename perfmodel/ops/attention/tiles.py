@@ -15,7 +15,7 @@ import numpy as np
 
 from perfmodel.ops.attention.trtllm import (TRTLLM_GEN_DECODE, TRTLLM_GEN_KV_TILE, XQA_DESIGNS,
                                             fmha_v2_kv_step, trtllm_gen_decode_launch,
-                                            xqa_launch)
+                                            trtllm_gen_mla_launch, xqa_launch)
 
 # (block_m, block_n, threads, registers) per design: FA3 128x128 with 3 warpgroups (1 producer,
 # 2 consumers); FA4 128x128 MMA tiles with 512 threads (MMA, softmax, correction and load warps;
@@ -238,11 +238,19 @@ class Tiling:
     imbalance: float        # (largest CTA's work / mean CTA's work) − 1
     decode: bool
     kv_splits: int          # decode: pieces each KV sequence is split into over CTAs (1: none)
+    v_splits: int = 1       # CTAs sharing one query tile's V dims (each recomputes the scores)
+    separate_reduction: bool = True  # split-KV partials combined by a second kernel
 
     @property
     def split_kv(self) -> bool:
-        """Split-KV decode runs a second kernel that combines the pieces."""
+        """Split-KV decode: the KV sequence is cut over CTAs."""
         return self.kv_splits > 1
+
+    @property
+    def kernels(self) -> int:
+        """Kernels of the pass: a split's second, combining kernel where the partials are not
+        reduced inside the main one."""
+        return 2 if (self.split_kv and self.separate_reduction) else 1
 
     @property
     def tile_scores(self) -> float:
@@ -260,6 +268,8 @@ def tiling(hw, kernel: str, design: str, direction: str, *, batch: int, heads: i
     if design in XQA_DESIGNS:
         return xqa_tiling(hw, design, batch=batch, heads=heads, kv_heads=kv_heads, seq_q=seq_q,
                           seq_kv=seq_kv, causal=causal, window=window)
+    if design == TRTLLM_GEN_DECODE and shared_kv:
+        return trtllm_gen_mla_tiling(hw, batch=batch, heads=heads, seq_q=seq_q, seq_kv=seq_kv)
     if design == TRTLLM_GEN_DECODE:
         return trtllm_gen_tiling(hw, batch=batch, heads=heads, kv_heads=kv_heads, seq_q=seq_q,
                                  seq_kv=seq_kv, causal=causal, window=window)
@@ -317,7 +327,8 @@ def xqa_tiling(hw, design: str, *, batch: int, heads: int, kv_heads: int, seq_q:
     imbalance = math.ceil(kv_tiles / x.splits) / (kv_tiles / x.splits) - 1
     return Tiling(x.rows, x.bn, x.rows, x.threads, x.registers, tile_heads=kv_heads,
                   pairs=kv_tiles * batch * kv_heads, scores=float(scores) * batch * heads,
-                  ctas=ctas, imbalance=imbalance, decode=True, kv_splits=x.splits)
+                  ctas=ctas, imbalance=imbalance, decode=True, kv_splits=x.splits,
+                  separate_reduction=False)
 
 
 def trtllm_gen_tiling(hw, *, batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv: int,
@@ -335,4 +346,19 @@ def trtllm_gen_tiling(hw, *, batch: int, heads: int, kv_heads: int, seq_q: int, 
     return Tiling(x.rows, bn, x.rows, threads, regs, tile_heads=kv_heads,
                   pairs=kv_tiles * x.base_ctas, scores=float(scores) * batch * heads,
                   ctas=x.base_ctas * x.splits, imbalance=imbalance, decode=True,
-                  kv_splits=x.splits)
+                  kv_splits=x.splits, separate_reduction=False)
+
+
+def trtllm_gen_mla_tiling(hw, *, batch: int, heads: int, seq_q: int, seq_kv: int) -> Tiling:
+    """trtllm-gen's MLA generation grid (trtllm.trtllm_gen_mla_launch): each CTA walks its share
+    of the latent cache in 128-key tiles for one token's tile of heads and its share of the V
+    dims; V-split CTAs each compute the whole 576-deep scores."""
+    x = trtllm_gen_mla_launch(hw, batch=batch, heads=heads, seq_q=seq_q, seq_kv=seq_kv)
+    _, bn, threads, regs = TILE[TRTLLM_GEN_DECODE]
+    kv_tiles = math.ceil(seq_kv / bn)
+    imbalance = math.ceil(kv_tiles / x.splits) / (kv_tiles / x.splits) - 1
+    return Tiling(x.rows, bn, x.rows, threads, regs, tile_heads=1,
+                  pairs=kv_tiles * x.base_ctas, scores=float(seq_q * seq_kv) * batch * heads,
+                  ctas=x.base_ctas * x.splits, imbalance=imbalance, decode=True,
+                  kv_splits=x.splits, v_splits=x.v_splits,
+                  separate_reduction=x.kernels == 2)

@@ -138,6 +138,77 @@ def trtllm_gen_decode_launch(hw, *, batch: int, heads: int, kv_heads: int, seq_q
     return TrtllmGenLaunch(rows, rows <= TRTLLM_GEN_SWAPPED_MAX_Q, base, splits)
 
 
+@dataclass(frozen=True)
+class TrtllmGenMlaLaunch:
+    rows: int          # tileSizeQ: query rows per CTA (the swapped MMA's N, or 64 unswapped)
+    swapped: bool      # SwapsMmaAbForGeneration
+    v_splits: int      # numCtasPerHeadDim: CTAs sharing one (token, head tile)'s 512 V dims
+    base_ctas: int     # CTAs before the KV split
+    splits: int        # numCtasPerSeqKv
+    kernels: int       # 2 when the split's partials are reduced by a separate kernel
+
+
+def mla_padded_tile_q(heads: int) -> int:
+    """getPaddedMlaTileSizeQ: the smallest shipped query tile holding a head group that cannot
+    be its own tile (non-power-of-two groups, groups below 8); 0 for the others."""
+    if heads >= 128 or (heads >= 8 and heads & (heads - 1) == 0):
+        return 0
+    return max(8, 1 << (heads - 1).bit_length())
+
+
+def trtllm_gen_mla_launch(hw, *, batch: int, heads: int, seq_q: int, seq_kv: int
+                          ) -> TrtllmGenMlaLaunch:
+    """trtllm-gen's dense MLA generation grid (one latent KV head, 576-wide keys, 512-wide
+    values) as the runner selects it (module docstring: selectMlaGenerationKernel,
+    useSwapsMmaAbMlaGenKernel, computeCtaAndClusterConfig):
+
+      * speculative steps (seq_q > 1) of 8/16/32 heads at batch <= 16 run the grouped kernel:
+        tokens × heads packed into 64-row unswapped tiles, V split over 1/2/4 CTAs as the grid
+        is small, partials always reduced by a separate kernel;
+      * otherwise up to 32 heads (and 128 heads while each split CTA walks <= 1024 keys and the
+        16-head CTAs fit one wave) run swapped in 8- or 16-row tiles, one token per CTA, their
+        splits reduced in the kernel; more heads run unswapped 64-row tiles, 128 heads as a
+        2-CTA MMA pair each taking 256 V dims, reduced by a separate kernel;
+      * the KV split is the runner's one wave, min(ceil(seq_kv / 256), SMs // base CTAs); where
+        that leaves SMs idle the V dims are split too (512 → 256 or 128 per CTA, each CTA
+        recomputing the 576-deep scores: "use smaller headDimPerCtaV to fully utilize the SMs"),
+        and the KV split is recomputed over the larger grid."""
+    sms = hw.sm_count
+    most = max(1, math.ceil(seq_kv / TRTLLM_GEN_KEYS_PER_SPLIT))
+    if seq_q > 1 and heads in (8, 16, 32) and batch <= 16:       # the grouped kernel
+        base = batch * math.ceil(seq_q * heads / 64)
+        v_per_cta = 128 if base <= 1 else 256 if base <= 4 else 512
+        base *= 512 // v_per_cta
+        return TrtllmGenMlaLaunch(64, False, 512 // v_per_cta, base,
+                                  min(most, max(1, sms // base)), 2)
+    padded = mla_padded_tile_q(heads)
+    if padded:
+        swapped = padded <= 32
+    elif heads <= 32:
+        swapped = True
+    else:  # useSwapsMmaAbMlaGenKernel, with 16-head CTAs and 256 keys per split
+        ctas16 = batch * seq_q * math.ceil(heads / 16)
+        per_cta_kv = math.ceil(seq_kv / min(most, max(1, sms // ctas16)))
+        swapped = per_cta_kv <= 1024 and ctas16 <= sms
+    rows = (padded or (8 if heads <= 8 else 16)) if swapped else 64
+    # 128 heads unswapped: a 2-CTA MMA pair, 64 heads and 256 V dims per CTA, covers a token
+    two_cta = not swapped and heads == 128
+    base = seq_q * (heads // min(heads, rows)) * batch
+    splits = min(most, max(1, sms // base))
+    v_splits = 1
+    if not two_cta:
+        # the V-dim split where the grid leaves SMs idle (min-latency mode, batch 1, counts the
+        # grid once; otherwise twice)
+        corr = 1 if batch == 1 else 2
+        if base * splits * corr <= sms:
+            v_splits = 2 if base * splits * 2 * corr > sms else 4
+            base *= v_splits
+            if splits > 1:
+                splits = min(most, max(1, sms // base))
+    kernels = 2 if (splits > 1 and not swapped) else 1
+    return TrtllmGenMlaLaunch(rows, swapped, v_splits, base, splits, kernels)
+
+
 def fmha_v2_kv_step(head_dim: int, element_bytes: float) -> int:
     """fmha_v2's Hopper warp-specialized key step (fmha_library.py kv_loop_step)."""
     if element_bytes == 1:
@@ -145,12 +216,17 @@ def fmha_v2_kv_step(head_dim: int, element_bytes: float) -> int:
     return 256 if head_dim <= 64 else 128 if head_dim <= 128 else 64
 
 
-def trtllm_design(hw, seq_q: int, seq_kv: int, fp8: bool) -> tuple[str, str]:
+def trtllm_design(hw, seq_q: int, seq_kv: int, fp8: bool, mla: bool = False
+                  ) -> tuple[str, str]:
     """(base kernel, design) TensorRT-LLM runs: generation (a few new tokens against a longer
-    cache) on XQA on wgmma GPUs, on trtllm-gen's generation kernels on tcgen05;
-    context on fmha_v2 (wgmma) or trtllm-gen (tcgen05)."""
+    cache) on XQA on wgmma GPUs, on trtllm-gen's generation kernels on tcgen05 (MLA's latent
+    cache too: trtllm_gen_mla_launch); context on fmha_v2 (wgmma) or trtllm-gen (tcgen05)."""
     from perfmodel.ops.attention.tiles import DECODE_MAX_SEQ_Q
     generation = seq_q <= DECODE_MAX_SEQ_Q and seq_kv > seq_q
+    if mla and generation and hw.mma_instruction == "wgmma":
+        # XQA's MLA kernel is built for sm_120 only; Hopper's MLA generation is priced as the
+        # FlashMLA-class decode of FA3's design, as without an engine
+        return "fa3", "fa3"
     if hw.mma_instruction == "wgmma":
         if generation and fp8:
             return "trtllm", "xqa_sm90"

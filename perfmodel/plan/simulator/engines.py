@@ -132,7 +132,9 @@ class Engine:
                              the GPU's default, FlashAttention-3/4's designs): TensorRT-LLM's
                              own kernels for trtllm (XQA in generation, fmha_v2 / trtllm-gen in
                              context: ops/attention/trtllm.py; Hopper and Blackwell only, the
-                             default family elsewhere); MLA keeps the default
+                             default family elsewhere); MLA's latent-cache generation keeps
+                             the default except under trtllm (trtllm-gen's MLA kernels on
+                             Blackwell)
     """
 
     name: str
