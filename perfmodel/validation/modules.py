@@ -30,7 +30,8 @@ MLA generation kernels on Blackwell, FA3's FlashMLA-class decode on Hopper).
 
 An MLA generation row (aiconfigurator_mla_attention.csv) is TensorRT-LLM's MLA generation op:
 the preprocessing kernel (mla_rope_generation: RoPE on the 64 rotary dims of the query heads and
-the latent key, the latent row appended to the cache; the builder's MLA `rope` op) and the
+the latent key, the latent row appended to the cache, and with FP8 MMAs the whole query written
+in FP8; the builder's MLA `rope` op) and the
 builder's MLA decode attention (576-wide latent keys, 512-wide values, one shared KV head) in
 TensorRT-LLM's family, with an FP8 cache in FP8 MMAs on tcgen05 GPUs and on converted K/V
 elsewhere (StepCost.uses_fp8_attention), under CUDA graphs. Judged only.
@@ -194,11 +195,14 @@ def captured_s(op, hw: Hardware) -> float:
     return e.time_s - host + kernels * hw.graph_kernel_gap_s
 
 
-def mla_rope_op(row: dict):
+def mla_rope_op(row: dict, hw: Hardware):
     """TensorRT-LLM's MLA generation preprocessing before the kernel (mla_rope_generation: RoPE
     on the query heads' and the latent key's 64 rotary dims, the latent row appended to the
-    cache), as the builder's MLA `rope` op prices it."""
+    cache), as the builder's MLA `rope` op prices it: with FP8 MMAs it also writes the whole
+    query in FP8, so it streams the query's 576 dims (a quantize op)."""
     from perfmodel import ops
+    if mla_attention_op(row, hw).dtype == "fp8":
+        return ops.Quantize(rows=row["batch"] * row["heads"], cols=row["head_dim"], to="fp8")
     return ops.Elementwise(elements=row["batch"] * (row["heads"] + 1) * MLA_ROPE_DIMS,
                            dtype="bf16", flop_per_element=ROPE_FLOP_PER_ELEMENT)
 
@@ -206,7 +210,7 @@ def mla_rope_op(row: dict):
 def mla_attention_predicted_s(row: dict, hw: Hardware | None = None) -> float:
     """The row's op under CUDA graphs: the preprocessing and the attention kernel."""
     hw = hw or hardware(row["hardware"])
-    return captured_s(mla_rope_op(row), hw) + captured_s(mla_attention_op(row, hw), hw)
+    return captured_s(mla_rope_op(row, hw), hw) + captured_s(mla_attention_op(row, hw), hw)
 
 
 def _mla_attention_error(r: dict) -> float:

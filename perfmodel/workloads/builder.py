@@ -390,6 +390,12 @@ class _LayerBuilder:
         if not fused:
             self.elementwise(f"{p}ffn_residual", self.t * h, inputs=2)
 
+    @property
+    def fp8_attention(self) -> bool:
+        """Serving runs the attention's MMAs in FP8 on an FP8 cache (Workload.fp8_attention)."""
+        return (self.w.kv_dtype is not None and self.w.fp8_attention
+                and tensor_dtype(self.w.kv_dtype) == "fp8")
+
     def _attention(self, p: str, direction: str = "fwd", **shape):
         if self.w.cp > 1:
             return self._ring_attention(p, direction, **shape)
@@ -403,7 +409,7 @@ class _LayerBuilder:
             # generation (trtllm-gen's MLA kernels on tcgen05: ops/attention/trtllm.py)
             shape = dict(shape, kernel=self.w.attention_kernel)
         if self.w.kv_dtype is not None:  # serving: K and V read from the cache in kv_dtype
-            if self.w.fp8_attention and tensor_dtype(self.w.kv_dtype) == "fp8":
+            if self.fp8_attention:
                 dtype = "fp8"  # Q quantized, FP8 MMAs on the cache (Workload.fp8_attention)
             else:
                 shape = dict(shape, kv_dtype=self.w.kv_dtype)
@@ -470,7 +476,14 @@ class _LayerBuilder:
         self.gemm(f"{p}q_b", n=hq * (nope + rope), k=m.q_lora_rank)
         self.gemm(f"{p}kv_a", n=m.kv_lora_rank + rope, k=h)
         self.g.add(f"{p}kv_norm", "norm", rows=self.t, cols=m.kv_lora_rank, dtype=ACT)
-        self.elementwise(f"{p}rope", self.t * (hq + 1) * rope, flop_per_element=3)
+        if self.w.phase == "decode" and self.fp8_attention:
+            # FP8 MMAs take Q in FP8: the preprocessing kernel (TensorRT-LLM's
+            # mla_rope_generation) reads the whole absorbed query (latent + rotary dims) and
+            # writes it in FP8, besides rotating the rotary dims: one kernel streaming it
+            self.g.add(f"{p}rope", "quantize", rows=self.t * hq, cols=m.kv_lora_rank + rope,
+                       to="fp8")
+        else:
+            self.elementwise(f"{p}rope", self.t * (hq + 1) * rope, flop_per_element=3)
         if self.w.phase == "decode":
             self.gemm(f"{p}q_absorb", n=m.kv_lora_rank, k=nope, dtype=ACT, batch=hq)
             self.attn_shape = dict(heads=hq, kv_heads=1, head_dim=m.kv_lora_rank + rope,

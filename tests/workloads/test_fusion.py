@@ -100,3 +100,20 @@ def test_the_engine_attention_kernel_is_the_gqa_attentions_and_trtllms_mla_too()
     # TensorRT-LLM's family is modelled for wgmma/tcgen05 GPUs: an A100 keeps the default
     a100 = StepCost.for_engine("llama3-8b", "A100-SXM", "trtllm")
     assert a100.attention_kernel is None and a100._decode_attn.kernel is None
+
+
+def test_fp8_mla_decode_streams_the_whole_query_into_fp8():
+    """FP8 MMAs take Q in FP8: the MLA decode's preprocessing (TensorRT-LLM's
+    mla_rope_generation) then writes every query head's 576 dims in FP8, not only the 64 rotary
+    dims it rotates; a BF16 cache keeps the rotary-only op."""
+    kw = dict(batch=64, context=2048, tp=8, ep=8, dtype="fp8", attention_kernel="trtllm")
+    fp8 = {name.partition(".")[2]: o for name, o, _ in inference_op_counts(
+        as_model("deepseek-v3"), "decode", kv_dtype="fp8", fp8_attention=True, **kw)
+        if name.startswith("l0.")}
+    assert fp8["attn"].dtype == "fp8"
+    assert fp8["rope"].name == "quantize"
+    assert (fp8["rope"].rows, fp8["rope"].cols) == (64 * 16, 576)
+    bf16 = {name.partition(".")[2]: o for name, o, _ in inference_op_counts(
+        as_model("deepseek-v3"), "decode", **kw) if name.startswith("l0.")}
+    assert bf16["rope"].name == "elementwise" and bf16["rope"].elements == 64 * 17 * 64
+
