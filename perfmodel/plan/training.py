@@ -177,7 +177,8 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                   level: str = "pipes", recompute: str = DEFAULT_RECOMPUTE,
                   zero: int = DEFAULT_ZERO, allow_oversubscribed: bool = False,
                   cp: int = 1, overlap: bool = True,
-                  grad_reduce_dtype: str = "bf16") -> TrainingPlan:
+                  grad_reduce_dtype: str = "bf16",
+                  attention_kernel: str | None = None) -> TrainingPlan:
     """One training step; `batch` sequences per model replica (global batch = batch·dp), each
     split over `cp` context-parallel ranks (GPUs = tp·cp·pp·dp). Raises InputError with the
     memory per GPU when the plan does not fit in the usable HBM, unless `allow_oversubscribed`
@@ -186,7 +187,10 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
     (Megatron-Core's default) or fp32 (FSDP's reduce_dtype in torchtitan: torchtitan/config/
     configs.py `mixed_precision_reduce = "float32"`; Composer's mixed_precision DEFAULT:
     composer/distributed/mosaic_parallelism.py, get_mixed_precision, `reduce_dtype =
-    torch.float32`): twice the bytes on the wire."""
+    torch.float32`): twice the bytes on the wire. `attention_kernel`: the attention's kernel
+    family (ops.attention KERNELS but TensorRT-LLM's inference "trtllm"; None: the GPU's
+    default design), as the framework trains with it (Transformer Engine's cuDNN attention,
+    FlashAttention-2 through flash-attn or PyTorch's SDPA)."""
     m, h = as_model(model), hardware(hw)
     if ep > 1 and (tp * dp * cp) % ep:
         raise InputError(f"ep: {ep} must divide tp·dp·cp = {tp * dp * cp} (experts are spread "
@@ -194,7 +198,7 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
     if recompute not in RECOMPUTE:
         raise InputError(f"recompute: expected one of {', '.join(RECOMPUTE)}, got {recompute!r}")
     w = Workload("train", batch, seq, None, tp, ep, pp, dp, dtype, microbatches, virtual_stages,
-                 recompute=recompute, cp=cp)
+                 recompute=recompute, cp=cp, attention_kernel=attention_kernel)
     mem = memory_fit(m, h, w, zero)
     if not (mem.fits or allow_oversubscribed):
         raise InputError(f"{m.name} train on {h.name} (batch {batch}, seq {seq}, tp {tp}, "
@@ -204,7 +208,8 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                          f"allow_oversubscribed=True")
     g = build_graph(m, "train", batch=batch, seq=seq, tp=tp, ep=ep, pp=pp, dp=dp, dtype=dtype,
                     microbatches=microbatches, virtual_stages=virtual_stages,
-                    recompute=recompute, cp=cp, grad_reduce_dtype=grad_reduce_dtype)
+                    recompute=recompute, cp=cp, grad_reduce_dtype=grad_reduce_dtype,
+                    attention_kernel=attention_kernel)
     pred = predict(g, h, level)
     mb = w.n_microbatches
     k = g.pipeline.per_microbatch_ops

@@ -9,7 +9,8 @@ cp = CP, recompute (where the row states none: the least recomputation that fits
 the default of Megatron-Core's TransformerConfig — else "full", the rule of
 `search_training_plans`: a published run fitted in memory, so its recipe recomputed what it had
 to), zero = the row's ZeRO stage, grad_reduce_dtype = fp32 for the PyTorch-FSDP frameworks that
-reduce gradients in FP32 (GRAD_REDUCE_DTYPE), allow_oversubscribed=False), once at level "pipes" (the planner) and once at "roofline"
+reduce gradients in FP32 (GRAD_REDUCE_DTYPE), attention_kernel = the attention kernels the
+framework trains with (FRAMEWORK_ATTENTION), allow_oversubscribed=False), once at level "pipes" (the planner) and once at "roofline"
 (the speed-of-light baseline: datasheet peaks, no kernel model). A plan whose memory estimate
 exceeds the usable HBM, or a layout the planner refuses, is a row not predicted, with the reason.
 
@@ -49,6 +50,18 @@ COMPARED = ("tokens_per_s_per_gpu", "step_time_s")
 # 78-81: reduce_dtype = torch.float32) for llm-foundry's "MP mode DEFAULT". The others run
 # Megatron-Core (grad_reduce_in_fp32 = False by default) or do not say.
 GRAD_REDUCE_DTYPE = {"AO": "fp32", "LF": "fp32"}
+# The attention kernels each framework trains with (plan_training attention_kernel; a framework
+# not named keeps the GPU's default design):
+#   NeMo, Megatron-LM: Transformer Engine's DotProductAttention, whose backend selection prefers
+#     its FusedAttention (cuDNN's fused SDPA) on Hopper and Blackwell -> "cudnn";
+#   torchtitan: torch.nn.functional.scaled_dot_product_attention (flex attention off by
+#     default), whose CUDA backends try FlashAttention (PyTorch's copy of FlashAttention-2)
+#     first -> "fa2";
+#   llm-foundry: MPT's attn_impl "flash", the flash-attn 2 package's kernels (ALiBi through
+#     its alibi_slopes) -> "fa2"; nanotron: flash-attn 2 as well.
+# NeMo AutoModel runs SDPA or FlexAttention per recipe (training_SOURCES.md): left default.
+FRAMEWORK_ATTENTION = {"llm-foundry": "fa2", "torchtitan": "fa2", "nanotron": "fa2",
+                       "NeMo": "cudnn", "Megatron-LM": "cudnn"}
 # The recomputation tried, in order, for a row that does not state its own (module docstring)
 UNSTATED_RECOMPUTE = ("none", "full")
 LEVELS = ("pipes", "roofline")
@@ -92,13 +105,15 @@ def why_not(case: TrainingCase, compared: dict[str, TrainingCase]) -> str | None
 @functools.lru_cache(maxsize=None)
 def _plan(model: str, hw: str, batch: int, seq: int, tp: int, pp: int, dp: int, dtype: str,
           ep: int, microbatches: int, vp: int, level: str, recompute: str,
-          zero: int, cp: int = 1, grad_reduce_dtype: str = "bf16") -> TrainingPlan | str:
+          zero: int, cp: int = 1, grad_reduce_dtype: str = "bf16",
+          attention_kernel: str | None = None) -> TrainingPlan | str:
     """The plan, or the one-line reason plan_training refused it (memory or layout)."""
     try:
         return plan_training(model, hw, batch=batch, seq=seq, tp=tp, pp=pp, dp=dp, dtype=dtype,
                              ep=ep, microbatches=microbatches, virtual_stages=vp, level=level,
                              recompute=recompute, zero=zero, allow_oversubscribed=False, cp=cp,
-                             grad_reduce_dtype=grad_reduce_dtype)
+                             grad_reduce_dtype=grad_reduce_dtype,
+                             attention_kernel=attention_kernel)
     except InputError as e:
         return str(e).splitlines()[0]
 
@@ -117,7 +132,8 @@ def plan_case(case: TrainingCase, level: str = "pipes") -> TrainingPlan | str:
     for rc in replayed_recompute(case):
         p = _plan(case.model, case.hw, case.batch_per_replica, case.seq, case.tp, case.pp,
                   case.dp, case.dtype, case.ep, case.microbatches, case.vp, level, rc,
-                  case.zero, case.cp, GRAD_REDUCE_DTYPE.get(case.source, "bf16"))
+                  case.zero, case.cp, GRAD_REDUCE_DTYPE.get(case.source, "bf16"),
+                  FRAMEWORK_ATTENTION.get(case.framework))
         if not isinstance(p, str) or refusal_reason(p) != NOT_FIT:
             return p
         first = first or p

@@ -102,8 +102,9 @@ class Workload:
     fp8_attention: bool = False
     # serving: the kernels the engine fuses (FUSIONS); training graphs keep every op apart
     fusion: str = "none"
-    # serving: the attention kernel family of GQA attention (ops.attention KERNELS; None: the
-    # GPU's default); MLA keeps the default family
+    # the attention kernel family of GQA attention (ops.attention KERNELS; None: the GPU's
+    # default): a serving engine's, or in training the framework's (no "trtllm": forward
+    # only); MLA keeps the default family except under TensorRT-LLM's
     attention_kernel: str | None = None
 
     def check(self, model: ModelSpec, names: Mapping[str, str] | None = None) -> None:
@@ -148,9 +149,9 @@ class Workload:
         elif self.fusion != "none" and self.phase == "train":
             p.append(("fusion", "kernel fusion is a serving engine's (prefill and decode); "
                                 "training graphs keep every op"))
-        if self.attention_kernel is not None and self.phase == "train":
-            p.append(("attention_kernel", "an engine's attention kernel is a serving setting "
-                                          "(prefill and decode)"))
+        if self.attention_kernel == "trtllm" and self.phase == "train":
+            p.append(("attention_kernel", "TensorRT-LLM's attention kernels are inference "
+                                          "kernels (forward only): prefill and decode"))
         if self.recompute is not None and self.recompute not in RECOMPUTE:
             p.append(("recompute", f"expected one of {', '.join(RECOMPUTE)}, "
                                    f"got {self.recompute!r}"))
@@ -397,17 +398,18 @@ class _LayerBuilder:
                 and tensor_dtype(self.w.kv_dtype) == "fp8")
 
     def _attention(self, p: str, direction: str = "fwd", **shape):
+        if self.w.attention_kernel is not None and (not shape.get("shared_kv")
+                                                    or self.w.attention_kernel == "trtllm"):
+            # the engine's or framework's GQA kernels; TensorRT-LLM's family also runs MLA's
+            # latent-cache generation (trtllm-gen's MLA kernels on tcgen05: ops/attention/
+            # trtllm.py)
+            shape = dict(shape, kernel=self.w.attention_kernel)
         if self.w.cp > 1:
             return self._ring_attention(p, direction, **shape)
         decode = self.w.phase == "decode"
         seq_q = 1 if decode else self.w.seq
         seq_kv = (self.w.context or self.w.seq) if decode else self.w.seq
         dtype = ACT
-        if self.w.attention_kernel is not None and (not shape.get("shared_kv")
-                                                    or self.w.attention_kernel == "trtllm"):
-            # the engine's GQA kernels; TensorRT-LLM's family also runs MLA's latent-cache
-            # generation (trtllm-gen's MLA kernels on tcgen05: ops/attention/trtllm.py)
-            shape = dict(shape, kernel=self.w.attention_kernel)
         if self.w.kv_dtype is not None:  # serving: K and V read from the cache in kv_dtype
             if self.fp8_attention:
                 dtype = "fp8"  # Q quantized, FP8 MMAs on the cache (Workload.fp8_attention)

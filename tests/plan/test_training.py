@@ -68,3 +68,18 @@ def test_microbatches_without_pipeline_accumulate_gradients():
     two = plan_training("llama3-8b", "H100-SXM", microbatches=2, **kw)
     assert two.tokens_per_s == pytest.approx(one.tokens_per_s, rel=0.05)
     assert two.memory.activation_bytes == one.memory.activation_bytes / 2
+
+
+def test_the_frameworks_attention_kernel_prices_the_attention_passes():
+    """plan_training(attention_kernel=...) runs the attention forward and backward in that
+    family: FlashAttention-2 (flash-attn, PyTorch SDPA) is slower on H100 than FA3's design, the
+    other ops unchanged; TensorRT-LLM's forward-only kernels are refused."""
+    from perfmodel.validation.training_predict import FRAMEWORK_ATTENTION
+    kw = dict(batch=8, seq=8192, dp=8, microbatches=8, recompute="full")
+    fa3 = plan_training("llama3-8b", "H100-SXM", **kw)
+    fa2 = plan_training("llama3-8b", "H100-SXM", attention_kernel="fa2", **kw)
+    assert fa2.step_time_s > 1.05 * fa3.step_time_s
+    assert fa2.mfu < fa3.mfu
+    with pytest.raises(InputError, match="attention_kernel"):
+        plan_training("llama3-8b", "H100-SXM", attention_kernel="trtllm", **kw)
+    assert FRAMEWORK_ATTENTION["torchtitan"] == "fa2" and FRAMEWORK_ATTENTION["NeMo"] == "cudnn"
