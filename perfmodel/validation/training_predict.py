@@ -59,7 +59,8 @@ GRAD_REDUCE_DTYPE = {"AO": "fp32", "LF": "fp32"}
 #     first -> "fa2";
 #   llm-foundry: MPT's attn_impl "flash", the flash-attn 2 package's kernels (ALiBi through
 #     its alibi_slopes) -> "fa2"; nanotron: flash-attn 2 as well.
-# NeMo AutoModel runs SDPA or FlexAttention per recipe (training_SOURCES.md): left default.
+# NeMo AutoModel runs SDPA or FlexAttention per recipe (validate/data/training_SOURCES.md):
+# left default.
 FRAMEWORK_ATTENTION = {"llm-foundry": "fa2", "torchtitan": "fa2", "nanotron": "fa2",
                        "NeMo": "cudnn", "Megatron-LM": "cudnn"}
 # The recomputation tried, in order, for a row that does not state its own (module docstring)
