@@ -98,8 +98,10 @@ def test_everything_reads_the_file():
         q = hw.quantities["clocks.tensor_sustained_fraction"]
         assert "fitted" in q.provenance, f"{hw.name}: the sustained fraction is fitted"
         key = q.provenance["fitted"]
-        assert key == ("tensor_sustained_fraction.b300" if hw.name == "B300"
-                       else "tensor_sustained_fraction")
+        assert key == {"B300": "tensor_sustained_fraction.b300",
+                       "B200": "tensor_sustained_fraction.b200",
+                       "GB200": "tensor_sustained_fraction.b200"}.get(
+                           hw.name, "tensor_sustained_fraction")
         assert hw.tensor_sustained_fraction == q.value == fitted.value(key), hw.name
     assert "fitted" in pm.hardware("H100-SXM").quantities[
         "clocks.tensor_sustained_fraction"].provenance

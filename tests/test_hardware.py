@@ -333,18 +333,20 @@ def test_sm_clock_domain_endpoints():
 
 def test_a_locked_clock_caps_every_sm_clocked_rate():
     b200 = pm.hardware("B200")
-    locked = pm.hardware("B200", sm_clock_hz=1.5e9)  # SOL-ExecBench's B200 lock
-    assert locked is pm.hardware("b200", sm_clock_hz=1.5e9)  # one object per spec and clock
-    assert locked.name == "B200" and locked.sm_clock_hz == 1.5e9
-    assert locked.max_sm_clock_hz == locked.sustained_sm_clock_hz == 1.5e9  # below sustained
-    assert locked.smem_bandwidth_bytes_per_s == pytest.approx(148 * 128 * 1.5e9)
-    assert locked.tensor_peak_flop_per_s("bf16") == pytest.approx(148 * 8192 * 1.5e9)
+    locked = pm.hardware("B200", sm_clock_hz=1.2e9)  # below B200's sustained ~1.24 GHz
+    assert locked is pm.hardware("b200", sm_clock_hz=1.2e9)  # one object per spec and clock
+    assert locked.name == "B200" and locked.sm_clock_hz == 1.2e9
+    assert locked.max_sm_clock_hz == locked.sustained_sm_clock_hz == 1.2e9  # below sustained
+    assert locked.smem_bandwidth_bytes_per_s == pytest.approx(148 * 128 * 1.2e9)
+    assert locked.tensor_peak_flop_per_s("bf16") == pytest.approx(148 * 8192 * 1.2e9)
     assert locked.hbm_bandwidth_bytes_per_s == b200.hbm_bandwidth_bytes_per_s
+    sol = pm.hardware("B200", sm_clock_hz=1.5e9)  # SOL-ExecBench's lock: above sustained
+    assert sol.max_sm_clock_hz == 1.5e9 and sol.sustained_sm_clock_hz == b200.sustained_sm_clock_hz
     above = pm.hardware("B200", sm_clock_hz=1.755e9)  # FA4's authors' clock: above sustained
     assert above.sustained_sm_clock_hz == b200.sustained_sm_clock_hz
     assert above.tensor_peak_flop_per_s("bf16") == pytest.approx(148 * 8192 * 1.755e9)  # < 1856
     assert pm.hardware(locked) is locked and locked.locked(None) is locked
-    assert locked.summary()["sm_clock_hz"] == 1.5e9
+    assert locked.summary()["sm_clock_hz"] == 1.2e9
 
 
 @pytest.mark.parametrize("hz, message", [
@@ -409,11 +411,13 @@ def test_a_spec_without_fa2_s_mma_sync_rate_is_rejected(tmp_path):
 
 def test_gb300_is_b300s_die_at_1400_w_in_one_nvl72_domain():
     """GB300 shares B300's per-SM rates and clocks, but its 1400 W lifts the power cap behind
-    HGX B300's own sustained fraction, so its BF16 GEMM is not slower than B200's; its NVLink
-    domain is the rack."""
+    HGX B300's own sustained fraction, so its BF16 GEMM is faster than B200's and B300's (whose
+    own fits, 0.669 and 0.672, put them within a few % of each other); its NVLink domain is the
+    rack."""
     gb300, b300, b200 = pm.hardware("GB300"), pm.hardware("B300"), pm.hardware("B200")
     assert gb300.tensor_flop_per_sm_per_clk == b300.tensor_flop_per_sm_per_clk
     assert gb300.nvlink_domain_gpus == 72 and b300.nvlink_domain_gpus == 8
     gemm = pm.ops.op("gemm", m=8192, n=8192, k=8192, dtype="bf16")
     t = {h.name: pm.predict_op(gemm, h).time_s for h in (gb300, b300, b200)}
-    assert t["GB300"] <= t["B200"] * 1.001 < t["B300"]
+    assert t["GB300"] < t["B200"] and t["GB300"] < t["B300"]
+    assert t["B300"] == pytest.approx(t["B200"], rel=0.05)

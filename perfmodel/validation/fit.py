@@ -21,7 +21,10 @@ FLOPS for BF16 on H100 SXM: a brute-force search for the best shape, so by const
 that measures the sustained rate with the least shape overhead. Every other GEMM row is judged
 against the value, not fitted. The other GPUs carry it over (`fitted:` with `assumed:` in their
 hwspecs) until measured. B300 has its own, `tensor_sustained_fraction.b300`, fitted on the BF16
-rows of Transformer Engine's B300 GEMM profile (perfmodel.validation.te_profile).
+rows of Transformer Engine's B300 GEMM profile (perfmodel.validation.te_profile); B200 and GB200
+(the same die) `tensor_sustained_fraction.b200`, fitted on AIConfigurator's compute-bound B200
+BF16 linears (held out: the MAMF fraction). The two Blackwell fits agree (0.67): the H100 value
+made Blackwell's large GEMMs ~20 % too fast while Hopper's are within 5 %.
 
 Attention: the H100 constants jointly on FP16 non-causal rows of the FA3 paper, forward and
 backward (each family has its own backward overlap: a constant fitted on forward rows never
@@ -106,6 +109,11 @@ SPECS = {
         "tensor_power_exponent of the block-scaled 4-bit MMAs (NVFP4, MXFP4; their power per "
         "clock also carries the block scales), where a spec takes it with `fitted: "
         "tensor_power_exponent.fp4`"),
+    "tensor_sustained_fraction.b200": (
+        (0.3, 1.0), 3,
+        "B200's own sustained SM clock share under dense MMA load (a 1000 W part whose tensor "
+        "cores draw more power per clock than Hopper's); B200 and GB200 (the same die) take it "
+        "with `fitted: tensor_sustained_fraction.b200`"),
     "tensor_sustained_fraction.b300": (
         (0.3, 1.0), 3,
         "B300's own sustained SM clock share (Blackwell Ultra is strongly power-limited); its "
@@ -303,6 +311,13 @@ STEP_OVERHEAD_RULE = (
     "(serving_measurements.csv; Llama 3.3 70B TP4 and Llama 3.1 405B TP8 on H200, where queueing "
     "is negligible and a token's latency is one engine step): regula falsi for the overhead at "
     "which the mean log error of the simulated medians is zero. Every other serving row is judged")
+B200_RULE = (
+    "the AIConfigurator rows of TensorRT-LLM's BF16 linears on B200 with m, n, k >= 4096 "
+    "(aiconfigurator_gemm.csv; {n} rows, compute-bound: the tensor pipe busy throughout, so the "
+    "SM runs at the sustained clock): bisection for the fraction at which their mean log error "
+    "is zero ({fit:.4f}), kept to 3 decimals. Judged on B200's other linears (FP8, block FP8, "
+    "NVFP4, the smaller BF16 shapes), on GB200's (the same die at a higher power limit), on "
+    "B200's attention and MoE rows")
 B300_RULE = (
     "the three BF16 prequantized per-layer rows of Transformer Engine's B300 GEMM profile "
     "(te_b300_gemm_profile.csv; fprop, dgrad, wgrad): bisection for the fraction at which the "
@@ -663,6 +678,32 @@ def power_fp4_fit_rows(cases: list[Case]) -> list[tuple[Case, Case]]:
     return _same_shape_pairs(cases, "B200", "nvfp4")
 
 
+def b200_sustained_fit_rows(cases: list[Case]) -> list[Case]:
+    """B200_RULE's rows: the BF16 linears on B200 with every dimension >= POWER_FIT_MIN_DIM."""
+    return [c for c in cases if c.id.startswith("AIC-B200-bfloat16-")
+            and c.op_class == "linear_bf16" and min(c.op.m, c.op.n, c.op.k) >= POWER_FIT_MIN_DIM]
+
+
+def fit_b200_sustained_fraction(general: float, exclude: frozenset[str] = frozenset(),
+                                tol: float = 1e-5) -> tuple[float, list[str]]:
+    """tensor_sustained_fraction.b200 on B200_RULE's rows (`general`, the MAMF-fitted fraction
+    the spec carried before, if they are held out: no evidence of B200's own): the kernels run
+    faster as the fraction rises, so bisect the mean log error to zero."""
+    key = "tensor_sustained_fraction.b200"
+    rows = [c for c in b200_sustained_fit_rows(load_cases(AICONFIGURATOR_CSV)[0])
+            if c.id not in exclude]
+    if not rows:
+        return general, []
+    base = rows[0].hardware
+
+    def mean_log_error(x: float) -> float:
+        hw = with_fitted(base, {**_FRESH_HW, key: x})
+        return sum(math.log(estimate(c.op.demand(hw), hw, "pipes").time_s / c.measured_time_s)
+                   for c in rows) / len(rows)
+    x = _zero_of_rising(lambda v: -mean_log_error(v), *SPECS[key][0], tol)
+    return x, [c.id for c in rows]
+
+
 def _ratio_exponent(pairs: list[tuple[Case, Case]], field: str, key: str,
                     sustained: float, tol: float) -> float:
     """The exponent (Hardware `field`, fitted.yaml `key`) at which the mean log error of the
@@ -909,6 +950,9 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
     sustained = round(raw_sustained, SPECS["tensor_sustained_fraction"][1])
     raw_power, power_rows = fit_power_exponent(sustained, exclude)
     _FRESH_HW["tensor_power_exponent"] = round(raw_power, SPECS["tensor_power_exponent"][1])
+    raw_b200, b200_rows = fit_b200_sustained_fraction(sustained, exclude)
+    _FRESH_HW["tensor_sustained_fraction.b200"] = round(
+        raw_b200, SPECS["tensor_sustained_fraction.b200"][1])
     raw_fp4, fp4_rows = fit_fp4_power_exponent(sustained, _FRESH_HW["tensor_power_exponent"],
                                                exclude)
     _FRESH_HW["tensor_power_exponent.fp4"] = round(raw_fp4,
@@ -967,6 +1011,9 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
             f"graph_kernel_gap_s.{f}", gaps[f][0], gaps[f][1],
             GRAPH_GAP_RULE.format(gpu=GRAPH_GAP_GPU[f], n=len(gaps[f][1]), fit=gaps[f][0]))
            for f in GRAPH_GAP_GPU},
+        "tensor_sustained_fraction.b200": _entry(
+        "tensor_sustained_fraction.b200", raw_b200, b200_rows,
+        B200_RULE.format(n=len(b200_rows), fit=raw_b200)),
         "tensor_sustained_fraction.b300": _entry(
         "tensor_sustained_fraction.b300", raw_b300, list(te_profile.FIT_ROWS),
         B300_RULE.format(fit=raw_b300)),
