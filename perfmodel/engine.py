@@ -169,9 +169,10 @@ def kernel_clock_hz(hw: Hardware, times: Mapping[str, Any], overlap: Overlap | N
     what draws the power (docs/hardware-notes.md §5 "Clocks under load")."""
     hi, lo = hw.max_sm_clock_hz, hw.sustained_sm_clock_hz
     tensor = sum((t for r, t in times.items() if r.startswith("tensor:")), 0.0)
-    if hi <= lo or not np.any(np.asarray(tensor) > 0):
+    scalar = isinstance(tensor, (float, int))
+    if hi <= lo or not (tensor > 0 if scalar else np.any(np.asarray(tensor) > 0)):
         return lo if hi <= lo else hi
-    if np.ndim(tensor) == 0:  # one kernel: plain floats (the common, fast path)
+    if scalar or np.ndim(tensor) == 0:  # one kernel: plain floats (the common, fast path)
         busy = max(float(t) for t in times.values())
         if overlap is not None:
             busy = max(busy, overlap.time_s(times))
@@ -289,6 +290,9 @@ def kernel_resource_times(hw: Hardware, work: Mapping[str, Any], ctas: Any = Non
     DRAM latency.
     """
     clock = hw.sustained_sm_clock_hz if clock_hz is None else clock_hz
+    if not isinstance(ctas, np.ndarray) and not isinstance(in_flight_bytes, np.ndarray):
+        return _kernel_resource_times_scalar(hw, work, ctas, ctas_per_sm, in_flight_bytes,
+                                             cta_imbalance, clock)
     times: dict[str, Any] = {}
     hbm_rate: Any = hw.hbm_bandwidth_bytes_per_s
     if ctas is not None:
@@ -309,6 +313,35 @@ def kernel_resource_times(hw: Hardware, work: Mapping[str, Any], ctas: Any = Non
             # time inf (it is filtered out as invalid), not a warning
             with np.errstate(divide="ignore"):
                 times[r] = w / hbm_rate
+        else:
+            times[r] = w / _device_rate_per_s(r, hw, peak=False, clock_hz=clock)
+    return times
+
+
+def _kernel_resource_times_scalar(hw: Hardware, work: Mapping[str, float], ctas,
+                                  ctas_per_sm, in_flight_bytes, cta_imbalance: float,
+                                  clock: float) -> dict[str, float]:
+    """kernel_resource_times for one kernel (scalars): the same operations in the same order
+    on Python floats, without numpy's per-call cost on 0-d values (a cold prediction spends
+    most of its time there otherwise)."""
+    times: dict[str, float] = {}
+    hbm_rate = hw.hbm_bandwidth_bytes_per_s
+    if ctas is not None:
+        busiest = math.ceil(ctas / hw.sm_count) + cta_imbalance
+        resident = min(ctas, hw.sm_count * ctas_per_sm)
+        hbm_rate = min(hbm_rate, resident * in_flight_bytes / hw.hbm_latency_s)
+    sm_rates = _sm_rates_per_clk(hw)
+    for r, w in work.items():
+        rate = sm_rates.get(r)
+        if rate is None and is_sm_resource(r):
+            rate = sm_rate_per_clk(r, hw)  # raises for unsupported tensor dtypes
+        if rate is not None:
+            if ctas is None:
+                raise ValueError(f"demand puts work on SM resource '{r}' without a launch shape")
+            times[r] = busiest * (w / ctas) / (rate * clock)
+        elif r == "hbm":
+            # no bytes in flight: rate 0, time inf (numpy's w / 0 in the candidate search)
+            times[r] = w / hbm_rate if hbm_rate else (math.inf if w > 0 else math.nan)
         else:
             times[r] = w / _device_rate_per_s(r, hw, peak=False, clock_hz=clock)
     return times

@@ -243,3 +243,23 @@ def test_roofline_and_l2_follow_a_locked_clock():
     gemm = pm.ops.Gemm(m=8192, n=8192, k=8192, dtype="bf16")
     assert pm.predict_op(gemm, locked, level="roofline").time_s == pytest.approx(
         pm.predict_op(gemm, b200, level="roofline").time_s * b200.tensor_clock_hz / 1.2e9)
+
+
+def test_the_scalar_resource_times_equal_the_candidate_arrays_bit_for_bit():
+    """kernel_resource_times' scalar path (one kernel, Python floats) gives exactly the floats
+    its numpy path gives for the same kernel as a one-candidate array: the tile search and a
+    single prediction price a kernel alike."""
+    import numpy as np
+    from perfmodel.engine import kernel_resource_times
+    for name in ("H100-SXM", "B200", "A100-SXM"):
+        hw = pm.hardware(name)
+        work = {"tensor:bf16": 3.1e12, "smem": 7.7e9, "hbm": 2.5e9, "l2": 5.0e9, "fma": 1e9}
+        for ctas, per_sm, flight, imbalance in ((1, 1, 65536.0, 0.0), (1000, 2, 32768.0, 0.5),
+                                                (133, 3, 0.0, 0.0), (5000, 1, 1e6, 1.0)):
+            one = kernel_resource_times(hw, work, ctas, per_sm, flight, imbalance)
+            arr = kernel_resource_times(hw, work, np.array([ctas]), per_sm,
+                                        np.array([flight]), imbalance)
+            assert set(one) == set(arr)
+            for r in one:
+                assert isinstance(one[r], float)
+                assert one[r] == float(np.asarray(arr[r]).reshape(-1)[0]), (name, ctas, r)
