@@ -290,15 +290,19 @@ def kernel_resource_times(hw: Hardware, work: Mapping[str, Any], ctas: Any = Non
     DRAM latency.
     """
     clock = hw.sustained_sm_clock_hz if clock_hz is None else clock_hz
-    if not isinstance(ctas, np.ndarray) and not isinstance(in_flight_bytes, np.ndarray):
-        return _kernel_resource_times_scalar(hw, work, ctas, ctas_per_sm, in_flight_bytes,
-                                             cta_imbalance, clock)
     times: dict[str, Any] = {}
     hbm_rate: Any = hw.hbm_bandwidth_bytes_per_s
     if ctas is not None:
-        busiest = np.ceil(ctas / hw.sm_count) + cta_imbalance
-        resident = np.minimum(ctas, hw.sm_count * ctas_per_sm)
-        hbm_rate = np.minimum(hbm_rate, resident * in_flight_bytes / hw.hbm_latency_s)
+        if isinstance(ctas, np.ndarray) or isinstance(in_flight_bytes, np.ndarray):
+            busiest = np.ceil(ctas / hw.sm_count) + cta_imbalance
+            resident = np.minimum(ctas, hw.sm_count * ctas_per_sm)
+            hbm_rate = np.minimum(hbm_rate, resident * in_flight_bytes / hw.hbm_latency_s)
+        else:
+            # one kernel: the same operations on Python floats, without numpy's per-call cost
+            # on 0-d values (most of a cold prediction's time otherwise)
+            busiest = math.ceil(ctas / hw.sm_count) + cta_imbalance
+            resident = min(ctas, hw.sm_count * ctas_per_sm)
+            hbm_rate = min(hbm_rate, resident * in_flight_bytes / hw.hbm_latency_s)
     sm_rates = _sm_rates_per_clk(hw)
     for r, w in work.items():
         rate = sm_rates.get(r)
@@ -309,42 +313,19 @@ def kernel_resource_times(hw: Hardware, work: Mapping[str, Any], ctas: Any = Non
                 raise ValueError(f"demand puts work on SM resource '{r}' without a launch shape")
             times[r] = busiest * (w / ctas) / (rate * clock)
         elif r == "hbm":
-            # a tile-search candidate with no pipeline stage has no bytes in flight: rate 0,
-            # time inf (it is filtered out as invalid), not a warning
-            with np.errstate(divide="ignore"):
-                times[r] = w / hbm_rate
+            times[r] = _hbm_time_s(w, hbm_rate)
         else:
             times[r] = w / _device_rate_per_s(r, hw, peak=False, clock_hz=clock)
     return times
 
 
-def _kernel_resource_times_scalar(hw: Hardware, work: Mapping[str, float], ctas,
-                                  ctas_per_sm, in_flight_bytes, cta_imbalance: float,
-                                  clock: float) -> dict[str, float]:
-    """kernel_resource_times for one kernel (scalars): the same operations in the same order
-    on Python floats, without numpy's per-call cost on 0-d values (a cold prediction spends
-    most of its time there otherwise)."""
-    times: dict[str, float] = {}
-    hbm_rate = hw.hbm_bandwidth_bytes_per_s
-    if ctas is not None:
-        busiest = math.ceil(ctas / hw.sm_count) + cta_imbalance
-        resident = min(ctas, hw.sm_count * ctas_per_sm)
-        hbm_rate = min(hbm_rate, resident * in_flight_bytes / hw.hbm_latency_s)
-    sm_rates = _sm_rates_per_clk(hw)
-    for r, w in work.items():
-        rate = sm_rates.get(r)
-        if rate is None and is_sm_resource(r):
-            rate = sm_rate_per_clk(r, hw)  # raises for unsupported tensor dtypes
-        if rate is not None:
-            if ctas is None:
-                raise ValueError(f"demand puts work on SM resource '{r}' without a launch shape")
-            times[r] = busiest * (w / ctas) / (rate * clock)
-        elif r == "hbm":
-            # no bytes in flight: rate 0, time inf (numpy's w / 0 in the candidate search)
-            times[r] = w / hbm_rate if hbm_rate else (math.inf if w > 0 else math.nan)
-        else:
-            times[r] = w / _device_rate_per_s(r, hw, peak=False, clock_hz=clock)
-    return times
+def _hbm_time_s(nbytes: Any, rate: Any) -> Any:
+    """HBM time at `rate`: a tile-search candidate with no pipeline stage has no bytes in
+    flight, rate 0, time inf (it is filtered out as invalid), not a warning."""
+    if isinstance(rate, np.ndarray):
+        with np.errstate(divide="ignore"):
+            return nbytes / rate
+    return nbytes / rate if rate else (math.inf if nbytes > 0 else math.nan)
 
 
 def link_latency_s(demand: Demand, hw: Hardware) -> float:
