@@ -79,7 +79,7 @@ def block_parts_s(hw: Hardware, gemm: str, heads: int, batch: int, keys: int,
                   attention_state: tuple = ()) -> tuple[float, int]:
     """(kernel time without host launches, kernels) of one layer's MLA block
     on `hw` (module docstring). `attention_state`: the attention op's fitted constants
-    (Op.cache_state), part of the cache's key, since the fits change them between calls."""
+    (attention.op.fitted_state), part of the cache's key, since the fits change them between calls."""
     from perfmodel.workloads.builder import inference_op_counts
     tp = 128 // heads
     busy = 0.0
@@ -104,10 +104,9 @@ def block_parts_s(hw: Hardware, gemm: str, heads: int, batch: int, keys: int,
 def predicted_s(row: dict, hw: Hardware | None = None, gap_s: float | None = None) -> float:
     """The row's block under CUDA graphs: kernel time + gap per kernel (module docstring)."""
     hw = hw or hardware(row["hardware"])
-    from perfmodel import ops
-    state = ops.Attention(batch=1, heads=1, seq_q=1, head_dim=64, dtype="bf16").cache_state()
+    from perfmodel.ops.attention.op import fitted_state
     busy, kernels = block_parts_s(hw, row["gemm"], row["heads"], row["batch"], row["keys"],
-                                  state)
+                                  fitted_state())
     return busy + kernels * (hw.graph_kernel_gap_s if gap_s is None else gap_s)
 
 

@@ -284,6 +284,15 @@ def backward_side_kernels(o_elements: float, o_bytes: float, lse_bytes: float, q
     return pre, posts
 
 
+def fitted_state() -> tuple:
+    """The fitted constants an attention demand reads when called (perfmodel.validation.fit
+    sets them while it fits), as a hashable value: the prediction caches key on them."""
+    return (MMA_SYNC_FRACTION, MMA_SYNC_FRACTION_TCGEN05, MMA_SYNC_OPERAND_OVERLAP,
+            CTA_ROUND_TRIPS,
+            *SOFTMAX_OVERLAP.values(), *DESIGN_OVERLAP.values(),
+            *XQA_CTA_ROUND_TRIPS.values(), TRTLLM_GEN_DECODE_FIXED_S)
+
+
 class Attention(Op):
     name = "attention"
     EXAMPLE = dict(batch=2, heads=32, kv_heads=8, seq_q=2048, head_dim=128, dtype="bf16",
@@ -338,12 +347,7 @@ class Attention(Op):
         return []
 
     def cache_state(self) -> tuple:
-        """The fitted constants the demand reads when called (perfmodel.validation.fit sets them
-        while it fits): the prediction caches key on them."""
-        return (MMA_SYNC_FRACTION, MMA_SYNC_FRACTION_TCGEN05, MMA_SYNC_OPERAND_OVERLAP,
-                CTA_ROUND_TRIPS,
-                *SOFTMAX_OVERLAP.values(), *DESIGN_OVERLAP.values(),
-                *XQA_CTA_ROUND_TRIPS.values(), TRTLLM_GEN_DECODE_FIXED_S)
+        return fitted_state()
 
     def demand(self, hw):
         kernel = self.kernel or DEFAULT_KERNEL[hw.mma_instruction]
@@ -454,8 +458,7 @@ class Attention(Op):
         tile_scores = t.tile_scores
         # V-split CTAs (trtllm-gen MLA) each compute the whole QKᵀ and their share of P·V
         dv = dv / t.v_splits
-        mma = (self._mma_flop_per_score(direction) if t.v_splits == 1
-               else 2.0 * (d + dv)) * tile_scores
+        mma = self._mma_flop_per_score(direction, dv) * tile_scores
         work: dict[str, float] = {tensor: mma / self._mma_path(hw, kernel)}
         masked_scores = self._masked_scores(t)
         exps = tile_scores
@@ -544,10 +547,11 @@ class Attention(Op):
         dense = not self.causal and not self.window
         return CUDNN_TCGEN05_EMULATED_FRACTION if mufu_bound and (d == "fp8" or dense) else 0.0
 
-    def _mma_flop_per_score(self, direction: str) -> float:
+    def _mma_flop_per_score(self, direction: str, dv: float | None = None) -> float:
         """MMA FLOP per score: S = QKᵀ and O += PV forward; backward recomputes S and runs dP,
-        dV, dK and dQ (FA2 paper §3.2)."""
-        d, dv = self.head_dim, self.head_dim_v or self.head_dim
+        dV, dK and dQ (FA2 paper §3.2). `dv`: the V dims a CTA multiplies (default all)."""
+        d = self.head_dim
+        dv = dv or self.head_dim_v or self.head_dim
         return 2.0 * (d + dv) if direction == "fwd" else 2.0 * (3 * d + 2 * dv)
 
     def _masked_scores(self, t: Tiling) -> float:
