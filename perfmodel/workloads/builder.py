@@ -242,11 +242,21 @@ class Workload:
 
     @property
     def moe_all_to_all(self) -> bool:
-        """Tokens move to their experts' GPUs: expert parallelism at least as wide as the
-        tensor parallelism. With 1 < ep < tp every GPU of the TP group holds every token after
-        the attention all-reduce, computes its experts' slices, and the TP all-reduce sums the
-        partial outputs."""
-        return self.ep > 1 and self.ep >= self.tp
+        """Tokens move to their experts' GPUs, or every GPU already holds every token and one
+        all-reduce sums the experts' partial outputs.
+
+        Training (Megatron-Core) runs MoE with sequence parallelism, so with ep >= tp each rank
+        holds t/tp tokens and dispatches them (MoEAlltoAllTokenDispatcher): an all-to-all.
+        Serving with ep <= tp has no sequence parallelism: after the attention all-reduce every
+        rank of the TP group holds all tokens, computes the tokens routed to its own experts (or
+        expert slices, 1 < ep < tp) and the TP all-reduce sums the outputs: TensorRT-LLM's
+        MoE without attention DP (modules/fused_moe, reduce_results over the TP group), vLLM's
+        FusedMoE with expert parallelism and no data parallelism (an all-reduce after the
+        experts), SGLang without an all-to-all backend. Serving only dispatches when ep > tp:
+        data-parallel attention, ep/tp attention replicas sending their own tokens."""
+        if self.ep <= 1:
+            return False
+        return self.ep >= self.tp if self.phase == "train" else self.ep > self.tp
 
     def ffn_shard(self, model: ModelSpec) -> bool:
         return not model.is_moe or model.dense_layers > 0

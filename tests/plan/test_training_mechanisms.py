@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from collections import Counter
+
 import pytest
 
 import perfmodel as pm
@@ -66,9 +68,30 @@ def test_moe_dispatch_of_a_sequence_parallel_tp_rank_is_its_share():
     two = _ops(build_graph(m, "train", tp=2, **kw), "alltoall")
     assert len(one) == len(two) > 0
     assert all(b.bytes == pytest.approx(a.bytes / 2) for a, b in zip(one, two))
-    # serving keeps its replicated tokens
-    serve = _ops(build_graph(m, "prefill", batch=1, seq=1024, tp=2, ep=2), "alltoall")
+    # serving (data-parallel attention, ep > tp) dispatches all of its tokens
+    serve = _ops(build_graph(m, "prefill", batch=1, seq=1024, tp=2, ep=4), "alltoall")
     assert serve[0].bytes == pytest.approx(one[0].bytes)
+
+
+def test_serving_expert_parallelism_inside_the_tp_group_is_an_all_reduce():
+    """Serving without sequence parallelism: with ep <= tp every TP rank holds every token after
+    the attention all-reduce, so the experts' outputs are summed by one all-reduce (TensorRT-LLM
+    without attention DP, vLLM's FusedMoE EP without DP); training with ep = tp dispatches its
+    sequence-parallel share with an all-to-all; serving with ep > tp dispatches."""
+    m = pm.load_model("qwen3-30b-a3b")
+    moe_layer = f"l{m.layers - 1}."
+
+    def kinds(phase, **kw):
+        shape = dict(batch=8, context=1024) if phase == "decode" else dict(batch=1, seq=1024)
+        g = build_graph(m, phase, dtype="fp8", **shape, **kw)
+        return {n.name for n in g.nodes}, Counter(n.op.name for n in g.nodes)
+
+    names, count = kinds("decode", tp=4, ep=4)
+    assert "alltoall" not in count and f"{moe_layer}ffn_allreduce" in names
+    names, count = kinds("decode", tp=2, ep=4)
+    assert count["alltoall"] == 2 * m.layers and f"{moe_layer}ffn_allreduce" not in names
+    names, count = kinds("train", tp=4, ep=4, dp=4)
+    assert count["alltoall"] == 4 * m.layers
 
 
 def test_fp32_gradient_reduction_doubles_the_reduce_scatter_only():
