@@ -120,9 +120,13 @@ def _run_loads(args, model) -> int:
     redundant = sorted({redundant_slots(model.experts, args.gpus,
                                         int(round(model.experts * (r - 1.0))))
                         for r in args.replication})
+    from perfmodel.report.progress import Progress
+    bar = Progress(len(args.tokens_per_gpu) * len(redundant),
+                   f"routing and pricing {len(args.layers or loads.moe_layers)} layers")
     rows = []
     for t in args.tokens_per_gpu:
         for i, red in enumerate(redundant):
+            bar.update()
             policies = (("contiguous",) if i == 0 else ()) + ("token_balanced", "metro",
                                                               "optimal")
             res = real_layers(model, hw, args.gpus, t, loads.path, args.layers, red,

@@ -53,7 +53,8 @@ from perfmodel.yamlio import is_file, read_text
 LOADS_KEY = "logical_count"  # SGLang's expert-distribution dump (expert_distribution.py)
 DATA_DIR = Path(__file__).resolve().parent / "data"
 # Calibration: per-iteration sample and iterations (about 1 s per layer of 256 experts on one
-# core, cached per process); the averaged half of the iterates is worth a sample of ~100k tokens.
+# core; precomputed for the shipped files, `calibrated.py`, and cached per process); the
+# averaged half of the iterates is worth a sample of ~100k tokens.
 CALIBRATION_TOKENS = 8192
 CALIBRATION_ITERATIONS = 24
 CALIBRATION_SEED = 20251209  # fixed: the calibration is part of the model, not of a draw
@@ -238,6 +239,22 @@ def check_group_limit(experts: int, top_k: int, groups: int, group_top_k: int | 
 @functools.lru_cache(maxsize=512)
 def _calibrated(key: tuple, layer: int, top_k: int, groups: int, group_top_k: int | None,
                 shares_bytes: bytes) -> np.ndarray:
+    """A layer's calibrated log-weights: from the shipped table where it holds them (the
+    shipped files, `perfmodel.ops.moe.calibrated`), else calibrated here (about 1 s)."""
+    from perfmodel.ops.moe import calibrated
+    shipped = calibrated.lookup(calibrated.digest(layer, top_k, groups, group_top_k,
+                                                  shares_bytes))
+    if shipped is not None:
+        shipped.setflags(write=False)
+        return shipped
+    return calibrate_log_weights(layer, top_k, groups, group_top_k, shares_bytes)
+
+
+def calibrate_log_weights(layer: int, top_k: int, groups: int, group_top_k: int | None,
+                          shares_bytes: bytes) -> np.ndarray:
+    """The calibration of the module docstring for one layer (shares as float64 bytes): the
+    log-weights (E,) whose group-limited Gumbel-top-k shares equal the file's; −inf for
+    experts the file never used. Deterministic: seeded by (CALIBRATION_SEED, layer)."""
     p = np.frombuffer(shares_bytes, dtype=float)
     e = p.size
     # Calibrated even without group limiting: top-k without replacement bends shares too (an
