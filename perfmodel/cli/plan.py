@@ -74,6 +74,12 @@ def register(sub) -> None:
                    "step (MTP / EAGLE layers); needs --spec-acceptance")
     s.add_argument("--spec-acceptance", type=float, help="probability a draft token is "
                    "accepted given the previous ones, e.g. 0.8")
+    s.add_argument("--moe-loads", metavar="FILE", help="MoE: route each layer from recorded "
+                   "expert loads (SGLang logical_count JSON, a path or a shipped name such as "
+                   "decode_in1000out1000.json) instead of uniform routing")
+    s.add_argument("--moe-replication", type=float, default=1.0, help="MoE: expert slots / "
+                   "experts; > 1 places (R - 1) x experts redundant slots by DeepSeek's EPLB "
+                   "from the --moe-loads statistics (default 1: contiguous, EPLB off)")
     s.add_argument("--plot", help="draw tokens/s/GPU against TPOT and the Pareto front (PNG)")
     s.set_defaults(fn=run_serve)
 
@@ -170,6 +176,12 @@ def run_serve(args) -> int:
     common = dict(engine=args.engine, dtype=args.dtype, kv_dtype=args.kv_dtype, tp=args.tp,
                   pp=args.pp, ep=args.ep, tpot_slo_s=slo["tpot_slo"], ttft_slo_s=slo["ttft_slo"],
                   progress=sys.stderr.isatty(), jobs=args.jobs, **settings)
+    if args.moe_loads is None and args.moe_replication != 1.0:
+        raise InputError("--moe-replication: EPLB's redundant slots are placed from recorded "
+                         "loads; give --moe-loads FILE")
+    if args.disagg and (args.moe_loads is not None):
+        raise InputError("--moe-loads: not simulated with --disagg (the pools route "
+                         "uniformly); drop one of them")
     if args.disagg:
         from perfmodel.plan.search import search_disaggregated
         if args.sweep:
@@ -177,14 +189,17 @@ def run_serve(args) -> int:
                   file=sys.stderr)
         rows = search_disaggregated(m, h, args.gpus, wl, **common)
     else:
-        rows = search_serving(m, h, args.gpus, wl, sweep=args.sweep, **common)
+        rows = search_serving(m, h, args.gpus, wl, sweep=args.sweep,
+                              moe_loads=args.moe_loads, moe_replication=args.moe_replication,
+                              **common)
     top, front = best(rows), pareto(rows)
     for note in dict.fromkeys(n for r in rows for n in r.get("notes") or ()):
         print(f"perfmodel: warning: {note}", file=sys.stderr)
     search = {"model": m.name, "hardware": h.name, "gpus": args.gpus, "engine": args.engine,
               "dtype": args.dtype, "kv_dtype": args.kv_dtype or "bf16",
               "workload": wl.to_dict(), "tpot_slo_s": slo["tpot_slo"],
-              "ttft_slo_s": slo["ttft_slo"], "sweep": args.sweep}
+              "ttft_slo_s": slo["ttft_slo"], "sweep": args.sweep,
+              "moe_loads": args.moe_loads, "moe_replication": args.moe_replication}
     if args.format == "json":
         print(json.dumps({"search": search, "rows": rows, "best": top, "pareto": front},
                          indent=2))

@@ -105,8 +105,10 @@ def _gb(x: float) -> str:
     return f"{x / GB:,.1f}"
 
 
-def weight_bytes_per_gpu(model: ModelSpec, dtype: str, tp: int, ep: int, pp: int) -> float:
-    """Weights one GPU holds: GEMM weights in the dtype policy, embeddings in bf16."""
+def weight_bytes_per_gpu(model: ModelSpec, dtype: str, tp: int, ep: int, pp: int,
+                         redundant_experts: int = 0) -> float:
+    """Weights one GPU holds: GEMM weights in the dtype policy, embeddings in bf16;
+    `redundant_experts`: EPLB's extra expert slots per MoE layer, spread over the ep GPUs."""
     w = bytes_per_element(dtype)
     layers = model.layers / pp
     attn = model.attention_params() / tp
@@ -114,7 +116,7 @@ def weight_bytes_per_gpu(model: ModelSpec, dtype: str, tp: int, ep: int, pp: int
         moe_layers = model.layers - model.dense_layers
         per_expert = model.ffn_matrices * model.hidden * model.expert_hidden
         # experts over ep GPUs, each split tp / ep ways when 1 < ep < tp (builder moe_tp)
-        routed = model.experts * per_expert / (ep * max(1, tp // ep))
+        routed = (model.experts + redundant_experts) * per_expert / (ep * max(1, tp // ep))
         shared = model.shared_experts * per_expert / tp
         dense = model.ffn_matrices * model.hidden * model.ffn_hidden / tp
         ffn_total = (moe_layers * (routed + shared) + model.dense_layers * dense) / pp
@@ -129,7 +131,7 @@ def weight_bytes_per_gpu(model: ModelSpec, dtype: str, tp: int, ep: int, pp: int
 def serving_memory(model: ModelSpec, hw: Hardware, batch: int, context: int, tp: int = 1,
                    ep: int = 1, pp: int = 1, dtype: str = "bf16",
                    prefill_tokens: int = 0, kv_dtype: str | None = None,
-                   occupancy: float = 1.0) -> MemoryFit:
+                   occupancy: float = 1.0, redundant_experts: int = 0) -> MemoryFit:
     """Serving memory of one GPU: `batch` sequences' KV caches of up to `context` tokens each in
     `kv_dtype` (None: bf16), the transient activations of max(batch, prefill_tokens) tokens
     (two buffers of hidden + ffn_hidden/tp), the weights in the `dtype` policy and the
@@ -142,8 +144,8 @@ def serving_memory(model: ModelSpec, hw: Hardware, batch: int, context: int, tp:
                          f"got {occupancy!r}")
     kv = batch * context * kv_cache_bytes_per_token(model, tp, kv_dtype) / pp * occupancy
     act = max(batch, prefill_tokens) * (model.hidden + model.ffn_hidden / tp) * ACT_BYTES * 2
-    return MemoryFit(weight_bytes_per_gpu(model, dtype, tp, ep, pp), kv, act, WORKSPACE_BYTES,
-                     0.0, hw.hbm_capacity_bytes * HBM_USABLE_FRACTION)
+    return MemoryFit(weight_bytes_per_gpu(model, dtype, tp, ep, pp, redundant_experts), kv, act,
+                     WORKSPACE_BYTES, 0.0, hw.hbm_capacity_bytes * HBM_USABLE_FRACTION)
 
 
 def training_memory(model: ModelSpec, hw: Hardware, workload: Workload,

@@ -139,6 +139,8 @@ class _Serving:
     ttft_slo_s: float | None
     sweep: tuple[int, ...]
     engine_overrides: tuple[tuple[str, Any], ...]
+    moe_loads: str | None = None   # routing from recorded expert loads (Workload.moe_loads)
+    moe_replication: float = 1.0   # > 1: EPLB's redundant slots (from the loads' statistics)
 
 
 def search_serving(model: ModelSpec | str, hw: Hardware | str, gpus: int, workload=None,
@@ -146,14 +148,19 @@ def search_serving(model: ModelSpec | str, hw: Hardware | str, gpus: int, worklo
                    tp: int | None = None, pp: int | None = None, ep: int | None = None,
                    tpot_slo_s: float | None = None, ttft_slo_s: float | None = None,
                    progress: bool = False, sweep: bool | Sequence[int] = False,
-                   jobs: int | None = None, **engine_overrides: Any) -> list[dict[str, Any]]:
+                   jobs: int | None = None, moe_loads: str | None = None,
+                   moe_replication: float = 1.0,
+                   **engine_overrides: Any) -> list[dict[str, Any]]:
     """Simulate every replica layout of `model` on exactly `gpus` GPUs of `hw` serving
     `workload` (a `perfmodel.plan.simulator.Workload` of the whole deployment; default offline,
     isl 1024, osl 128) and return one row per layout, best first (`rank`), layouts that are not
     valid or do not fit after with their `reason`. `sweep`: also simulate each layout at
     SWEEP_CONCURRENCY (or the given) requests in flight per replica (rows with `point`
     "c=N"). `progress`: a bar on stderr. `jobs`: worker processes (module docstring).
-    `engine_overrides`: Engine fields (max_batch=..., ...). See the module docstring."""
+    `engine_overrides`: Engine fields (max_batch=..., ...). `moe_loads`, `moe_replication`:
+    route an MoE model's layers from a recorded expert-loads file, with EPLB's placement of
+    (replication − 1)·experts redundant slots when replication > 1 (Workload.moe_loads).
+    See the module docstring."""
     from perfmodel.plan.simulator import Workload
     from perfmodel.plan.simulator.engines import ALIASES, ENGINES
     from perfmodel.plan.simulator.kv import KV_DTYPES
@@ -173,14 +180,28 @@ def search_serving(model: ModelSpec | str, hw: Hardware | str, gpus: int, worklo
     if engine_overrides:  # a bad setting is the caller's, not a layout's
         from perfmodel.plan.simulator.engines import engine_preset
         engine_preset(engine, h).replace(**engine_overrides)
+    check_moe_loads(m, moe_loads, moe_replication)
     layouts = serving_layouts(m, gpus, tp, pp, ep)
     job = _Serving(m, h, workload, engine, dtype, kv_dtype, tpot_slo_s, ttft_slo_s, points,
-                   tuple(sorted(engine_overrides.items())))
+                   tuple(sorted(engine_overrides.items())), moe_loads, moe_replication)
     label = f"{m.name} on {gpus}x {h.name}"
     per_layout = _run_all(_serve_layout, job, layouts, label, progress, jobs,
                           group=lambda lay: ((lay.tp, lay.ep), -lay.pp),
                           weight=lambda lay: _weight(job, lay))
     return rank_serving([r for rows in per_layout for r in rows])
+
+
+def check_moe_loads(m: ModelSpec, moe_loads: str | None, moe_replication: float) -> None:
+    """The expert-loads options against the model, as the CLI names them."""
+    from perfmodel.workloads.builder import Workload as GraphWorkload
+    if not (isinstance(moe_replication, (int, float)) and math.isfinite(moe_replication)
+            and 1.0 <= moe_replication <= 8.0):
+        raise InputError(f"--moe-replication: expected a number in [1, 8], got "
+                         f"{moe_replication!r}")
+    if moe_replication != 1.0 and not m.is_moe:
+        raise InputError(f"--moe-replication: {m.name} has no experts to replicate")
+    if moe_loads is not None:
+        GraphWorkload("decode", moe_loads=moe_loads).check(m, {"moe_loads": "--moe-loads"})
 
 
 def _check_slo(v: float | None, flag: str) -> None:
@@ -257,8 +278,11 @@ def _prepare(job: _Serving, lay: Layout) -> _Prepared:
                            seed=w.seed).draw()  # the lengths the replicas will see
     longest = int((isl + osl).max())
     budget_tokens = eng.max_tokens_per_step or max(longest, V0_MIN_BATCHED_TOKENS)
+    redundant = GraphWorkload("decode", moe_loads=job.moe_loads,
+                              moe_replication=job.moe_replication).redundant_experts(m)
     kv = kv_budget(m, h, lay.tp, lay.ep, lay.pp, job.dtype, job.kv_dtype, eng.block_tokens,
                    eng.gpu_memory_utilization, eng.fraction_of_free, budget_tokens,
+                   redundant_experts=redundant,
                    **({"workspace_bytes": 0.0, "activations": False}
                       if eng.activations_in_reserve else {}))
     p = _Prepared(fp8_attention=eng.fp8_attention, fusion=eng.kernel_fusion,
@@ -316,7 +340,8 @@ def _serve_layout(job: _Serving, lay: Layout) -> list[dict[str, Any]]:
     if p.reason is None:
         try:
             cost = step_cost(m, h, lay.tp, lay.ep, lay.pp, job.dtype, job.kv_dtype,
-                             p.fp8_attention, p.fusion, p.attention_kernel)
+                             p.fp8_attention, p.fusion, p.attention_kernel, job.moe_loads,
+                             job.moe_replication)
         except InputError as e:
             p.reason, p.valid = "not valid: " + "; ".join(e.problems), False
     if p.reason is not None:
@@ -328,7 +353,8 @@ def _serve_layout(job: _Serving, lay: Layout) -> list[dict[str, Any]]:
     def run(row: dict[str, Any], wl, scale: float, concurrency: int | None) -> None:
         try:
             r = simulate(m, h, wl, job.engine, lay.tp, lay.ep, lay.pp, job.dtype, job.kv_dtype,
-                         cost=cost, **overrides)
+                         cost=cost, moe_loads=job.moe_loads,
+                         moe_replication=job.moe_replication, **overrides)
         except InputError as e:
             row["reason"] = "does not fit: " + "; ".join(e.problems)
             return
@@ -406,7 +432,8 @@ def _serve_split(job: _Serving, split) -> dict[str, Any]:
         auto = OFFLINE_WAVES * p.batch * n_decode
     else:  # as search_serving: RATE_WAVES x the requests in flight at the unloaded latency
         cost = step_cost(job.model, job.hw, lay.tp, lay.ep, lay.pp, job.dtype, job.kv_dtype,
-                         p.fp8_attention, p.fusion, p.attention_kernel)
+                         p.fp8_attention, p.fusion, p.attention_kernel, job.moe_loads,
+                         job.moe_replication)
         lone = cost.prefill_time_s(round(p.isl_mean)) + p.osl_mean * cost.decode_time_s(
             1, p.isl_mean + p.osl_mean / 2)
         auto = RATE_WAVES * min(p.batch * lay.replicas, max(1.0, w.rate * lone))
@@ -442,11 +469,13 @@ def _serve_split(job: _Serving, split) -> dict[str, Any]:
 
 def step_cost(model: ModelSpec, hw: Hardware, tp: int, ep: int, pp: int, dtype: str,
               kv_dtype: str, fp8_attention: bool = False, fusion: str = "none",
-              attention_kernel: str | None = None):
+              attention_kernel: str | None = None, moe_loads: str | None = None,
+              moe_replication: float = 1.0):
     """The StepCost of one layout (its nodes are memoized across that layout's simulations)."""
     from perfmodel.plan.simulator import StepCost
     return StepCost(model, hw, tp, ep, pp, dtype, kv_dtype, fp8_attention=fp8_attention,
-                    fusion=fusion, attention_kernel=attention_kernel)
+                    fusion=fusion, attention_kernel=attention_kernel, moe_loads=moe_loads,
+                    moe_replication=moe_replication)
 
 
 def _strip(text: str, prefix: str) -> str:

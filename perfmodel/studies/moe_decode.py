@@ -178,9 +178,6 @@ def _tp_only(m: ModelSpec, hw, tp: int, batch: int, context: int, dtype: str) ->
 # contiguous placement without replicas.
 
 DEFAULT_LOADS = "decode_in1000out1000.json"
-# DeepSeek-V3's group-limited routing: n_group = 8, topk_group = 4 (deepseek-ai/DeepSeek-V3
-# config.json; DeepSeek-V3 Technical Report §2.1.2). Model files do not carry it.
-GROUP_LIMITS = {"deepseek-v3": (8, 4)}
 REAL_POLICIES = ("contiguous", *STUDY_POLICIES)
 STUDY_GPUS = (8, 16, 32, 64, 72)
 STUDY_TOKENS_PER_GPU = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -201,8 +198,9 @@ def redundant_slots(experts: int, gpus: int, at_least: int) -> int:
 
 
 def group_limit(model: ModelSpec) -> tuple[int, int | None]:
-    """(expert groups, groups per token) of the model's gate; (1, None): not group-limited."""
-    return GROUP_LIMITS.get(model.name, (1, None))
+    """(expert groups, groups per token) of the model's gate (its file's expert_groups and
+    group_top_k: DeepSeek-V3's 8 and 4); (1, None): not group-limited."""
+    return model.group_limit
 
 
 def loads_context(loads: str) -> int:

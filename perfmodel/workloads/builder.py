@@ -106,6 +106,12 @@ class Workload:
     # default): a serving engine's, or in training the framework's (no "trtllm": forward
     # only); MLA keeps the default family except under TensorRT-LLM's
     attention_kernel: str | None = None
+    # MoE routing from recorded expert loads (perfmodel.ops.moe.loads: a path or a shipped
+    # name): MoE layer i routes as layer i of the file (DeepSeek's group-limited gate from the
+    # model file), with EPLB's placement from the file's statistics when moe_replication > 1
+    # (else contiguous); `moe_variation`: the batch-to-batch log-normal sigma of popularity
+    moe_loads: str | None = None
+    moe_variation: float = 0.0
 
     def check(self, model: ModelSpec, names: Mapping[str, str] | None = None) -> None:
         """Refuse a workload this model cannot run: InputError, one line per problem naming the
@@ -152,6 +158,11 @@ class Workload:
         if self.attention_kernel == "trtllm" and self.phase == "train":
             p.append(("attention_kernel", "TensorRT-LLM's attention kernels are inference "
                                           "kernels (forward only): prefill and decode"))
+        if self.moe_loads is not None:
+            p += self._loads_problems(model)
+        elif self.moe_variation:
+            p.append(("moe_variation", "applies to routing from an expert-loads file "
+                                       "(moe_loads)"))
         if self.recompute is not None and self.recompute not in RECOMPUTE:
             p.append(("recompute", f"expected one of {', '.join(RECOMPUTE)}, "
                                    f"got {self.recompute!r}"))
@@ -201,8 +212,11 @@ class Workload:
             p.append(("ep", f"{model.name} has no experts to place"))
         if self.ep > 1 and self.ep % self.tp and self.tp % self.ep:
             p.append(("ep", f"{self.ep} and tp: {self.tp} must divide one another"))
-        if model.is_moe and model.experts % self.ep:
-            p.append(("ep", f"{self.ep} must divide the {model.experts} experts"))
+        slots = model.experts + self.redundant_experts(model)
+        if model.is_moe and slots % self.ep:
+            p.append(("ep", f"{self.ep} must divide the {model.experts} experts"
+                            + (f" and {slots - model.experts} redundant slots" if
+                               slots > model.experts else "")))
         if model.is_moe and model.expert_hidden % self.moe_tp:
             p.append(("tp", f"{self.moe_tp} (tp / ep, each expert's tensor-parallel split) "
                             f"must divide expert_hidden {model.expert_hidden}"))
@@ -212,6 +226,26 @@ class Workload:
         if self.batch % m:
             p.append(("microbatches", f"{m} must divide the batch {self.batch}"))
         return p
+
+    def _loads_problems(self, model: ModelSpec) -> list[tuple[str, str]]:
+        """An expert-loads file must match the model: one row per layer, routed tokens in
+        exactly its MoE layers, one count per routed expert."""
+        from perfmodel.ops.moe.loads import load_expert_loads
+        if not model.is_moe:
+            return [("moe_loads", f"{model.name} has no experts to route")]
+        if not (math.isfinite(self.moe_variation) and 0 <= self.moe_variation <= 4):
+            return [("moe_variation", f"expected a number in [0, 4], got "
+                                      f"{show(self.moe_variation)}")]
+        loads = load_expert_loads(self.moe_loads)  # its own one-line errors name the file
+        if loads.experts != model.experts:
+            return [("moe_loads", f"{loads.path}: {loads.experts} expert counts per layer, "
+                                  f"but {model.name} has {model.experts} routed experts")]
+        moe = [i for i in range(model.layers) if model.is_moe_layer(i)]
+        if loads.layers != model.layers or loads.moe_layers != moe:
+            return [("moe_loads", f"{loads.path}: {loads.layers} layers with routed tokens in "
+                                  f"{len(loads.moe_layers)}, but {model.name} has "
+                                  f"{model.layers} layers, MoE from layer {moe[0]}")]
+        return []
 
     def warnings(self, given: "set[str] | None" = None) -> list[tuple[str, str]]:
         """(field, note) for options that do not apply to this workload and change nothing:
@@ -232,6 +266,14 @@ class Workload:
             out.append(("virtual_stages", f"{self.virtual_stages} interleaved stages need "
                                           f"pipeline parallelism (pp > 1); ignored"))
         return out
+
+    def redundant_experts(self, model: ModelSpec) -> int:
+        """EPLB's redundant expert slots: (moe_replication − 1)·experts with recorded loads
+        (the moe op's rounding), none otherwise (synthetic routing places the replicas of
+        `moe_replication` on the experts' own GPUs' slots)."""
+        if self.moe_loads is None or not model.is_moe:
+            return 0
+        return int(math.floor(model.experts * self.moe_replication + 0.5)) - model.experts
 
     @property
     def moe_tp(self) -> int:
@@ -388,7 +430,7 @@ class _LayerBuilder:
             self.elementwise(f"{p}attn_residual", self.t * h, inputs=2)
         self.g.add(f"{p}ffn_norm", "norm", **norm)
         if m.is_moe_layer(layer):
-            self._moe(p)
+            self._moe(p, layer)
         else:
             f = m.ffn_hidden // self.tp
             gated = m.ffn_matrices == 3
@@ -508,7 +550,7 @@ class _LayerBuilder:
             self._attention(p, **self.attn_shape)
         self.gemm(f"{p}o_proj", n=h, k=hq * v, quantized_input=self.w.fusion == "trtllm")
 
-    def _moe(self, p: str):
+    def _moe(self, p: str, layer: int):
         m, h, w = self.m, self.m.hidden, self.w
         self.g.add(f"{p}router", "gemm", m=self.t, n=m.experts, k=h, dtype=ACT)
         self.g.add(f"{p}topk", "softmax", rows=self.t, cols=m.experts, dtype="fp32")
@@ -521,6 +563,11 @@ class _LayerBuilder:
         moe = dict(tokens=self.t * max(1, w.ep // self.tp), experts=m.experts, top_k=m.top_k,
                    hidden=h, expert_hidden=eh, dtype=w.dtype, gpus=w.ep, shared_experts=m.shared_experts,
                    routing=w.moe_routing, replication=w.moe_replication, skew=w.moe_skew)
+        if w.moe_loads is not None:  # this layer of the recorded loads, the model's gate
+            groups, group_top_k = m.group_limit
+            del moe["skew"]
+            moe.update(loads=w.moe_loads, layer=layer, expert_groups=groups,
+                       group_top_k=group_top_k, variation=w.moe_variation)
         self.moe_params = moe
         self.g.add(f"{p}experts", "moe", **moe)
         if w.moe_all_to_all:
@@ -613,7 +660,8 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
                 moe_skew: float = 0.0, kv_dtype: str | None = None,
                 recompute: str | None = None, cp: int = 1,
                 fp8_attention: bool = False, grad_reduce_dtype: str = ACT,
-                fusion: str = "none", attention_kernel: str | None = None) -> OpGraph:
+                fusion: str = "none", attention_kernel: str | None = None,
+                moe_loads: str | None = None, moe_variation: float = 0.0) -> OpGraph:
     """The op graph one GPU runs for one step of `phase` (see module docstring). `kv_dtype`:
     the KV cache's storage type in serving (None: the activation dtype); `recompute`
     (training): the forward work repeated before each layer's backward (RECOMPUTE); `cp`
@@ -621,7 +669,8 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
     ring attention (`_LayerBuilder._ring_attention`); `fp8_attention` (serving, an FP8
     `kv_dtype`): attention in FP8 MMAs on the cache (Workload.fp8_attention); `fusion`
     (serving): the kernels the engine fuses (FUSIONS); `attention_kernel` (serving): the GQA
-    attention's kernel family (Workload.attention_kernel).
+    attention's kernel family (Workload.attention_kernel); `moe_loads`, `moe_variation`: MoE
+    routing from recorded expert loads (Workload.moe_loads).
     `grad_reduce_dtype` (training): the dtype gradients are reduce-scattered in, bf16 (Megatron-
     Core's DistributedDataParallelConfig.grad_reduce_in_fp32 = False) or fp32 (PyTorch FSDP's
     MixedPrecision reduce_dtype as torchtitan and Composer set it)."""
@@ -629,7 +678,7 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
         raise InputError(f"grad_reduce_dtype: expected bf16 or fp32, got {grad_reduce_dtype!r}")
     w = Workload(phase, batch, seq, context, tp, ep, pp, dp, dtype, microbatches, virtual_stages,
                  moe_routing, moe_replication, moe_skew, kv_dtype, recompute, cp, fp8_attention,
-                 fusion, attention_kernel)
+                 fusion, attention_kernel, moe_loads, moe_variation)
     w.check(model)
     mb = w.n_microbatches
     seqs = batch // mb
@@ -646,7 +695,8 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
     high = _high_precision_layers(model, w)
 
     def layer_kind(i: int) -> tuple:
-        return (model.is_moe_layer(i), "bf16" if i in high else w.dtype)
+        return ((model.is_moe_layer(i), "bf16" if i in high else w.dtype)
+                + _loads_layer(model, w, i))
 
     builders = _forward_layers(out, model, w, tokens, seqs, stage_layers, layer_kind)
     if phase == "train":
@@ -717,6 +767,12 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
     return OpGraph(name, out.nodes, hardware, meta, pipeline)
 
 
+def _loads_layer(model: ModelSpec, w: Workload, i: int) -> tuple:
+    """A layer kind's extra key: each MoE layer routes its own row of an expert-loads file, so
+    none stands for another (without loads, every MoE layer of a dtype is one kind)."""
+    return (i,) if w.moe_loads is not None and model.is_moe_layer(i) else ()
+
+
 def _forward_layers(out: _GraphWriter, model: ModelSpec, w: Workload, tokens: int, seqs: int,
                     layers, layer_kind) -> dict[tuple, "_LayerBuilder"]:
     """The forward of `layers` (one layer builder per layer kind: dense / MoE, GEMM dtype),
@@ -760,7 +816,8 @@ def inference_op_counts(model: ModelSpec, phase: str, batch: int = 1, seq: int =
                         dtype: str = "bf16", moe_routing: str = "token_balanced",
                         moe_replication: float = 1.0, moe_skew: float = 0.0,
                         kv_dtype: str | None = None, fp8_attention: bool = False,
-                        fusion: str = "none", attention_kernel: str | None = None
+                        fusion: str = "none", attention_kernel: str | None = None,
+                        moe_loads: str | None = None, moe_variation: float = 0.0
                         ) -> list[tuple[str, Op, int]]:
     """(node name, op, how many times it runs) for the ops of `build_graph(model, phase, ...)`
     with pp = 1, phase prefill or decode: the first layer of each kind stands for every layer
@@ -770,7 +827,7 @@ def inference_op_counts(model: ModelSpec, phase: str, batch: int = 1, seq: int =
         raise ValueError(f"inference_op_counts: phase prefill or decode, got {phase!r}")
     w = Workload(phase, batch, seq, context, tp, ep, 1, 1, dtype, None, 1, moe_routing,
                  moe_replication, moe_skew, kv_dtype, None, 1, fp8_attention, fusion,
-                 attention_kernel)
+                 attention_kernel, moe_loads, moe_variation)
     w.check(model)
     seqs = batch
     tokens = seqs * (1 if phase == "decode" else seq)
@@ -778,7 +835,7 @@ def inference_op_counts(model: ModelSpec, phase: str, batch: int = 1, seq: int =
     out.add("embed", "elementwise", elements=tokens * model.hidden, dtype=ACT,
             flop_per_element=0)
     _forward_layers(out, model, w, tokens, seqs, range(model.layers),
-                    lambda i: (model.is_moe_layer(i), w.dtype))
+                    lambda i: (model.is_moe_layer(i), w.dtype) + _loads_layer(model, w, i))
     counts = {id(n): out.layer_count[k] for k, ns in out.layer_nodes.items() for n in ns}
     return [(n.name, n.op, counts.get(id(n), 1)) for n in out.nodes]
 

@@ -23,6 +23,7 @@ INT_KEYS = {  # key: (required, minimum)
     "shared_experts": (False, 0), "dense_layers": (False, 0),
     "q_lora_rank": (False, 0), "kv_lora_rank": (False, 0), "qk_nope_head_dim": (False, 0),
     "qk_rope_head_dim": (False, 0), "v_head_dim": (False, 0),
+    "expert_groups": (False, 0), "group_top_k": (False, 0),
 }
 # Weight matrices of one layer (the keys whose product is one tensor's elements): each at most
 # MAX_ELEMENTS, as every size is (perfmodel.ops.base)
@@ -63,6 +64,11 @@ class ModelSpec:
     qk_nope_head_dim: int = 0
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
+    # group-limited routing (DeepSeek-V3 config.json n_group, topk_group): the experts form
+    # `expert_groups` groups and a token's top-k come from its best `group_top_k` groups (0:
+    # not group-limited)
+    expert_groups: int = 0
+    group_top_k: int = 0
     path: str = ""
 
     @property
@@ -72,6 +78,14 @@ class ModelSpec:
     @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
+
+    @property
+    def group_limit(self) -> tuple[int, int | None]:
+        """(expert groups, groups per token) of the gate, as the moe op takes them
+        (expert_groups, group_top_k); (1, None): not group-limited."""
+        if not self.expert_groups:
+            return 1, None
+        return self.expert_groups, self.group_top_k or None
 
     def is_moe_layer(self, layer: int) -> bool:
         return self.is_moe and layer >= self.dense_layers
@@ -177,6 +191,21 @@ def parse_model(raw: Any, file: str = "<model>") -> ModelSpec:
             problems.append(f"{file}: top_k: expected 1..experts for an MoE model")
         if values.get("experts") and not values.get("expert_hidden"):
             problems.append(f"{file}: expert_hidden: required for an MoE model")
+        groups, per_token = values.get("expert_groups", 0), values.get("group_top_k", 0)
+        if groups and (not values.get("experts") or values["experts"] % groups):
+            problems.append(f"{file}: expert_groups: {groups} must divide the routed experts "
+                            f"({values.get('experts', 0)})")
+        elif per_token and not groups:
+            problems.append(f"{file}: group_top_k: needs expert_groups (the groups it picks "
+                            f"among)")
+        elif per_token > groups:
+            problems.append(f"{file}: group_top_k: {per_token} exceeds expert_groups "
+                            f"({groups})")
+        elif groups and per_token and per_token * (values["experts"] // groups) \
+                < values.get("top_k", 0):
+            problems.append(f"{file}: group_top_k: {per_token} groups of "
+                            f"{values['experts'] // groups} experts hold fewer than top_k "
+                            f"({values['top_k']})")
         if values.get("dense_layers", 0) > values["layers"]:
             problems.append(f"{file}: dense_layers: {values['dense_layers']} exceeds layers "
                             f"({values['layers']})")

@@ -105,12 +105,21 @@ class StepCost:
                  per_octave: int = PER_OCTAVE, attn_per_octave: int = ATTN_PER_OCTAVE,
                  exact: bool = False, moe_routing: str = "token_balanced",
                  fp8_attention: bool = False, fusion: str = "none",
-                 attention_kernel: str | None = None):
+                 attention_kernel: str | None = None, moe_loads: str | None = None,
+                 moe_replication: float = 1.0, moe_variation: float = 0.0):
         self.model, self.hw = as_model(model), hardware(hw)
         self.tp, self.ep, self.pp, self.dtype, self.level = tp, ep, pp, dtype, level
         check_kv_dtype(kv_dtype)
         self.kv_dtype, self.exact = kv_dtype, exact
         self._graph_kw = dict(tp=tp, ep=ep, pp=1, dtype=dtype, moe_routing=moe_routing)
+        # MoE routing from recorded expert loads (Workload.moe_loads): every MoE layer its own
+        # op, priced on the experts' geometric nodes like the synthetic routing's one
+        self.moe_loads, self.moe_replication = moe_loads, moe_replication
+        self.moe_variation = moe_variation
+        if moe_replication != 1.0:
+            self._graph_kw["moe_replication"] = moe_replication
+        if moe_loads is not None:
+            self._graph_kw.update(moe_loads=moe_loads, moe_variation=moe_variation)
         if bytes_per_element(kv_dtype) != ACT_BYTES:  # a cache narrower than the activations
             self._graph_kw["kv_dtype"] = kv_dtype
             if self.uses_fp8_attention(self.hw, kv_dtype, fp8_attention, self.model.is_mla):
@@ -163,7 +172,7 @@ class StepCost:
         self._decode_fixed: dict[tuple[int, str, int], tuple[float, float]] = {}
         self._share((self.model, self.hw, tp, ep, dtype, kv_dtype, level, per_octave,
                      attn_per_octave, exact, moe_routing, self.fp8_attention, fusion,
-                     attention_kernel))
+                     attention_kernel, moe_loads, moe_replication, moe_variation))
 
     @classmethod
     def for_engine(cls, model: ModelSpec | str, hw: Hardware | str, engine="vllm", tp: int = 1,

@@ -68,15 +68,17 @@ def kv_budget(model: ModelSpec | str, hw: Hardware | str, tp: int = 1, ep: int =
               pp: int = 1, dtype: str = "bf16", kv_dtype: str = "bf16", block_tokens: int = 16,
               gpu_memory_utilization: float = 0.9, fraction_of_free: bool = False,
               max_tokens_per_step: int = 8192, workspace_bytes: float = WORKSPACE_BYTES,
-              activations: bool = True) -> KvBudget:
+              activations: bool = True, redundant_experts: int = 0) -> KvBudget:
     """KV blocks per GPU. vLLM and SGLang plan with a fraction of the whole HBM
     (gpu_memory_utilization, mem_fraction_static); TensorRT-LLM gives the KV cache a fraction of
     the memory left free after weights and activations (`fraction_of_free`). Activations are
     those of a step of `max_tokens_per_step` tokens (`perfmodel.plan.memory.serving_memory`);
     `activations=False` with `workspace_bytes=0` where the fraction already leaves them out
-    (SGLang's mem_fraction_static)."""
+    (SGLang's mem_fraction_static). `redundant_experts`: EPLB's extra expert slots per MoE
+    layer, their weights spread over the ep GPUs."""
     m, h = as_model(model), hardware(hw)
-    mem = serving_memory(m, h, 0, 0, tp, ep, pp, dtype, max_tokens_per_step)
+    mem = serving_memory(m, h, 0, 0, tp, ep, pp, dtype, max_tokens_per_step,
+                         redundant_experts=redundant_experts)
     hbm = h.hbm_capacity_bytes
     act = mem.activation_bytes if activations else 0.0
     fixed = mem.weights_bytes + act + workspace_bytes

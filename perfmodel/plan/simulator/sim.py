@@ -50,6 +50,7 @@ from perfmodel.plan.simulator.result import SimResult
 from perfmodel.plan.simulator.engines import Engine, engine_preset
 from perfmodel.plan.simulator.workload import Workload
 from perfmodel.workloads.models import ModelSpec
+from perfmodel.workloads.builder import Workload as GraphWorkload
 
 WAITING, PREFILL, DECODE, DONE = range(4)
 V0_MIN_BATCHED_TOKENS = 2048     # vLLM V0: max(max_model_len, 2048) without chunked prefill
@@ -178,10 +179,14 @@ class Lane:
 def simulate(model: ModelSpec | str, hw: Hardware | str, workload: Workload | None = None,
              engine: Engine | str = "vllm", tp: int = 1, ep: int = 1, pp: int = 1,
              dtype: str = "bf16", kv_dtype: str = "bf16", level: str = "pipes",
-             cost: StepCost | None = None, **engine_settings: Any) -> SimResult:
+             cost: StepCost | None = None, moe_loads: str | None = None,
+             moe_replication: float = 1.0, **engine_settings: Any) -> SimResult:
     """Replay `workload` on one replica of `model` on `hw` under `engine` (a preset name from
     engines.ENGINES or an Engine; keyword settings override its fields). `cost` reuses a
-    StepCost built for the same deployment (its nodes are memoized across simulations)."""
+    StepCost built for the same deployment (its nodes are memoized across simulations).
+    `moe_loads`: route the MoE layers from a recorded expert-loads file, each layer its own
+    row (Workload.moe_loads of the graph builder); `moe_replication` > 1: EPLB's placement
+    with (replication − 1)·experts redundant slots, from the file's statistics."""
     m, h = as_model(model), hardware(hw)
     workload = workload or Workload()
     eng = engine_preset(engine, h, tp, pp) if isinstance(engine, str) else engine
@@ -204,8 +209,11 @@ def simulate(model: ModelSpec | str, hw: Hardware | str, workload: Workload | No
     budget_tokens = eng.max_tokens_per_step or max(longest, V0_MIN_BATCHED_TOKENS)
     what = f"{m.name} on {h.name} tp={tp} ep={ep} pp={pp} dtype={dtype}"
     in_reserve = eng.activations_in_reserve
+    redundant = (GraphWorkload("decode", moe_loads=moe_loads, moe_replication=moe_replication)
+                 .redundant_experts(m))
     kv = kv_budget(m, h, tp, ep, pp, dtype, kv_dtype, eng.block_tokens,
                    eng.gpu_memory_utilization, eng.fraction_of_free, budget_tokens,
+                   redundant_experts=redundant,
                    **({"workspace_bytes": 0.0, "activations": False} if in_reserve else {}))
     check_fits(kv, what)
     blocks = eng.kv_blocks_override or kv.blocks
@@ -229,17 +237,23 @@ def simulate(model: ModelSpec | str, hw: Hardware | str, workload: Workload | No
     if problems:
         raise InputError([f"{what}: {p}" for p in problems])
     if cost is None:
-        cost = StepCost.for_engine(m, h, eng, tp, ep, pp, dtype, kv_dtype, level)
+        cost = StepCost.for_engine(m, h, eng, tp, ep, pp, dtype, kv_dtype, level,
+                                   moe_loads=moe_loads, moe_replication=moe_replication)
     elif (cost.model.name, cost.hw.name, cost.tp, cost.ep, cost.pp, cost.dtype, cost.kv_dtype,
-          cost.level, cost.fp8_attention, cost.fusion, cost.attention_kernel) != (
+          cost.level, cost.fp8_attention, cost.fusion, cost.attention_kernel,
+          cost.moe_loads, cost.moe_replication) != (
             m.name, h.name, tp, ep, pp, dtype, kv_dtype, level,
             StepCost.uses_fp8_attention(h, kv_dtype, eng.fp8_attention, m.is_mla),
-            eng.kernel_fusion, StepCost.uses_attention_kernel(h, eng.attention_kernel)):
+            eng.kernel_fusion, StepCost.uses_attention_kernel(h, eng.attention_kernel),
+            moe_loads, moe_replication):
         raise InputError(f"{what}: the StepCost given is for {cost.model.name} on "
                          f"{cost.hw.name} tp={cost.tp} ep={cost.ep} pp={cost.pp} "
                          f"dtype={cost.dtype} kv_dtype={cost.kv_dtype} level={cost.level} "
                          f"fp8_attention={cost.fp8_attention} fusion={cost.fusion} "
-                         f"attention_kernel={cost.attention_kernel}; engine {eng.name} runs "
+                         f"attention_kernel={cost.attention_kernel} moe_loads="
+                         f"{cost.moe_loads} moe_replication={cost.moe_replication}; engine "
+                         f"{eng.name} runs moe_loads={moe_loads} moe_replication="
+                         f"{moe_replication} "
                          f"kv_dtype={kv_dtype} fp8_attention={eng.fp8_attention} "
                          f"fusion={eng.kernel_fusion} attention_kernel={eng.attention_kernel} "
                          f"(StepCost.for_engine builds the one it needs)")
