@@ -554,20 +554,22 @@ class _LayerBuilder:
         m, h, w = self.m, self.m.hidden, self.w
         self.g.add(f"{p}router", "gemm", m=self.t, n=m.experts, k=h, dtype=ACT)
         self.g.add(f"{p}topk", "softmax", rows=self.t, cols=m.experts, dtype="fp32")
-        a2a = self.dispatch_bytes
-        if w.moe_all_to_all:
-            self.g.add(f"{p}dispatch", "alltoall", bytes=a2a, gpus=w.ep)
         eh = m.expert_hidden // w.moe_tp
         # expert parallelism with data-parallel attention: the ep/tp attention replicas each
         # route their own tokens to the shared pool of experts
         moe = dict(tokens=self.t * max(1, w.ep // self.tp), experts=m.experts, top_k=m.top_k,
                    hidden=h, expert_hidden=eh, dtype=w.dtype, gpus=w.ep, shared_experts=m.shared_experts,
                    routing=w.moe_routing, replication=w.moe_replication, skew=w.moe_skew)
+        a2a = self.dispatch_bytes
         if w.moe_loads is not None:  # this layer of the recorded loads, the model's gate
             groups, group_top_k = m.group_limit
             del moe["skew"]
             moe.update(loads=w.moe_loads, layer=layer, expert_groups=groups,
                        group_top_k=group_top_k, variation=w.moe_variation)
+            if w.moe_all_to_all:
+                a2a *= _receive_imbalance(make_op("moe", **moe))
+        if w.moe_all_to_all:
+            self.g.add(f"{p}dispatch", "alltoall", bytes=a2a, gpus=w.ep)
         self.moe_params = moe
         self.g.add(f"{p}experts", "moe", **moe)
         if w.moe_all_to_all:
@@ -765,6 +767,16 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
     if cp > 1:
         name += f"-cp{cp}"
     return OpGraph(name, out.nodes, hardware, meta, pipeline)
+
+
+def _receive_imbalance(experts: Op) -> float:
+    """How much more than its share the busiest GPU receives in a dispatch (and sends back in
+    the combine): its routed rows over the mean. Every rank sends its own tokens × top_k (the
+    op's bytes), but a pairwise exchange ends when the GPU holding the hot experts has received
+    theirs; ≥ 1 (with recorded loads; synthetic routing keeps the even exchange)."""
+    rows = [sum(r) for r in experts.per_gpu_rows()]
+    mean = sum(rows) / len(rows)
+    return max(1.0, max(rows) / mean) if mean > 0 else 1.0
 
 
 def _loads_layer(model: ModelSpec, w: Workload, i: int) -> tuple:

@@ -107,3 +107,23 @@ def test_plan_serve_options(capsys):
     assert main(["plan", "serve", "deepseek-v3", "--hw", "B200", "--gpus", "16",
                  "--disagg", "--moe-loads", LOADS]) == 2
     assert "--moe-loads: not simulated with --disagg" in capsys.readouterr().err
+
+
+def test_the_exchange_waits_for_the_gpu_that_receives_the_most(ds):
+    """Each rank sends its tokens x top_k, but the all-to-all ends when the GPU holding the hot
+    experts has received its rows: with recorded loads the dispatch and combine carry the
+    busiest GPU's share, less under EPLB's slots than with contiguous placement."""
+    kw = dict(batch=64, context=1024, ep=16, dtype="fp8")
+
+    def dispatch(**extra):
+        g = build_graph(ds, "decode", **kw, **extra)
+        d = [n.op.bytes for n in g.nodes if n.name.endswith(".dispatch")]
+        c = [n.op.bytes for n in g.nodes if n.name.endswith(".combine")]
+        assert d == c and len(d) == 58
+        return d
+
+    even = dispatch()
+    contiguous = dispatch(moe_loads=LOADS)
+    eplb = dispatch(moe_loads=LOADS, moe_replication=288 / 256)
+    assert len(set(even)) == 1
+    assert all(e <= b < a for e, b, a in zip(even, eplb, contiguous))
