@@ -90,3 +90,19 @@ def test_cudnn_on_blackwell_runs_like_an_fa4_class_kernel():
     (row,) = [c for c in compare(cases) if c.case.id == "att-cudnn-b200-001"]
     assert not row.case.fitted
     assert abs(row.error) < 0.15
+
+
+def test_an_attention_constant_the_rows_leave_free_settles_at_its_range_middle():
+    """Without any cuDNN row nothing determines cuDNN's wgmma overlap: the fit's weak pull to
+    the middle of the range (fit.ATTENTION_PRIOR) puts it at 0.5 rather than wherever the
+    solver's path stops (which differs with the CPU's BLAS kernels); the other constants keep
+    their full-fit values to within the fit's resolution."""
+    from perfmodel.validation.fit import ATTENTION_KEYS, SPECS
+    cases, _ = load_cases(PUBLIC_CSV)
+    full = fit_attention(cases)
+    without = fit_attention([c for c in cases if getattr(c.op, "kernel", None) != "cudnn"])
+    lo, hi = SPECS[ATTENTION_KEYS["SOFTMAX_OVERLAP[cudnn]"]][0]
+    assert without["SOFTMAX_OVERLAP[cudnn]"] == pytest.approx((lo + hi) / 2, abs=0.002)
+    assert full["SOFTMAX_OVERLAP[cudnn]"] != pytest.approx((lo + hi) / 2, abs=0.05)
+    for key in ("SOFTMAX_OVERLAP[fa3]", "SOFTMAX_OVERLAP[fa2]", "MMA_SYNC_FRACTION"):
+        assert without[key] == pytest.approx(full[key], abs=0.02), key
