@@ -1,7 +1,8 @@
 """The serving simulator beside the best peer tool: NVIDIA AIConfigurator's TensorRT-LLM estimate
 of offline maximum throughput (validate/data/aiconfigurator_serving.csv, written by
-validate/aiconfigurator_serving.py) for the same Llama deployments, replayed on the simulator's
-TensorRT-LLM preset.
+validate/aiconfigurator_serving.py) for the same Llama and MoE deployments (Mixtral 8x7B with
+tensor-parallel experts, Qwen3-30B-A3B and Qwen3-235B-A22B expert-parallel over the TP ranks),
+replayed on the simulator's TensorRT-LLM preset.
 
     python -m perfmodel.validation.peer          # agreement by GPU, model and ISL/OSL
     python -m perfmodel.validation.peer --rows   # and every row
@@ -11,8 +12,9 @@ agree and where they part, which points at a mechanism one of them lacks (AIConf
 composes measured TensorRT-LLM ops; perfmodel derives every op from the hardware), never at a
 constant to fit. Nothing is fitted on them.
 
-What a row becomes: `simulate(model, hw, Workload("offline", ...), engine="trtllm", tp, dtype,
-kv_dtype="fp8")` with the preset's scheduler (max_batch_size 2048, max_num_tokens 8192 raised to
+What a row becomes: `simulate(model, hw, Workload("offline", ...), engine="trtllm", tp, ep,
+dtype, kv_dtype="fp8")` (ep = tp: the experts spread over the TP group, summed by its
+all-reduce; ep = 1: each expert split tp ways) with the preset's scheduler (max_batch_size 2048, max_num_tokens 8192 raised to
 the prompt where it is longer: plan/simulator/sim.py), its output tokens/s per GPU against the
 row's. AIConfigurator sweeps the batch (to 1024) and the context-token budget for its best point;
 the simulator runs the engine's own admission (KV memory, GUARANTEED_NO_EVICT): the two
@@ -43,6 +45,7 @@ class PeerRow:
     gemm_dtype: str
     kv_dtype: str
     tp: int
+    ep: int
     isl: int
     osl: int
     peer_tokens_per_s_per_gpu: float
@@ -52,7 +55,7 @@ class PeerRow:
 def load_rows(path: Path = PEER_CSV) -> list[PeerRow]:
     with open(path, newline="", encoding="utf-8") as f:
         return [PeerRow(r["model"], r["hardware"], r["gemm_dtype"], r["kv_dtype"], int(r["tp"]),
-                        int(r["isl"]), int(r["osl"]), float(r["output_tokens_per_s_per_gpu"]),
+                        int(r.get("ep") or 1), int(r["isl"]), int(r["osl"]), float(r["output_tokens_per_s_per_gpu"]),
                         int(r["batch_per_replica"])) for r in csv.DictReader(f)]
 
 
@@ -62,7 +65,8 @@ def predicted_tokens_per_s_per_gpu(row: PeerRow) -> float:
     n = LONG_REQUESTS if row.isl + row.osl > LONG_TOKENS else REQUESTS
     r = simulate(row.model, row.hardware, Workload("offline", requests=n, isl=row.isl,
                                                     osl=row.osl),
-                 engine="trtllm", tp=row.tp, dtype=row.gemm_dtype, kv_dtype=row.kv_dtype)
+                 engine="trtllm", tp=row.tp, ep=row.ep, dtype=row.gemm_dtype,
+                 kv_dtype=row.kv_dtype)
     return r.metrics()["output_tokens_per_s_per_gpu"]
 
 
@@ -92,11 +96,11 @@ def report(results: list[tuple[PeerRow, float]], rows: bool = False) -> str:
                       ("ISL/OSL", lambda r: f"{r.isl}/{r.osl}")):
         out += [f"by {name}", table(results, key, name), ""]
     if rows:
-        body = [[r.model, r.hardware, r.gemm_dtype, r.tp, f"{r.isl}/{r.osl}",
+        body = [[r.model, r.hardware, r.gemm_dtype, r.tp, r.ep, f"{r.isl}/{r.osl}",
                  f"{r.peer_tokens_per_s_per_gpu:,.0f}",
                  f"{(1 + e) * r.peer_tokens_per_s_per_gpu:,.0f}", f"{100 * e:+.1f}%"]
                 for r, e in results]
-        out.append(format_table(["model", "GPU", "GEMM", "TP", "ISL/OSL", "AIC tok/s/GPU",
+        out.append(format_table(["model", "GPU", "GEMM", "TP", "EP", "ISL/OSL", "AIC tok/s/GPU",
                                  "perfmodel", "error"], body))
     return "\n".join(out).rstrip()
 
