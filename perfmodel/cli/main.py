@@ -37,6 +37,20 @@ def package_version() -> str:
         return m.group(1) if m else "unknown (not installed)"
 
 
+class _VersionAction(argparse.Action):
+    """`--version`, looked up only when asked: reading the distribution's metadata
+    (importlib.metadata scans the installed distributions) costs every other run start-up
+    time."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help="show the version and exit"):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"perfmodel {package_version()}")
+        parser.exit()
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports usage errors as bad input (exit 2) in our one-line style."""
 
@@ -48,7 +62,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser of every command, or, given the arguments of a run, of its command alone."""
     p = _Parser(prog="perfmodel", description="Analytical GPU performance model for AI "
                 "workloads (Hopper, Blackwell).")
-    p.add_argument("--version", action="version", version=f"perfmodel {package_version()}")
+    p.add_argument("--version", action=_VersionAction)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     first = next((a for a in (argv or ()) if not a.startswith("-")), None)
     for command in (first,) if first in COMMANDS else COMMANDS:
