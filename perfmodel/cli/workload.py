@@ -31,13 +31,20 @@ def add_workload_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--microbatches", type=int, help="pipeline microbatches (default: up to 4·pp)")
     g.add_argument("--virtual-stages", type=int, default=1,
                    help="interleaved pipeline: model chunks per GPU (default 1)")
+    g.add_argument("--moe-loads", metavar="FILE", help="MoE: route each layer from recorded "
+                   "expert loads (SGLang logical_count JSON, a path or a shipped name)")
+    g.add_argument("--moe-replication", type=float, default=1.0, help="MoE: expert slots / "
+                   "experts (> 1 with --moe-loads: EPLB's redundant slots; default 1)")
+    g.add_argument("--moe-variation", type=float, default=0.0, help="MoE with --moe-loads: "
+                   "batch-to-batch log-normal sigma of expert popularity (default 0)")
 
 
 # The flag each Workload field is set by: workload errors and warnings name what the user wrote
 FLAGS = {"phase": "--phase", "batch": "--batch", "seq": "--seq", "context": "--context",
          "tp": "--tp", "ep": "--ep", "pp": "--pp", "dp": "--dp", "dtype": "--dtype",
          "kv_dtype": "--kv-dtype", "microbatches": "--microbatches",
-         "virtual_stages": "--virtual-stages"}
+         "virtual_stages": "--virtual-stages", "moe_loads": "--moe-loads",
+         "moe_replication": "--moe-replication", "moe_variation": "--moe-variation"}
 
 
 class Input(NamedTuple):
@@ -85,7 +92,11 @@ def read_input(args) -> Input:
     w = Workload(args.phase, batch=args.batch, seq=args.seq, context=args.context, tp=args.tp,
                  ep=args.ep, pp=args.pp, dp=args.dp, dtype=args.dtype,
                  microbatches=args.microbatches, virtual_stages=args.virtual_stages,
-                 kv_dtype=args.kv_dtype)
+                 kv_dtype=args.kv_dtype, moe_loads=args.moe_loads,
+                 moe_replication=args.moe_replication, moe_variation=args.moe_variation)
+    if not (isinstance(w.moe_replication, float) and 1.0 <= w.moe_replication <= 8.0):
+        raise InputError(f"--moe-replication: expected a number in [1, 8], got "
+                         f"{w.moe_replication}")
     w.check(model, names=FLAGS)  # errors name the flags, not the builder's fields
     try:
         graph = build_graph(model, hardware=args.hw,

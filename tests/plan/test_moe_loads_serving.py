@@ -127,3 +127,21 @@ def test_the_exchange_waits_for_the_gpu_that_receives_the_most(ds):
     eplb = dispatch(moe_loads=LOADS, moe_replication=288 / 256)
     assert len(set(even)) == 1
     assert all(e <= b < a for e, b, a in zip(even, eplb, contiguous))
+
+
+def test_predict_and_build_take_the_loads(capsys, tmp_path):
+    base = ["deepseek-v3", "--phase", "decode", "--batch", "16", "--context", "1024", "--ep",
+            "8", "--dtype", "fp8", "--hw", "B200", "--format", "json"]
+    assert main(["predict", *base]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main(["predict", *base, "--moe-loads", LOADS, "--moe-replication", "1.125"]) == 0
+    loads = json.loads(capsys.readouterr().out)
+    assert loads["total_time_s"] != plain["total_time_s"]
+    out = tmp_path / "g.yaml"
+    assert main(["build", *base[:-2], "--moe-loads", LOADS, "-o", str(out)]) == 0
+    assert "decode_in1000out1000.json" in out.read_text()
+    for extra, message in ((["--moe-variation", "0.2"], "--moe-variation: applies to routing"),
+                           (["--moe-replication", "nan"], "--moe-replication: expected")):
+        capsys.readouterr()
+        assert main(["predict", *base, *extra]) == 2
+        assert message in capsys.readouterr().err
