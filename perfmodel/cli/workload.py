@@ -94,9 +94,6 @@ def read_input(args) -> Input:
                  microbatches=args.microbatches, virtual_stages=args.virtual_stages,
                  kv_dtype=args.kv_dtype, moe_loads=args.moe_loads,
                  moe_replication=args.moe_replication, moe_variation=args.moe_variation)
-    if not (isinstance(w.moe_replication, float) and 1.0 <= w.moe_replication <= 8.0):
-        raise InputError(f"--moe-replication: expected a number in [1, 8], got "
-                         f"{w.moe_replication}")
     w.check(model, names=FLAGS)  # errors name the flags, not the builder's fields
     try:
         graph = build_graph(model, hardware=args.hw,

@@ -36,6 +36,7 @@ from perfmodel.graph import DEFAULT_STREAM, Node, OpGraph, Pipeline
 from perfmodel.workloads.models import ModelSpec
 from perfmodel.ops import REGISTRY, Op, op as make_op
 from perfmodel.ops.base import ELEMENTS_WHY, GPUS_WHY, MAX_ELEMENTS, MAX_GPUS, bound_text
+from perfmodel.ops.moe.routing import total_replicas
 from perfmodel.workloads.recipes import quantize_op
 from perfmodel.units import GEMM_DTYPES, LINEAR_RECIPES, bytes_per_element, tensor_dtype
 
@@ -158,7 +159,11 @@ class Workload:
         if self.attention_kernel == "trtllm" and self.phase == "train":
             p.append(("attention_kernel", "TensorRT-LLM's attention kernels are inference "
                                           "kernels (forward only): prefill and decode"))
-        if self.moe_loads is not None:
+        if not (isinstance(self.moe_replication, (int, float))
+                and 1.0 <= self.moe_replication <= 8.0):  # nan fails both comparisons
+            p.append(("moe_replication", f"expected a number in [1, 8], got "
+                                         f"{show(self.moe_replication)}"))
+        elif self.moe_loads is not None:
             p += self._loads_problems(model)
         elif self.moe_variation:
             p.append(("moe_variation", "applies to routing from an expert-loads file "
@@ -269,11 +274,11 @@ class Workload:
 
     def redundant_experts(self, model: ModelSpec) -> int:
         """EPLB's redundant expert slots: (moe_replication − 1)·experts with recorded loads
-        (the moe op's rounding), none otherwise (synthetic routing places the replicas of
-        `moe_replication` on the experts' own GPUs' slots)."""
+        (the moe op's rounding, `routing.total_replicas`), none otherwise (synthetic routing
+        places the replicas of `moe_replication` on the experts' own GPUs' slots)."""
         if self.moe_loads is None or not model.is_moe:
             return 0
-        return int(math.floor(model.experts * self.moe_replication + 0.5)) - model.experts
+        return total_replicas(model.experts, self.moe_replication) - model.experts
 
     @property
     def moe_tp(self) -> int:

@@ -51,31 +51,35 @@ def lookup(key: str) -> np.ndarray | None:
     return _table().get(key)
 
 
-def shipped_entries() -> dict[str, tuple[str, int]]:
-    """digest -> (file name, layer) for every MoE layer of every shipped loads file under the
-    shipped routing."""
+def _shipped_layers():
+    """(file name, layer, the layer's shares) for every MoE layer of every shipped loads file,
+    each file read once."""
     from perfmodel.ops.moe.loads import DATA_DIR, load_expert_loads
-    out = {}
     for path in sorted(DATA_DIR.glob("*.json")):
         loads = load_expert_loads(path)
         for layer in loads.moe_layers:
-            out[digest(layer, *SHIPPED_ROUTING, loads.shares(layer).tobytes())] = \
-                (path.name, layer)
-    return out
+            yield path.name, layer, loads.shares(layer)
+
+
+def shipped_entries() -> dict[str, tuple[str, int]]:
+    """digest -> (file name, layer) for every MoE layer of every shipped loads file under the
+    shipped routing."""
+    return {digest(layer, *SHIPPED_ROUTING, shares.tobytes()): (name, layer)
+            for name, layer, shares in _shipped_layers()}
 
 
 def write_table(path: Path = TABLE, log=None) -> int:
     """Calibrate every shipped layer afresh and write the table; returns the entry count.
     `log(message)` hears of each file as it starts."""
-    from perfmodel.ops.moe.loads import DATA_DIR, calibrate_log_weights, load_expert_loads
-    entries = shipped_entries()
-    arrays = {}
-    for key, (name, layer) in entries.items():
-        loads = load_expert_loads(DATA_DIR / name)
-        if log and layer == loads.moe_layers[0]:
-            log(f"calibrating {name} ({len(loads.moe_layers)} layers, about 1 s each)")
-        arrays[key] = calibrate_log_weights(layer, *SHIPPED_ROUTING,
-                                            loads.shares(layer).tobytes())
+    from perfmodel.ops.moe.loads import calibrate_log_weights
+    arrays, started = {}, set()
+    for name, layer, shares in _shipped_layers():
+        if log and name not in started:
+            started.add(name)
+            log(f"calibrating {name} (about 1 s per layer)")
+        data = shares.tobytes()
+        arrays[digest(layer, *SHIPPED_ROUTING, data)] = calibrate_log_weights(
+            layer, *SHIPPED_ROUTING, data)
     np.savez_compressed(path, **arrays)
     _table.cache_clear()
     return len(arrays)

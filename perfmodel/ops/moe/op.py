@@ -43,7 +43,8 @@ from perfmodel.units import bytes_per_element, tensor_dtype
 from perfmodel.ops.moe.eplb import eplb_placement, nodes_for, route_token_balanced_slots
 from perfmodel.ops.moe.loads import (LoadsRouting, check_group_limit, load_expert_loads,
                                      resolve_loads_path)
-from perfmodel.ops.moe.routing import POLICIES, Routing, place_contiguous, place_eplb
+from perfmodel.ops.moe.routing import (POLICIES, Routing, place_contiguous, place_eplb,
+                                       total_replicas)
 from perfmodel.ops.moe.routing import route as route_tokens
 from perfmodel.ops.moe.traces import load_trace, popularity, synthetic_trace
 from perfmodel.ops.base import GPUS_WHY, MAX_GPUS, MAX_SEED, Op, Param, positive
@@ -339,10 +340,10 @@ class Moe(Op):
 
 def _redundant(v) -> int:
     """Redundant replicas of a parameter dict: redundant_experts, else round(E·replication) − E
-    (the rounding `routing.replica_counts` uses)."""
+    (`routing.total_replicas`)."""
     if v["redundant_experts"] is not None:
         return int(v["redundant_experts"])
-    return int(math.floor(v["experts"] * v["replication"] + 0.5)) - v["experts"]
+    return total_replicas(v["experts"], v["replication"]) - v["experts"]
 
 
 def _placement(v, redundant: int) -> str:

@@ -140,6 +140,12 @@ def place_contiguous(experts: int, gpus: int) -> Placement:
     return Placement(tuple((e * gpus // experts,) for e in range(experts)), gpus)
 
 
+def total_replicas(experts: int, replication: float) -> int:
+    """Replicas of `experts` experts at `replication` replicas per expert: round(E·replication),
+    halves rounded up (the count EPLB's placements and the redundant slots are made from)."""
+    return int(math.floor(experts * replication + 0.5))
+
+
 def replica_counts(load, gpus: int, replication: float) -> np.ndarray:
     """Replicas per expert (E,), at least 1 and at most G, summing to R = round(E·replication).
     Each extra replica goes to the expert with the most load per replica (DeepSeek EPLB's
@@ -147,7 +153,7 @@ def replica_counts(load, gpus: int, replication: float) -> np.ndarray:
     Ties go to the lower expert id; zero total load counts as uniform load."""
     w = np.asarray(load, dtype=float)
     e = w.size
-    total = int(math.floor(e * replication + 0.5))
+    total = total_replicas(e, replication)
     if not e <= total <= e * gpus:
         raise ValueError(f"replication {replication} gives {total} replicas of {e} experts; "
                          f"need between {e} (one each) and {e * gpus} (one per GPU each)")
