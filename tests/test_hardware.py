@@ -15,8 +15,8 @@ from perfmodel.cli.main import main
 from perfmodel.hardware import MMA_INSTRUCTIONS, PROVENANCE_KINDS, builtin_spec_dir, parse_spec
 
 
-EXPECTED = {"A100-SXM", "H100-SXM", "H100-PCIe", "H200-SXM", "B200", "GB200", "B300", "GB300",
-            "GB10"}
+EXPECTED = {"A100-SXM", "H100-SXM", "H100-PCIe", "H200-SXM", "H800-SXM", "B200", "GB200", "B300",
+            "GB300", "GB10"}
 
 
 def test_catalogue_has_every_gpu_of_the_mission():
@@ -28,7 +28,8 @@ def test_catalogue_has_every_gpu_of_the_mission():
     ("h100", "H100-SXM"), ("H100-SXM", "H100-SXM"), ("h100-sxm5", "H100-SXM"),
     ("NVIDIA H100 80GB HBM3", "H100-SXM"), ("NVIDIA H200", "H200-SXM"), ("NVIDIA B200", "B200"),
     ("h200", "H200-SXM"), ("a100", "A100-SXM"), ("b300", "B300"), ("gb200", "GB200"),
-    ("H100 SXM5 80GB", "H100-SXM"), ("A100 SXM4 80GB", "A100-SXM"),
+    ("H100 SXM5 80GB", "H100-SXM"), ("A100 SXM4 80GB", "A100-SXM"), ("h800", "H800-SXM"),
+    ("NVIDIA H800", "H800-SXM"),
 ])
 def test_names_aliases_and_driver_device_names_resolve(name, canonical):
     assert pm.hardware(name).name == canonical
@@ -37,7 +38,7 @@ def test_names_aliases_and_driver_device_names_resolve(name, canonical):
 # Dense datasheet peaks (docs/hardware-notes.md §1) the per-SM rates × SMs × tensor clock must give.
 DATASHEET_TFLOPS = [
     ("A100-SXM", "bf16", 312), ("H100-SXM", "bf16", 989.4), ("H100-SXM", "fp8", 1978.9),
-    ("H100-PCIe", "bf16", 756), ("H200-SXM", "fp8", 1979), ("B200", "bf16", 2250),
+    ("H100-PCIe", "bf16", 756), ("H200-SXM", "fp8", 1979), ("H800-SXM", "fp8", 1979), ("B200", "bf16", 2250),
     ("B200", "nvfp4", 9000), ("GB200", "bf16", 2500), ("GB200", "nvfp4", 10000),
     ("B300", "bf16", 2250), ("B300", "nvfp4", 13500),
 ]
@@ -159,7 +160,7 @@ def test_all_problems_are_reported_at_once(tmp_path):
 
 
 EXPECTED_MMA = {"A100-SXM": "mma_sync", "H100-SXM": "wgmma", "H100-PCIe": "wgmma",
-            "H200-SXM": "wgmma", "B200": "tcgen05", "GB200": "tcgen05", "B300": "tcgen05",
+            "H200-SXM": "wgmma", "H800-SXM": "wgmma", "B200": "tcgen05", "GB200": "tcgen05", "B300": "tcgen05",
             "GB300": "tcgen05", "GB10": "mma_sync"}
 
 
@@ -262,7 +263,7 @@ def test_hw_show_lists_capabilities(capsys):
 
 NETWORK = {  # NVLink domain (GPUs), NIC per GPU per direction (bytes/s)
     "A100-SXM": (8, 25e9), "H100-SXM": (8, 50e9), "H100-PCIe": (2, 50e9),
-    "H200-SXM": (8, 50e9), "B200": (8, 50e9), "GB200": (72, 50e9), "B300": (8, 100e9),
+    "H200-SXM": (8, 50e9), "H800-SXM": (8, 50e9), "B200": (8, 50e9), "GB200": (72, 50e9), "B300": (8, 100e9),
     "GB300": (72, 100e9), "GB10": (1, 25e9)}
 
 
@@ -421,3 +422,19 @@ def test_gb300_is_b300s_die_at_1400_w_in_one_nvl72_domain():
     t = {h.name: pm.predict_op(gemm, h).time_s for h in (gb300, b300, b200)}
     assert t["GB300"] < t["B200"] and t["GB300"] < t["B300"]
     assert t["B300"] == pytest.approx(t["B200"], rel=0.05)
+
+
+def test_h800_is_the_h100_sm_with_a_narrower_nvlink_and_no_fp64():
+    """The export part: every SM-side rate and the memory are the H100 SXM5's, so a kernel that
+    stays on one GPU takes the same time; NVLink carries 400 of the H100's 900 GB/s (a large
+    8-GPU all-reduce takes ~2.25x as long) and FP64 runs at 1 of its 67 TFLOPS."""
+    h800, h100 = pm.hardware("H800"), pm.hardware("H100-SXM")
+    assert h800.tensor_flop_per_sm_per_clk == h100.tensor_flop_per_sm_per_clk
+    assert h800.hbm_peak_bandwidth_bytes_per_s == h100.hbm_peak_bandwidth_bytes_per_s
+    gemm = pm.ops.op("grouped_gemm", group_m=[4096] * 8, n=4096, k=7168, dtype="fp8",
+                     fp8_scaling="block")
+    assert pm.predict_op(gemm, h800).time_s == pm.predict_op(gemm, h100).time_s
+    ar = pm.ops.op("allreduce", bytes=1e9, gpus=8)
+    ratio = pm.predict_op(ar, h800).time_s / pm.predict_op(ar, h100).time_s
+    assert 1.8 < ratio < 2.6
+    assert h800.pipe_peak_per_s("fp64") * 2 == pytest.approx(1.0e12, rel=0.1)

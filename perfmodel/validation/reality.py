@@ -4,7 +4,8 @@
 
 Rows: validate/data/training_reality.csv — Llama 3 405B pretraining (Llama 3 paper, Table 4:
 model TFLOPS per GPU, 6·N + 12·L·h·s FLOP per token) and DeepSeek-V3 pretraining (its technical
-report: H800 GPU-hours per trillion tokens, predicted on H100-SXM, the same SM). Pipeline
+report: H800 GPU-hours per trillion tokens, predicted on hwspecs/H800-SXM.yaml: the H100 SXM5's
+SM with NVLink cut to 400 GB/s). Pipeline
 schedules in both papers are more elaborate than 1F1B (interleaved with unstated virtual stages;
 DualPipe), so predictions are shown for plain 1F1B (v=1) and v=2. Context-parallel rows are not
 modelled and are skipped. Nothing here was fitted.

@@ -223,8 +223,8 @@ class Skipped:
 # (pattern on the lower-cased hardware text, spec name or None, label)
 _HARDWARE_RULES = (
     (r"gh200", None, "GH200"),
-    (r"gb300", None, "GB300"),
-    (r"h800", None, "H800"),
+    (r"gb300", "GB300", "GB300"),
+    (r"h800", "H800-SXM", "H800"),
     (r"h20\b", None, "H20"),
     (r"gb200", "GB200", "GB200"),
     (r"b300", "B300", "B300"),
@@ -237,8 +237,8 @@ _HARDWARE_RULES = (
 
 # (pattern on the lower-cased model text, built-in model or None, label)
 _MODEL_RULES = (
-    (r"llama-2-70b", None, "Llama-2-70B"),
-    (r"mixtral-8x7b", None, "Mixtral-8x7B"),
+    (r"llama-2-70b", "llama2-70b", "Llama-2-70B"),
+    (r"mixtral-8x7b", "mixtral-8x7b", "Mixtral-8x7B"),
     (r"gpt-oss-20b", None, "gpt-oss-20b"),
     (r"qwen3\.5-397b", None, "Qwen3.5-397B-A17B"),
     (r"deepseek[- ]v3\.2", None, "DeepSeek-V3.2"),
@@ -247,8 +247,7 @@ _MODEL_RULES = (
     (r"llama-3\.[13]-70b", "llama3-70b", "Llama-3.x-70B"),
     (r"llama-3\.[13]-405b", "llama3-405b", "Llama-3.1-405B"),
 )
-NO_MODEL_FILE = ("Llama-2-70B", "Mixtral-8x7B", "gpt-oss-20b", "Qwen3.5-397B-A17B",
-                 "DeepSeek-V3.2")
+NO_MODEL_FILE = ("gpt-oss-20b", "Qwen3.5-397B-A17B", "DeepSeek-V3.2")
 
 
 def first_rule(text: str, rules) -> tuple[str | None, str]:

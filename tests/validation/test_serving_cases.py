@@ -38,7 +38,7 @@ def test_every_row_is_a_case_or_skipped_with_a_reason(loaded):
     assert sorted([c.id for c in cases] + [s.id for s in skipped]) == sorted(ids)
     assert all(isinstance(s, Skipped) and s.reason.strip() and s.reasons[0] == s.reason
                for s in skipped)
-    assert len(cases) == 219 and len(skipped) == 145
+    assert len(cases) == 318 and len(skipped) == 46
 
 
 def test_cases_are_well_formed(loaded):
@@ -63,10 +63,10 @@ def test_skip_reasons_name_what_is_missing(loaded):
     no_model = {r.split(": ", 1)[1] for r in reasons if r.startswith("no model file")}
     assert no_model == set(NO_MODEL_FILE)
     assert {r for r in reasons if r.startswith("no hardware spec")} == {
-        "no hardware spec: GH200", "no hardware spec: GB300"}
+        "no hardware spec: GH200"}
     n = {r: sum(s.reason == r for s in skipped) for r in reasons}
-    assert n["no model file: Llama-2-70B"] == 67
-    assert n["no model file: Mixtral-8x7B"] == 18
+    assert n["no hardware spec: GH200"] == 12
+    assert n["no model file: DeepSeek-V3.2"] == 7
     assert sum(v for r, v in n.items() if r.startswith("FITTED")) == 8
 
 
@@ -158,9 +158,10 @@ def test_known_rows(by_id):
 
 
 def test_known_skips(by_id):
-    assert by_id["MLP-0008"].reason == "no model file: Llama-2-70B"
-    s = by_id["MLP-0219"]  # GH200 running Llama-2-70B: both reasons kept, hardware first
-    assert s.reason == "no hardware spec: GH200" and "no model file: Llama-2-70B" in s.reasons
+    assert by_id["MLP-0008"].model == "llama2-70b"  # a case now: the model file exists
+    assert by_id["MLP-0001"].hardware.name == "GB300"  # and so does GB300's spec
+    s = by_id["MLP-0219"]  # GH200 running Llama-2-70B: no spec for the GPU
+    assert s.reason == "no hardware spec: GH200" and s.model == "llama2-70b"
     assert by_id["VLB-0344"].reason.startswith("FITTED")
     assert by_id["VLB-0354"].reason.startswith("SECONDARY")
     assert by_id["SGL-0277"].reason.startswith("SIMULATED")
@@ -171,7 +172,7 @@ def test_known_skips(by_id):
 def test_summary_table_counts_and_reasons(loaded):
     cases, skipped = loaded
     text = summary_table(cases, skipped)
-    assert "364 rows, 219 expressible, 145 skipped" in text
+    assert "364 rows, 318 expressible, 46 skipped" in text
     for s in skipped:
         assert s.reason in text
     assert id_ranges(["MLP-0201", "MLP-0203", "MLP-0202", "SGL-0277"]) == \
