@@ -71,6 +71,17 @@ RECOMPUTE = ("none", "selective", "op", "full")
 #             ops, `low_precision_input=True` on proj and ffn2), so only the QKV and gate/up
 #             linears cast their BF16 input.
 FUSIONS = ("none", "add_norm", "trtllm")
+# How a serving engine moves tokens to their experts' GPUs over data-parallel attention
+# (Workload.moe_exchange): NCCL's all-to-all (vLLM's and SGLang's default all-to-all backends
+# price as one) or DeepEP's normal kernels (ops/deepep.py), which TensorRT-LLM's wide-EP MoE
+# runs (AIConfigurator's TensorRT-LLM model prices its dispatch and combine from measured DeepEP
+# calls: validate/data/aiconfigurator_moe_a2a.csv)
+MOE_EXCHANGES = ("alltoall", "deepep")
+# the normal kernels' rank templates (deep_ep intranode SWITCH_RANKS; ops/deepep.py)
+DEEPEP_INTRANODE_RANKS = (2, 4, 8)
+# the dispatch's wire type by the MoE's GEMM policy: TensorRT-LLM quantizes the tokens before
+# the dispatch for its FP8 and NVFP4 experts; BF16 otherwise
+DEEPEP_WIRE = {"fp8": "fp8", "nvfp4": "nvfp4"}
 ACT = "bf16"          # activations, attention, norms
 ACT_BYTES = 2.0
 ADAM_FLOP_PER_PARAM = 12  # two moment updates, bias correction, update (fp32)
@@ -113,6 +124,10 @@ class Workload:
     # (else contiguous); `moe_variation`: the batch-to-batch log-normal sigma of popularity
     moe_loads: str | None = None
     moe_variation: float = 0.0
+    # serving with expert parallelism over data-parallel attention (ep > tp): how the engine
+    # moves tokens to their experts (MOE_EXCHANGES): NCCL's all-to-all of top_k copies per
+    # token, or DeepEP's intranode kernels (the `deepep` op: TensorRT-LLM's wide-EP dispatch)
+    moe_exchange: str = "alltoall"
 
     def check(self, model: ModelSpec, names: Mapping[str, str] | None = None) -> None:
         """Refuse a workload this model cannot run: InputError, one line per problem naming the
@@ -156,6 +171,12 @@ class Workload:
         elif self.fusion != "none" and self.phase == "train":
             p.append(("fusion", "kernel fusion is a serving engine's (prefill and decode); "
                                 "training graphs keep every op"))
+        if self.moe_exchange not in MOE_EXCHANGES:
+            p.append(("moe_exchange", f"expected one of {', '.join(MOE_EXCHANGES)}, got "
+                                      f"{self.moe_exchange!r}"))
+        elif self.moe_exchange == "deepep" and self.phase == "train":
+            p.append(("moe_exchange", "DeepEP's exchange is priced for serving (prefill and "
+                                      "decode); training dispatches with the all-to-all"))
         if self.attention_kernel == "trtllm" and self.phase == "train":
             p.append(("attention_kernel", "TensorRT-LLM's attention kernels are inference "
                                           "kernels (forward only): prefill and decode"))
@@ -573,14 +594,33 @@ class _LayerBuilder:
                        group_top_k=group_top_k, variation=w.moe_variation)
             if w.moe_all_to_all:
                 a2a *= _receive_imbalance(make_op("moe", **moe))
-        if w.moe_all_to_all:
+        deepep_call = self._deepep_call() if w.moe_all_to_all else None
+        if deepep_call is not None:
+            self.g.add(f"{p}dispatch", "deepep", phase="dispatch",
+                       dtype=DEEPEP_WIRE.get(w.dtype, "bf16"), **deepep_call)
+        elif w.moe_all_to_all:
             self.g.add(f"{p}dispatch", "alltoall", bytes=a2a, gpus=w.ep)
         self.moe_params = moe
         self.g.add(f"{p}experts", "moe", **moe)
-        if w.moe_all_to_all:
+        if deepep_call is not None:  # the normal combine sends BF16
+            self.g.add(f"{p}combine", "deepep", phase="combine", dtype="bf16", **deepep_call)
+        elif w.moe_all_to_all:
             self.g.add(f"{p}combine", "alltoall", bytes=a2a, gpus=w.ep)
         else:
             self.allreduce(f"{p}ffn_allreduce")
+
+    def _deepep_call(self) -> dict | None:
+        """The `deepep` op's shape for this layer's exchange where the workload asks for DeepEP
+        and its normal intranode kernels run the group (ep of 2, 4 or 8 ranks: their rank
+        templates, ops/deepep.py INTRANODE_RANKS); None: the all-to-all prices it (a wider EP
+        group, whose internode kernels the op does not model). Each rank dispatches its
+        attention replica's tokens once per destination rank, with the experts' routing drawn
+        uniformly (the op's ranks_per_token; recorded loads' imbalance is not carried)."""
+        w, m = self.w, self.m
+        if w.moe_exchange != "deepep" or w.ep not in DEEPEP_INTRANODE_RANKS:
+            return None
+        return dict(tokens=max(1, int(self.t)), hidden=m.hidden, top_k=m.top_k,
+                    experts=m.experts, ep=w.ep, mode="normal")
 
     @property
     def dispatch_bytes(self) -> float:
@@ -668,7 +708,8 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
                 recompute: str | None = None, cp: int = 1,
                 fp8_attention: bool = False, grad_reduce_dtype: str = ACT,
                 fusion: str = "none", attention_kernel: str | None = None,
-                moe_loads: str | None = None, moe_variation: float = 0.0) -> OpGraph:
+                moe_loads: str | None = None, moe_variation: float = 0.0,
+                moe_exchange: str = "alltoall") -> OpGraph:
     """The op graph one GPU runs for one step of `phase` (see module docstring). `kv_dtype`:
     the KV cache's storage type in serving (None: the activation dtype); `recompute`
     (training): the forward work repeated before each layer's backward (RECOMPUTE); `cp`
@@ -677,7 +718,8 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
     `kv_dtype`): attention in FP8 MMAs on the cache (Workload.fp8_attention); `fusion`
     (serving): the kernels the engine fuses (FUSIONS); `attention_kernel` (serving): the GQA
     attention's kernel family (Workload.attention_kernel); `moe_loads`, `moe_variation`: MoE
-    routing from recorded expert loads (Workload.moe_loads).
+    routing from recorded expert loads (Workload.moe_loads); `moe_exchange` (serving): the MoE
+    dispatch and combine, NCCL's all-to-all or DeepEP's kernels (Workload.moe_exchange).
     `grad_reduce_dtype` (training): the dtype gradients are reduce-scattered in, bf16 (Megatron-
     Core's DistributedDataParallelConfig.grad_reduce_in_fp32 = False) or fp32 (PyTorch FSDP's
     MixedPrecision reduce_dtype as torchtitan and Composer set it)."""
@@ -685,7 +727,7 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
         raise InputError(f"grad_reduce_dtype: expected bf16 or fp32, got {grad_reduce_dtype!r}")
     w = Workload(phase, batch, seq, context, tp, ep, pp, dp, dtype, microbatches, virtual_stages,
                  moe_routing, moe_replication, moe_skew, kv_dtype, recompute, cp, fp8_attention,
-                 fusion, attention_kernel, moe_loads, moe_variation)
+                 fusion, attention_kernel, moe_loads, moe_variation, moe_exchange)
     w.check(model)
     mb = w.n_microbatches
     seqs = batch // mb
@@ -834,8 +876,8 @@ def inference_op_counts(model: ModelSpec, phase: str, batch: int = 1, seq: int =
                         moe_replication: float = 1.0, moe_skew: float = 0.0,
                         kv_dtype: str | None = None, fp8_attention: bool = False,
                         fusion: str = "none", attention_kernel: str | None = None,
-                        moe_loads: str | None = None, moe_variation: float = 0.0
-                        ) -> list[tuple[str, Op, int]]:
+                        moe_loads: str | None = None, moe_variation: float = 0.0,
+                        moe_exchange: str = "alltoall") -> list[tuple[str, Op, int]]:
     """(node name, op, how many times it runs) for the ops of `build_graph(model, phase, ...)`
     with pp = 1, phase prefill or decode: the first layer of each kind stands for every layer
     of its kind, as build_graph replays it, so a caller that only sums op times (the serving
@@ -844,7 +886,7 @@ def inference_op_counts(model: ModelSpec, phase: str, batch: int = 1, seq: int =
         raise ValueError(f"inference_op_counts: phase prefill or decode, got {phase!r}")
     w = Workload(phase, batch, seq, context, tp, ep, 1, 1, dtype, None, 1, moe_routing,
                  moe_replication, moe_skew, kv_dtype, None, 1, fp8_attention, fusion,
-                 attention_kernel, moe_loads, moe_variation)
+                 attention_kernel, moe_loads, moe_variation, moe_exchange)
     w.check(model)
     seqs = batch
     tokens = seqs * (1 if phase == "decode" else seq)

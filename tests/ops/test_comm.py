@@ -12,7 +12,7 @@ from perfmodel.demand import Choice
 from perfmodel.ops import nccl
 
 KINDS = ("allreduce", "allgather", "reduce_scatter", "alltoall")
-NVLS_GPUS = {"H100-SXM", "H200-SXM", "B200", "B300", "GB200", "GB300"}
+NVLS_GPUS = {"H100-SXM", "H200-SXM", "H800-SXM", "B200", "B300", "GB200", "GB300"}
 
 
 def _time(hw, kind="allreduce", level="pipes", **params):

@@ -417,3 +417,15 @@ def test_a_step_cost_for_the_engine_is_accepted_and_another_named():
             MODEL, HW, w, engine=engine, kv_dtype="fp8").to_dict(per_request=False)
     with pytest.raises(InputError, match="fusion=add_norm"):
         simulate(MODEL, HW, w, engine="vllm", cost=cost())
+
+
+def test_trtllm_preset_dispatches_with_deepep_and_a_bad_exchange_is_refused():
+    assert engine_preset("trtllm", "B200", 8, 1).moe_exchange == "deepep"
+    assert engine_preset("vllm", "B200", 8, 1).moe_exchange == "alltoall"
+    with pytest.raises(InputError, match="moe_exchange"):
+        Engine("x", moe_exchange="nvshmem").check()
+    # the DeepSeek-V3 attention-DP step: TensorRT-LLM's DeepEP exchange is slower than the
+    # all-to-all (validate/data/aiconfigurator_moe_a2a.csv: DeepEP's copies are SM-limited)
+    deep = StepCost("deepseek-v3", "B200", tp=1, ep=8, dtype="nvfp4", moe_exchange="deepep")
+    nccl = StepCost("deepseek-v3", "B200", tp=1, ep=8, dtype="nvfp4")
+    assert deep.decode_time_s(256, 2000) > nccl.decode_time_s(256, 2000)

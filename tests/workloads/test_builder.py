@@ -298,3 +298,32 @@ def test_inference_op_counts_are_the_graphs_ops_with_their_multiplicity(model, k
         seen[repr(o.to_dict())] += k
     assert seen == Counter(repr(n.op.to_dict()) for n in graph.nodes)
     assert len(counted) < len(graph.nodes) / 10  # each layer kind once, not every layer
+
+
+def test_deepep_exchange_replaces_the_all_to_all_within_its_rank_templates():
+    """moe_exchange="deepep" (TensorRT-LLM's wide-EP MoE) prices dispatch and combine with the
+    deepep op at EP 2/4/8, the dispatch on the wire in the experts' type and the normal combine
+    in BF16; a wider group keeps the all-to-all; training refuses it."""
+    m = pm.load_model("deepseek-v3")
+    kw = dict(batch=256, context=2000, tp=1, ep=8, dtype="nvfp4")
+    nccl = build_graph(m, "decode", **kw)
+    deep = build_graph(m, "decode", moe_exchange="deepep", **kw)
+    kinds = Counter(n.op.name for n in deep.nodes)
+    assert kinds["deepep"] == 2 * (61 - 3) and "alltoall" not in kinds
+    assert Counter(n.op.name for n in nccl.nodes)["alltoall"] == 2 * (61 - 3)
+    d = next(n.op for n in deep.nodes if n.name.endswith("dispatch"))
+    c = next(n.op for n in deep.nodes if n.name.endswith("combine"))
+    assert (d.phase, d.dtype, d.tokens, d.ep, c.phase, c.dtype) == (
+        "dispatch", "nvfp4", 256, 8, "combine", "bf16")
+    # DeepEP's SM-limited copies cost more than NCCL's bandwidth-bound exchange here (the
+    # AIConfigurator rows: TensorRT-LLM's DeepEP is slower than the plain all-to-all model)
+    t = {name: sum(pm.predict_op(n.op, "B200").time_s for n in g.nodes
+                   if n.name.endswith(("dispatch", "combine")))
+         for name, g in (("nccl", nccl), ("deepep", deep))}
+    assert t["deepep"] > t["nccl"]
+    wide = build_graph(m, "decode", moe_exchange="deepep", **{**kw, "ep": 16})
+    assert Counter(n.op.name for n in wide.nodes)["alltoall"] == 2 * (61 - 3)
+    with pytest.raises(InputError, match="moe_exchange"):
+        build_graph(m, "train", batch=8, seq=4096, ep=8, dp=8, moe_exchange="deepep")
+    with pytest.raises(InputError, match="moe_exchange"):
+        build_graph(m, "decode", moe_exchange="pplx", **kw)

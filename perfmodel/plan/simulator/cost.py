@@ -106,7 +106,8 @@ class StepCost:
                  exact: bool = False, moe_routing: str = "token_balanced",
                  fp8_attention: bool = False, fusion: str = "none",
                  attention_kernel: str | None = None, moe_loads: str | None = None,
-                 moe_replication: float = 1.0, moe_variation: float = 0.0):
+                 moe_replication: float = 1.0, moe_variation: float = 0.0,
+                 moe_exchange: str = "alltoall"):
         self.model, self.hw = as_model(model), hardware(hw)
         self.tp, self.ep, self.pp, self.dtype, self.level = tp, ep, pp, dtype, level
         check_kv_dtype(kv_dtype)
@@ -132,6 +133,10 @@ class StepCost:
         self.attention_kernel = self.uses_attention_kernel(self.hw, attention_kernel)
         if self.attention_kernel is not None:
             self._graph_kw["attention_kernel"] = self.attention_kernel
+        # the engine's MoE dispatch and combine (builder.MOE_EXCHANGES)
+        self.moe_exchange = moe_exchange
+        if moe_exchange != "alltoall":
+            self._graph_kw["moe_exchange"] = moe_exchange
         self._op_kw = {k: v for k, v in self._graph_kw.items() if k != "pp"}
         # the share of a kernel's launch a CUDA graph removes: the host's; each replayed kernel
         # keeps the GPU's own graph_kernel_gap_s (the grid launched after the previous drains)
@@ -172,7 +177,7 @@ class StepCost:
         self._decode_fixed: dict[tuple[int, str, int], tuple[float, float]] = {}
         self._share((self.model, self.hw, tp, ep, dtype, kv_dtype, level, per_octave,
                      attn_per_octave, exact, moe_routing, self.fp8_attention, fusion,
-                     attention_kernel, moe_loads, moe_replication, moe_variation))
+                     attention_kernel, moe_loads, moe_replication, moe_variation, moe_exchange))
 
     @classmethod
     def for_engine(cls, model: ModelSpec | str, hw: Hardware | str, engine="vllm", tp: int = 1,
@@ -185,7 +190,7 @@ class StepCost:
         eng = engine_preset(engine, hw, tp, pp) if isinstance(engine, str) else engine
         return cls(model, hw, tp, ep, pp, dtype, kv_dtype, level,
                    fp8_attention=eng.fp8_attention, fusion=eng.kernel_fusion,
-                   attention_kernel=eng.attention_kernel, **kw)
+                   attention_kernel=eng.attention_kernel, moe_exchange=eng.moe_exchange, **kw)
 
     @staticmethod
     def uses_attention_kernel(hw: Hardware, kernel: str | None) -> str | None:

@@ -73,6 +73,7 @@ from perfmodel import fitted
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.units import GiB
+from perfmodel.workloads.builder import MOE_EXCHANGES
 
 GRAPH_MODES = ("none", "full_decode", "piecewise", "full_and_piecewise")
 # vLLM V0 and V1 capture [1, 2, 4] and multiples of 8 (worker/model_runner.py:73-75;
@@ -135,6 +136,11 @@ class Engine:
                              default family elsewhere); MLA's latent-cache generation keeps
                              the default except under trtllm (trtllm-gen's MLA kernels on
                              Blackwell)
+    moe_exchange             expert parallelism over data-parallel attention: NCCL's all-to-all
+                             ("alltoall") or DeepEP's normal intranode kernels ("deepep", the
+                             `deepep` op; workloads.builder MOE_EXCHANGES): TensorRT-LLM's
+                             wide-EP MoE runs DeepEP, which AIConfigurator prices from its
+                             measured DeepEP calls; vLLM and SGLang keep the all-to-all
     """
 
     name: str
@@ -157,6 +163,7 @@ class Engine:
     fp8_attention: bool = False
     kernel_fusion: str = "none"
     attention_kernel: str | None = None
+    moe_exchange: str = "alltoall"
 
     def check(self) -> None:
         p = []
@@ -175,6 +182,9 @@ class Engine:
         if not 0 <= self.reserve_output_fraction <= 1:
             p.append(f"reserve_output_fraction: expected a fraction in [0, 1], got "
                      f"{self.reserve_output_fraction!r}")
+        if self.moe_exchange not in MOE_EXCHANGES:
+            p.append(f"moe_exchange: expected one of {', '.join(MOE_EXCHANGES)}, got "
+                     f"{self.moe_exchange!r}")
         if self.cuda_graph_mode not in GRAPH_MODES:
             p.append(f"cuda_graph_mode: expected one of {', '.join(GRAPH_MODES)}, got "
                      f"{self.cuda_graph_mode!r}")
@@ -265,5 +275,6 @@ def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> En
                       cuda_graph_sizes=(1, 2, 4) + tuple(range(8, TRTLLM_GRAPH_MAX_BATCH + 1,
                                                                8)),
                       cuda_graph_mode="full_decode", fp8_attention=True,
-                      kernel_fusion="trtllm", attention_kernel="trtllm")
+                      kernel_fusion="trtllm", attention_kernel="trtllm",
+                      moe_exchange="deepep")
     raise InputError(f"engine: expected one of {', '.join(ENGINES)}, got {name!r}")
