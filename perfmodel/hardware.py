@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from perfmodel import fitted, yamlio
 from perfmodel.errors import InputError, show, where
-from perfmodel.shipped import shipped_dir
+from perfmodel.spec_headers import builtin_spec_dir, header_names
 from perfmodel.units import tensor_dtype
 
 SCHEMA_VERSION = 1
@@ -619,12 +619,6 @@ def load_spec(path: str | Path) -> Hardware:
 
 
 # ---- the built-in catalogue ----------------------------------------------------------------
-def builtin_spec_dir() -> Path:
-    """hwspecs/: inside the installed package (shipped as package data, see pyproject.toml), or
-    at the repository root in a source checkout or editable install."""
-    return shipped_dir("hwspecs", "hwspecs")
-
-
 def _key(name: str) -> str:
     return name.strip().lower().replace("_", "-").replace(" ", "-")
 
@@ -663,24 +657,6 @@ def _name_index() -> dict[str, str]:
     return index
 
 
-# A spec file's top-level name lines (`name:`, `aliases: [...]`, `device_names: [...]`), read
-# from its text without parsing the file: where a name may be (_header_index)
-_HEADER_LINE = re.compile(r"^(name|aliases|device_names):[ \t]*(.*?)[ \t]*(?:#.*)?$", re.M)
-
-
-def _header_names(text: str) -> list[str]:
-    """The names a spec's header lines give, as plain strings (a flow list's items, quotes
-    stripped): a lookup hint only, the parsed spec decides."""
-    names = []
-    for _, value in _HEADER_LINE.findall(text):
-        value = value.strip()
-        if value.startswith("[") and value.endswith("]"):
-            names += [v.strip().strip("\"'") for v in value[1:-1].split(",") if v.strip()]
-        elif value:
-            names.append(value.strip("\"'"))
-    return names
-
-
 @functools.lru_cache(maxsize=1)
 def _header_index() -> dict[str, Path]:
     """Name key -> the one built-in file whose header lines name it (keys two files claim are
@@ -692,7 +668,7 @@ def _header_index() -> dict[str, Path]:
             text = f.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue  # the full load reports the file
-        for n in _header_names(text):
+        for n in header_names(text):
             k = _key(n)
             if k in index and index[k] != f:
                 clashes.add(k)

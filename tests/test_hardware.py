@@ -438,3 +438,32 @@ def test_h800_is_the_h100_sm_with_a_narrower_nvlink_and_no_fp64():
     ratio = pm.predict_op(ar, h800).time_s / pm.predict_op(ar, h100).time_s
     assert 1.8 < ratio < 2.6
     assert h800.pipe_peak_per_s("fp64") * 2 == pytest.approx(1.0e12, rel=0.1)
+
+
+def test_hw_list_reads_the_headers_and_they_agree_with_the_parsed_specs(capsys):
+    """`hw list` prints the catalogue from each file's identity lines without parsing a spec
+    (perfmodel.spec_headers); those lines must say what the full load says."""
+    from perfmodel.spec_headers import builtin_spec_files, header_fields
+    files = builtin_spec_files()
+    assert len(files) == len(EXPECTED)
+    for f in files:
+        fields = header_fields(f.read_text(encoding="utf-8"))
+        hw = pm.load_spec(f)
+        assert (fields["name"], fields["architecture"], fields["compute_capability"],
+                fields["aliases"], fields["device_names"]) == (
+            hw.name, hw.architecture, hw.compute_capability, hw.aliases, hw.device_names)
+    assert main(["hw", "list"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in EXPECTED) and "H800-SXM   hopper      9.0" in out
+
+
+def test_hw_list_names_a_spec_without_its_identity_line(tmp_path, monkeypatch, capsys):
+    import perfmodel.cli.hw as cli_hw
+    bad = tmp_path / "X.yaml"
+    bad.write_text("name: X\narchitecture: hopper\naliases: [x]\ndevice_names: []\n",
+                   encoding="utf-8")
+    monkeypatch.setattr(cli_hw, "builtin_spec_files", lambda: [bad])
+    assert main(["hw", "list"]) == 2
+    err = capsys.readouterr().err
+    assert "X.yaml: compute_capability: missing top-level identity line" in err
+    assert "Traceback" not in err

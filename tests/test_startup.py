@@ -30,8 +30,10 @@ def test_hw_list_needs_neither_numpy_nor_the_ops():
                             "import contextlib, io\n"
                             "with contextlib.redirect_stdout(io.StringIO()):\n"
                             "    main(['hw', 'list'])")
-    assert "perfmodel.hardware" in loaded
-    assert not {"numpy", "scipy", "perfmodel.ops", "perfmodel.plan"} & loaded
+    assert "perfmodel.spec_headers" in loaded
+    # the listing reads the specs' identity lines: no spec is parsed, no YAML imported
+    assert not {"numpy", "scipy", "yaml", "perfmodel.hardware", "perfmodel.ops",
+                "perfmodel.plan"} & loaded
 
 
 def test_a_canonical_name_loads_its_spec_alone():
@@ -67,10 +69,14 @@ def test_an_alias_or_device_name_loads_its_spec_alone():
 
 
 def test_header_names_read_flow_lists_and_comments():
-    from perfmodel.hardware import _header_names
-    text = ("schema: 1\nname: X-1  # the chip\naliases: [x1, 'x-one']\n"
+    from perfmodel.spec_headers import header_fields, header_names
+    text = ("schema: 1\nname: X-1  # the chip\narchitecture: hopper\n"
+            "compute_capability: \"9.0\"\naliases: [x1, 'x-one']\n"
             "device_names: [\"NVIDIA X1\"]\nclocks:\n  name: not-top-level\n")
-    assert _header_names(text) == ["X-1", "x1", "x-one", "NVIDIA X1"]
+    assert header_names(text) == ["X-1", "x1", "x-one", "NVIDIA X1"]
+    assert header_fields(text) == {"name": "X-1", "architecture": "hopper",
+                                   "compute_capability": "9.0", "aliases": ("x1", "x-one"),
+                                   "device_names": ("NVIDIA X1",)}
 
 
 def test_names_resolve_to_the_catalogue_objects():

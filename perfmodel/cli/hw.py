@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 
 from perfmodel.cli.format import add_sm_clock_option, fmt_si, resolve_hardware
-from perfmodel.hardware import list_hardware
 from perfmodel.report.tables import format_table
+from perfmodel.spec_headers import builtin_spec_files, header_fields
+
+LIST_COLUMNS = ("name", "architecture", "compute_capability", "aliases", "device_names")
 
 
 def register(sub) -> None:
@@ -21,8 +23,25 @@ def register(sub) -> None:
 
 
 def run_list(args) -> int:
-    rows = [[hw.name, hw.architecture, hw.compute_capability, ", ".join(hw.aliases),
-             ", ".join(hw.device_names)] for hw in list_hardware()]
+    """The catalogue from each built-in spec's identity lines (perfmodel.spec_headers): no spec
+    is parsed, so the listing costs little more than Python's start-up; `hw show` loads one."""
+    from perfmodel.errors import InputError
+    rows, problems = [], []
+    for f in builtin_spec_files():
+        try:
+            fields = header_fields(f.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as e:
+            problems.append(f"{f}: cannot be read as UTF-8 text ({type(e).__name__})")
+            continue
+        missing = [k for k in LIST_COLUMNS if k not in fields]
+        if missing:
+            problems.append(f"{f}: {', '.join(missing)}: missing top-level identity line "
+                            f"(expected `key: value` at the start of a line)")
+            continue
+        rows.append([fields["name"], fields["architecture"], fields["compute_capability"],
+                     ", ".join(fields["aliases"]), ", ".join(fields["device_names"])])
+    if problems:
+        raise InputError(problems)
     print(format_table(["name", "arch", "cc", "aliases", "device names"], rows))
     return 0
 
