@@ -45,6 +45,10 @@ def test_fitted_on_comes_from_the_selection_rules(fresh):
         assert list(fitted.CONSTANTS[key].fitted_on) == rows
     assert fitted.CONSTANTS["tensor_sustained_fraction"].fitted_on == (fit.MAMF_ROW,)
     assert fitted.CONSTANTS["attention.softmax_overlap.fa4"].fitted_on == (fit.FA4_ROW,)
+    # the training clock: the Megatron-Core configurations, one row each, no PyTorch run
+    clock = fitted.CONSTANTS["training.sm_clock_fraction"].fitted_on
+    assert list(clock) == [r.id for r in fit.training_clock_fit_rows()] and len(clock) >= 80
+    assert not [r for r in clock if r.split("-")[0] in ("LF", "AO", "AM")]
 
 
 def test_fit_does_not_depend_on_the_values_it_replaces(fresh, monkeypatch):

@@ -101,6 +101,11 @@ def register(sub) -> None:
                    help="fixed recomputation (default: none where it fits, else full)")
     t.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=1,
                    help="ZeRO stage (1: Megatron's distributed optimizer; 3: FSDP)")
+    t.add_argument("--framework", choices=("megatron", "pytorch"), default="megatron",
+                   help="megatron: Megatron-Core + Transformer Engine (TP communication "
+                        "overlapped, FP8 weights cast once per step, casts fused into norms; "
+                        "NeMo, Megatron-LM); pytorch: torchtitan / FSDP, the graph as it is "
+                        "(default megatron)")
     t.add_argument("--top", type=int, default=10, help="plans to print (default 10)")
     t.set_defaults(fn=run_train)
 
@@ -331,10 +336,11 @@ def run_train(args) -> int:
     plans, tried, refused = search_training_plans(
         m, h, args.gpus, args.batch, args.seq, args.dtype, args.tp, args.cp, args.pp, args.vp,
         args.dp, args.ep, args.micro_batch, args.recompute, args.zero,
-        progress=sys.stderr.isatty())
+        progress=sys.stderr.isatty(), framework=args.framework)
     search = {"model": m.name, "hardware": h.name, "gpus": args.gpus,
               "global_batch": args.batch, "seq": args.seq, "dtype": args.dtype,
-              "recompute": args.recompute, "zero": args.zero, "layouts_tried": tried,
+              "recompute": args.recompute, "zero": args.zero, "framework": args.framework,
+              "layouts_tried": tried,
               "layouts_not_fitting": refused}
     rows = [p.to_dict() for p in plans]
     if args.format == "json":
@@ -346,7 +352,8 @@ def run_train(args) -> int:
         print(_csv(flat), end="")
         return 0
     lines = [f"{m.name} training on {args.gpus}x {h.name}: global batch {args.batch} x "
-             f"{args.seq} tokens, {args.dtype}, ZeRO {args.zero}; {tried} layouts tried, "
+             f"{args.seq} tokens, {args.dtype}, ZeRO {args.zero}, {args.framework}; "
+             f"{tried} layouts tried, "
              f"{len(plans)} fit in memory ({refused} do not fit with any recomputation)"]
     if not plans:
         lines.append("no layout fits: add GPUs, use --zero 3, or a shorter --seq")

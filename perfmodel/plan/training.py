@@ -24,9 +24,24 @@ placed as the frameworks overlap it (`dp_exposed_s`):
   forward/backward prefetch): per pass the first layer's gather is exposed and each later layer
   exposes what its communication takes beyond the layer's compute.
 `overlap=False` leaves every data-parallel collective after the pipeline, unoverlapped (what
-`perfmodel predict --phase train` shows for the graph). Not modelled: the SM and HBM share the
-overlapped NCCL kernels take from the compute (the overlap is free here), TP communication overlap
-(userbuffers: the graph's TP collectives are exposed), CUDA-graph or CPU launch gaps.
+`perfmodel predict --phase train` shows for the graph).
+
+What the framework adds (`framework`, perfmodel.plan.frameworks): Megatron-Core with Transformer
+Engine overlaps the tensor-parallel reduce-scatters and all-gathers with the GEMMs beside them
+(userbuffers: ring exchange, pipelined or bulk, as NeMo's tp_overlap_configs choose, with the
+SMs the communication kernels take), casts an FP8 weight once per step rather than once per
+microbatch, and fuses the input's FP8 cast into the norm before it; the PyTorch frameworks run
+the graph as it is.
+
+The clock: a step keeps every SM busy for minutes, at the board's power and thermal limit, below
+the clock the kernel benchmarks sustain (Hardware.sustained_sm_clock_hz, fitted on seconds-long
+GEMM loops). The planner runs the step's kernels at `sm_clock_fraction` of that clock
+(`training_hardware`): TRAINING_SM_CLOCK_FRACTION, fitted on the Megatron frameworks' published
+steps (perfmodel/fitted.yaml training.sm_clock_fraction, cross-validated by source in
+`python -m perfmodel.validation.training_predict`). It also absorbs the per-kernel costs the
+step's graph leaves out (launch gaps, the host's synchronisations, the small kernels of the
+optimizer and loss) and so is a share of the whole step, not a clock anyone measured. Not
+modelled: the SM and HBM share the overlapped data-parallel NCCL kernels take from the compute.
 
 `recompute` (builder.RECOMPUTE): none (Megatron's default), selective (Megatron: the attention
 core again), op (torchtitan's per-op SAC: every second GEMM and the non-GEMM ops again), full
@@ -42,10 +57,12 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
+from perfmodel import fitted
 from perfmodel.errors import InputError
 from perfmodel.graph import DEFAULT_STREAM
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.ops import op as make_op
+from perfmodel.plan import frameworks
 from perfmodel.plan.memory import DEFAULT_RECOMPUTE, DEFAULT_ZERO, MemoryFit, as_model, \
     memory_fit
 from perfmodel.predict import predict, predict_op
@@ -64,6 +81,11 @@ MAX_SEARCH_VP = 8
 # Larger micro-batches are tried only up to this many tokens per GPU and microbatch: beyond it
 # the GEMMs are already large (m >= 8192) and a larger micro-batch only adds activations
 SEARCH_MICROBATCH_TOKENS = 8192
+# The SM clock a training step sustains as a share of the kernel benchmarks' sustained clock
+# (Hardware.sustained_sm_clock_hz): fitted on the Megatron frameworks' published steps
+# (perfmodel/fitted.yaml, its meaning and rows there)
+TRAINING_CLOCK_KEY = "training.sm_clock_fraction"
+TRAINING_SM_CLOCK_FRACTION = fitted.value(TRAINING_CLOCK_KEY)
 DP_COLLECTIVES = ("grad_reduce_scatter", "param_allgather", "expert_grad_reduce_scatter",
                   "expert_param_allgather")
 
@@ -178,7 +200,9 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                   zero: int = DEFAULT_ZERO, allow_oversubscribed: bool = False,
                   cp: int = 1, overlap: bool = True,
                   grad_reduce_dtype: str = "bf16",
-                  attention_kernel: str | None = None) -> TrainingPlan:
+                  attention_kernel: str | None = None,
+                  framework: str = "megatron",
+                  sm_clock_fraction: float | None = None) -> TrainingPlan:
     """One training step; `batch` sequences per model replica (global batch = batch·dp), each
     split over `cp` context-parallel ranks (GPUs = tp·cp·pp·dp). Raises InputError with the
     memory per GPU when the plan does not fit in the usable HBM, unless `allow_oversubscribed`
@@ -190,8 +214,17 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
     torch.float32`): twice the bytes on the wire. `attention_kernel`: the attention's kernel
     family (ops.attention KERNELS but TensorRT-LLM's inference "trtllm"; None: the GPU's
     default design), as the framework trains with it (Transformer Engine's cuDNN attention,
-    FlashAttention-2 through flash-attn or PyTorch's SDPA)."""
+    FlashAttention-2 through flash-attn or PyTorch's SDPA). `framework`
+    (perfmodel.plan.frameworks.FRAMEWORKS): megatron (Megatron-Core + Transformer Engine: TP
+    communication overlapped with the GEMMs, FP8 weights cast once per step, casts fused into
+    the norms) or pytorch (torchtitan, FSDP: the graph as it is). `sm_clock_fraction`: the SM
+    clock of the step as a share of the GPU's sustained clock (None: the fitted
+    TRAINING_SM_CLOCK_FRACTION; module docstring); level "roofline" keeps the datasheet clocks."""
     m, h = as_model(model), hardware(hw)
+    fw = frameworks.framework(framework)
+    run_hw = training_hardware(h, sm_clock_fraction)  # validates the fraction at any level
+    if level == "roofline":
+        run_hw = h
     if ep > 1 and (tp * dp * cp) % ep:
         raise InputError(f"ep: {ep} must divide tp·dp·cp = {tp * dp * cp} (experts are spread "
                          f"over the data-, context- and tensor-parallel ranks)")
@@ -210,18 +243,24 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                     microbatches=microbatches, virtual_stages=virtual_stages,
                     recompute=recompute, cp=cp, grad_reduce_dtype=grad_reduce_dtype,
                     attention_kernel=attention_kernel)
-    pred = predict(g, h, level)
+    pred = predict(g, run_hw, level)
     mb = w.n_microbatches
     k = g.pipeline.per_microbatch_ops
     bwd_at = g.meta["backward_op"]
     tail = {o.name: o for o in pred.ops[k:]}
-    pipeline_s = pred.microbatch_time_s * mb + pred.pipeline_bubble_s
+    # what the framework hides or removes from each microbatch (perfmodel.plan.frameworks);
+    # the bubble is (pp − 1)/vp microbatch times, so it shrinks with them
+    saved = frameworks.microbatch_savings_s(fw, pred.ops[:k], tp, h.sm_count, dtype, mb,
+                                            bwd_at)
+    mb_s = pred.microbatch_time_s - sum(saved.values())
+    bubble_s = pred.pipeline_bubble_s * mb_s / pred.microbatch_time_s
+    pipeline_s = mb_s * mb + bubble_s
     optimizer_s = tail["optimizer"].time_s if "optimizer" in tail else 0.0
     comm = {n: tail[n].time_s for n in DP_COLLECTIVES if n in tail}
     if not overlap:
         dp_exposed = sum(comm.values())
         if zero == 3 and dp * cp > 1:
-            dp_exposed += _zero3_extra_comm_s(g, h, level, mb)
+            dp_exposed += _zero3_extra_comm_s(g, run_hw, level, mb)
     else:
         fwd_s = sum(o.time_s for o in pred.ops[:bwd_at])
         bwd_s = sum(o.time_s for o in pred.ops[bwd_at:k])
@@ -235,8 +274,8 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
             if zero == 3:
                 # per layer and microbatch: gather for the forward, gather again and
                 # reduce-scatter for the backward, each a layer ahead of the compute
-                ag_l = _resized_s(ops[ag], ops[ag].bytes / layers, h, level)
-                rs_l = _resized_s(ops[rs], ops[rs].bytes / layers, h, level)
+                ag_l = _resized_s(ops[ag], ops[ag].bytes / layers, run_hw, level)
+                rs_l = _resized_s(ops[rs], ops[rs].bytes / layers, run_hw, level)
                 per_mb = (prefetched_exposed_s(ag_l, fwd_s / layers, layers)
                           + prefetched_exposed_s(ag_l + rs_l, bwd_s / layers, layers))
                 dp_exposed += mb * per_mb
@@ -245,8 +284,8 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                 # buckets hold parameters: count them from the BF16 all-gather (the
                 # reduce-scatter's bytes depend on its dtype)
                 n = max(1, math.ceil(ops[ag].bytes / 2 / bucket_params(group)))
-                rs_b = _resized_s(ops[rs], ops[rs].bytes / n, h, level)
-                ag_b = _resized_s(ops[ag], ops[ag].bytes / n, h, level)
+                rs_b = _resized_s(ops[rs], ops[rs].bytes / n, run_hw, level)
+                ag_b = _resized_s(ops[ag], ops[ag].bytes / n, run_hw, level)
                 dp_exposed += bucketed_exposed_s(n * rs_b, n, bwd_s)
                 dp_exposed += bucketed_exposed_s(n * ag_b, n, fwd_s)
     step = pipeline_s + dp_exposed + optimizer_s
@@ -255,11 +294,23 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
     peak = step * gpus * h.tensor_peak_flop_per_s("bf16")
     mfu = model_flop_per_token(m, seq) * tokens / peak
     mfu_megatron = megatron_flop_per_token(m, seq) * tokens / peak
-    breakdown = _breakdown(pred.ops[:k], mb, pred.pipeline_bubble_s)
+    breakdown = _breakdown(pred.ops[:k], mb, bubble_s)
+    breakdown.update({k_: -v * mb for k_, v in saved.items()})
     breakdown.update(dp_exposed=dp_exposed, optimizer=optimizer_s)
     return TrainingPlan(m.name, h.name, tp, pp, dp, dtype, batch * dp, seq, step,
                         tokens / step, mfu, mem, ep, cp, virtual_stages, mb, recompute, zero,
                         mfu_megatron, pipeline_s, dp_exposed, optimizer_s, breakdown)
+
+
+def training_hardware(hw: Hardware, sm_clock_fraction: float | None = None) -> Hardware:
+    """The GPU as a training step runs it: its SM clock held at `sm_clock_fraction` (None: the
+    fitted TRAINING_SM_CLOCK_FRACTION) of its sustained clock under dense MMA load, a locked
+    clock's too (the fraction also stands for the step's per-kernel costs; module
+    docstring)."""
+    f = TRAINING_SM_CLOCK_FRACTION if sm_clock_fraction is None else sm_clock_fraction
+    if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f <= 1:
+        raise InputError(f"sm_clock_fraction: expected a number in (0, 1], got {f!r}")
+    return hw.locked(min(hw.sustained_sm_clock_hz * f, hw.max_sm_clock_hz))
 
 
 def _breakdown(ops, microbatches: int, bubble_s: float) -> dict[str, float]:
@@ -346,14 +397,16 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
                           vp: int | None = None, dp: int | None = None, ep: int | None = None,
                           micro_batch: int | None = None, recompute: str | None = None,
                           zero: int = DEFAULT_ZERO, progress: bool = False,
-                          top: int | None = None) -> tuple[list[TrainingPlan], int, int]:
+                          top: int | None = None, framework: str = "megatron"
+                          ) -> tuple[list[TrainingPlan], int, int]:
     """Every layout of `gpus` GPUs (`training_layouts`) with the least recomputation that fits
     (none, then full; a given `recompute` is fixed), predicted and ranked by tokens/s:
     (plans that fit, fastest first; layouts tried; layouts that fit with no recomputation
     choice). The memory check runs before the step is predicted, so the layouts that do not
-    fit cost almost nothing."""
+    fit cost almost nothing. `framework`: plan_training's (perfmodel.plan.frameworks)."""
     from perfmodel.report.progress import Progress
     m, h = as_model(model), hardware(hw)
+    frameworks.framework(framework)  # an unknown one fails before the search
     for k, v in (("gpus", gpus), ("global_batch", global_batch), ("seq", seq)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise InputError(f"{k}: expected a positive integer, got {v!r}")
@@ -376,7 +429,7 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
             if (t * d * c) % e or not memory_fit(m, h, w, zero).fits:
                 continue
             plans.append(plan_training(m, h, batch, seq, t, p, d, dtype, e, batch // b, v,
-                                       recompute=rc, zero=zero, cp=c))
+                                       recompute=rc, zero=zero, cp=c, framework=framework))
             break
         else:
             refused += 1

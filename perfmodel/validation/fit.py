@@ -138,6 +138,14 @@ SPECS = {
         (0.0, 0.05), 5,
         "SGLang's CPU time per engine step (scheduling, batch preparation, sampling, "
         "detokenization), serial with the GPU: no source states it (plan/simulator/engines.py)"),
+    "training.sm_clock_fraction": (
+        (0.5, 1.0), 3,
+        "the SM clock a training step sustains as a share of the GPU's sustained clock under "
+        "dense MMA load (the kernel benchmarks' clock, Hardware.sustained_sm_clock_hz): a "
+        "step holds every SM busy for minutes, so it runs at the board's power and thermal "
+        "limit, and it also stands in for the per-kernel costs the step's graph leaves out "
+        "(launches, the host's synchronisations, the optimizer's and the loss's small "
+        "kernels); plan_training takes it (perfmodel/plan/training.py)"),
     "attention.softmax_overlap.fa2": (
         (0.0, 1.0), 3,
         "FA2's forward overlap efficiency of its softmax with its MMAs (demand.Overlap's power "
@@ -321,6 +329,15 @@ STEP_OVERHEAD_RULE = (
     "(serving_measurements.csv; Llama 3.3 70B TP4 and Llama 3.1 405B TP8 on H200, where queueing "
     "is negligible and a token's latency is one engine step): regula falsi for the overhead at "
     "which the mean log error of the simulated medians is zero. Every other serving row is judged")
+TRAINING_CLOCK_RULE = (
+    "the published runs of the Megatron-Core frameworks (training_measurements.csv: NeMo, "
+    "NeMo Framework, dgxc-benchmarking and Megatron-LM, the sources {sources}; {n} "
+    "configurations the planner predicts, one row each: its tokens/s row, else its step-time "
+    "row): regula falsi for the fraction at which the median log error of the planned "
+    "throughput is zero ({fit:.4f}), kept to 3 decimals. The PyTorch frameworks' runs "
+    "(llm-foundry, torchtitan with torchao, NeMo AutoModel) are judged only, and each "
+    "Megatron source is judged with the fraction refitted without it "
+    "(python -m perfmodel.validation.training_predict)")
 B200_RULE = (
     "the AIConfigurator rows of TensorRT-LLM's BF16 linears on B200 with m, n, k >= 4096 "
     "(aiconfigurator_gemm.csv; {n} rows, compute-bound: the tensor pipe busy throughout, so the "
@@ -343,6 +360,7 @@ PRIORS = {
     "tensor_sustained_fraction.b300": 1.0,
     "hbm_achievable_fraction.b200": 0.90,      # the GH200 measurement hwspecs carried before
     "serving.step_overhead_s.sglang": 0.0,     # no CPU time per step
+    "training.sm_clock_fraction": 1.0,         # the kernel benchmarks' sustained clock
 }
 
 
@@ -933,6 +951,88 @@ def fit_sglang_step_overhead(sustained: float | None = None,
     return x, [c.id for c in rows]
 
 
+def training_clock_fit_rows(exclude: frozenset[str] = frozenset()) -> list:
+    """The training rows the step's clock fraction is fitted on (TRAINING_CLOCK_RULE): one per
+    configuration of a Megatron-Core framework that the planner predicts, none in `exclude`."""
+    from perfmodel.validation import training_predict as tp
+    from perfmodel.validation.training import load_training_cases
+    cases, _ = load_training_cases()
+    compared = tp.throughput_rows(cases)
+    rows = [c for c in compared.values() if c.id not in exclude
+            and tp.framework_of(c) == "megatron" and tp.why_not(c, compared) is None]
+    # a plan the planner refuses (memory, layout) is refused at every clock
+    return [c for c in rows if not isinstance(tp.plan_case(c), str)]
+
+
+def training_clock_sources(row_ids: list[str]) -> list[str]:
+    """The sources (TrainingCase.source) of training rows, sorted."""
+    from perfmodel.validation.training import load_training_cases
+    source = {c.id: c.source for c in load_training_cases()[0]}
+    return sorted({source[r] for r in row_ids})
+
+
+# fit_training_clock's results by everything they depend on: the tests and the report refit it
+# under the same constants several times in one process, and each fit plans ~80 steps ~6 times
+_TRAINING_CLOCK_FITS: dict[tuple, tuple[float, list[str]]] = {}
+
+
+def fit_training_clock(sustained: float | None = None,
+                       exclude: frozenset[str] = frozenset(),
+                       tol: float = 1e-4) -> tuple[float, list[str]]:
+    """training.sm_clock_fraction on its rows (TRAINING_CLOCK_RULE; its prior if they are all
+    held out). A run's planned throughput rises with the clock, and so does the median of the
+    rows' log errors, a continuous function: regula falsi (Illinois) finds its zero in a few
+    dozen plans per row. The GPUs as this fit has them (_with_sustained), the attention
+    constants as the caller has set them (fit_all: `applied`)."""
+    from perfmodel.hardware import hardware
+    from perfmodel.validation import training_predict as tp
+    key = "training.sm_clock_fraction"
+    rows = training_clock_fit_rows(exclude)
+    if not rows:
+        return prior(key), []
+    memo = (sustained, tuple(sorted(_FRESH_HW.items())), tuple(r.id for r in rows),
+            tuple(sorted(attention.SOFTMAX_OVERLAP.items())),
+            tuple(sorted(attention.DESIGN_OVERLAP.items())), attention.MMA_SYNC_FRACTION,
+            attention.MMA_SYNC_FRACTION_TCGEN05, attention.CTA_ROUND_TRIPS,
+            attention.MMA_SYNC_OPERAND_OVERLAP)
+    if memo in _TRAINING_CLOCK_FITS:
+        return _TRAINING_CLOCK_FITS[memo]
+    hws = {name: _with_sustained(hardware(name), sustained) for name in {r.hw for r in rows}}
+
+    def median_log_error(f: float) -> float:
+        errors = []
+        for r in rows:
+            plan = tp.plan_case(r, hw=hws[r.hw], sm_clock_fraction=f)
+            predicted = plan.tokens_per_s / r.gpus if r.metric == "tokens_per_s_per_gpu" \
+                else 1.0 / plan.step_time_s
+            errors.append(math.log(predicted / (r.value if r.metric == "tokens_per_s_per_gpu"
+                                                else 1.0 / r.value)))
+        return float(np.median(errors))
+    lo, hi = SPECS[key][0]
+    f_lo, f_hi = median_log_error(lo), median_log_error(hi)
+    if f_lo >= 0 or f_hi <= 0:  # the zero lies outside the range: its bound
+        x = lo if f_lo >= 0 else hi
+    else:
+        side = 0
+        for _ in range(60):
+            x = hi - f_hi * (hi - lo) / (f_hi - f_lo)
+            f_x = median_log_error(x)
+            if abs(f_x) < 1e-9 or hi - lo < tol:
+                break
+            if f_x < 0:
+                lo, f_lo = x, f_x
+                if side == -1:
+                    f_hi /= 2  # Illinois: the end that stays put is halved
+                side = -1
+            else:
+                hi, f_hi = x, f_x
+                if side == 1:
+                    f_lo /= 2
+                side = 1
+    _TRAINING_CLOCK_FITS[memo] = x, [r.id for r in rows]
+    return _TRAINING_CLOCK_FITS[memo]
+
+
 def _entry(key: str, value: float, rows: list[str], rule: str,
            rms: float | None = None) -> dict:
     rng, digits, meaning = SPECS[key]
@@ -946,8 +1046,9 @@ def _entry(key: str, value: float, rows: list[str], rule: str,
 def fit_all(exclude: frozenset[str] = frozenset(), serving: bool = True) -> dict[str, dict]:
     """Every fitted constant from a fresh fit, as fitted.yaml holds it (key -> entry). `exclude`:
     row ids no rule may select (a cross-validation fold's held-out source): a constant left
-    with no rows takes its prior (PRIORS) and fits on none. `serving=False` keeps the serving
-    constants as fitted.yaml has them (no kernel row informs them)."""
+    with no rows takes its prior (PRIORS) and fits on none. `serving=False` keeps the constants
+    fitted on whole-system rows (SGLang's step overhead, the training clock) as fitted.yaml has
+    them (no kernel row informs them)."""
     _FRESH_HW.clear()
     try:
         return _fit_all(frozenset(exclude), serving)
@@ -1011,9 +1112,15 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
             seen = now
         if serving:
             overhead, overhead_rows = fit_sglang_step_overhead(sustained)
+            clock, clock_rows = fit_training_clock(sustained)
+            clock_rule = TRAINING_CLOCK_RULE.format(
+                sources=", ".join(training_clock_sources(clock_rows)), n=len(clock_rows),
+                fit=clock)
         else:
             c = fitted.CONSTANTS["serving.step_overhead_s.sglang"]
             overhead, overhead_rows = c.value, list(c.fitted_on)
+            c = fitted.CONSTANTS["training.sm_clock_fraction"]
+            clock, clock_rows, clock_rule = c.value, list(c.fitted_on), c.rule
     entries = {"tensor_sustained_fraction": _entry(
         "tensor_sustained_fraction", sustained, sustained_rows,
         SUSTAINED_RULE.format(fit=raw_sustained)),
@@ -1036,7 +1143,9 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
         "tensor_sustained_fraction.b300", raw_b300, list(te_profile.FIT_ROWS),
         B300_RULE.format(fit=raw_b300)),
         "serving.step_overhead_s.sglang": _entry(
-        "serving.step_overhead_s.sglang", overhead, overhead_rows, STEP_OVERHEAD_RULE)}
+        "serving.step_overhead_s.sglang", overhead, overhead_rows, STEP_OVERHEAD_RULE),
+        "training.sm_clock_fraction": _entry(
+        "training.sm_clock_fraction", clock, clock_rows, clock_rule)}
     for name, key in ATTENTION_KEYS.items():
         entries[key] = _entry(key, att[name], att["rows"], ATTENTION_RULE, att["rms_log_error"])
     entries["attention.softmax_overlap.fa4"] = _entry(

@@ -8,7 +8,8 @@ report: H800 GPU-hours per trillion tokens, predicted on hwspecs/H800-SXM.yaml: 
 SM with NVLink cut to 400 GB/s). Pipeline
 schedules in both papers are more elaborate than 1F1B (interleaved with unstated virtual stages;
 DualPipe), so predictions are shown for plain 1F1B (v=1) and v=2. Context-parallel rows are not
-modelled and are skipped. Nothing here was fitted.
+modelled and are skipped. No constant was fitted on these rows (the planner's training clock,
+training.sm_clock_fraction, is fitted on the Megatron-Core runs of training_measurements.csv).
 """
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def training_reality(path: Path = TRAINING_CSV, virtual_stages=(1, 2)) -> list[R
 
 def main() -> None:
     rows = training_reality()
-    print("pretraining runs, predicted vs published (nothing fitted)")
+    print("pretraining runs, predicted vs published (no constant fitted on them)")
     print(format_table(["row", "metric", "measured", "pred 1F1B", "error", "pred v=2", "error"],
                        [[r.id, r.metric, f"{r.measured:.4g}", f"{r.predicted[1]:.4g}",
                          f"{r.error(1):+.1%}", f"{r.predicted[2]:.4g}", f"{r.error(2):+.1%}"]

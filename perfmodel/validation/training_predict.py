@@ -5,7 +5,8 @@
 
 What a row becomes: plan_training(model, hardware, batch = global batch / dp, seq, tp, pp, dp,
 dtype = the recipe's GEMM policy, ep, microbatches = batch / micro-batch, virtual_stages = VP,
-cp = CP, recompute (where the row states none: the least recomputation that fits, "none" —
+cp = CP, recompute (where the row states none: the recipe's own where the framework's recipe
+for the model sets one, RECIPE_RECOMPUTE, else the least recomputation that fits, "none" —
 the default of Megatron-Core's TransformerConfig — else "full", the rule of
 `search_training_plans`: a published run fitted in memory, so its recipe recomputed what it had
 to), zero = the row's ZeRO stage, grad_reduce_dtype = fp32 for the PyTorch-FSDP frameworks that
@@ -24,8 +25,14 @@ the planner's (tp/ep) have no counterpart in the planner: not predicted.
 
 Errors are in throughput terms, so that one sign means one thing across metrics: predicted /
 measured − 1 of tokens/s, and measured / predicted − 1 of a step time (+ is a planner faster
-than the run). Nothing here is fitted, and no training row informs a fitted constant (checked
-against perfmodel/fitted.yaml).
+than the run).
+
+One constant is fitted on these rows: training.sm_clock_fraction (perfmodel/fitted.yaml; the
+step's SM clock, perfmodel.plan.training), on the configurations of the Megatron-Core
+frameworks (NeMo, Megatron-LM, dgxc-benchmarking). Their rows are reported as "fitted" (a
+configuration's other rows with them); the PyTorch frameworks' rows (llm-foundry, torchtitan,
+NeMo AutoModel) are judged only. `cross_validated` judges each Megatron source with the
+fraction refitted on the others (leave one source out).
 """
 from __future__ import annotations
 
@@ -37,6 +44,7 @@ from typing import Callable, Iterable
 
 from perfmodel import fitted
 from perfmodel.errors import InputError
+from perfmodel.hardware import Hardware
 from perfmodel.plan.training import TrainingPlan, plan_training
 from perfmodel.report.progress import Progress
 from perfmodel.report.tables import format_table
@@ -63,8 +71,19 @@ GRAD_REDUCE_DTYPE = {"AO": "fp32", "LF": "fp32"}
 # left default.
 FRAMEWORK_ATTENTION = {"llm-foundry": "fa2", "torchtitan": "fa2", "nanotron": "fa2",
                        "NeMo": "cudnn", "Megatron-LM": "cudnn"}
+# The training framework each row ran (plan_training framework; perfmodel.plan.frameworks):
+# NeMo and Megatron-LM run Megatron-Core with Transformer Engine, the others PyTorch's own
+# parallelism (torchtitan, Composer's FSDP, NeMo AutoModel's FSDP2)
+TRAINING_FRAMEWORK = {"NeMo": "megatron", "Megatron-LM": "megatron"}
 # The recomputation tried, in order, for a row that does not state its own (module docstring)
 UNSTATED_RECOMPUTE = ("none", "full")
+# The recomputation a framework's recipe sets for a model, which its rows run unless they say
+# otherwise: NeMo's DeepSeek-V3 pretraining recipe recomputes every layer
+# (nemo/collections/llm/recipes/deepseek_v3.py, nemo_toolkit 2.3.0 — the NeMo 25.04 container
+# dgxc-benchmarking v25.05 runs — lines 111-113: recompute_granularity "full", method
+# "uniform", one layer per group). NeMo's other pretraining recipes set none (Megatron-Core's
+# default).
+RECIPE_RECOMPUTE = {("NeMo", "deepseek-v3"): "full"}
 LEVELS = ("pipes", "roofline")
 NOT_FIT = "does not fit in memory (plan_training's estimate, allow_oversubscribed=False)"
 _METRIC_LABEL = {"model_flop_per_s_per_gpu": "model TFLOP/s", "flop_per_s_per_gpu": "TFLOP/s",
@@ -103,42 +122,61 @@ def why_not(case: TrainingCase, compared: dict[str, TrainingCase]) -> str | None
     return None
 
 
-@functools.lru_cache(maxsize=None)
-def _plan(model: str, hw: str, batch: int, seq: int, tp: int, pp: int, dp: int, dtype: str,
-          ep: int, microbatches: int, vp: int, level: str, recompute: str,
-          zero: int, cp: int = 1, grad_reduce_dtype: str = "bf16",
-          attention_kernel: str | None = None) -> TrainingPlan | str:
+def _plan_uncached(hw, model: str, batch: int, seq: int, tp: int, pp: int, dp: int,
+                   dtype: str, ep: int, microbatches: int, vp: int, level: str, recompute: str,
+                   zero: int, cp: int = 1, grad_reduce_dtype: str = "bf16",
+                   attention_kernel: str | None = None, framework: str = "megatron",
+                   sm_clock_fraction: float | None = None) -> TrainingPlan | str:
     """The plan, or the one-line reason plan_training refused it (memory or layout)."""
     try:
         return plan_training(model, hw, batch=batch, seq=seq, tp=tp, pp=pp, dp=dp, dtype=dtype,
                              ep=ep, microbatches=microbatches, virtual_stages=vp, level=level,
                              recompute=recompute, zero=zero, allow_oversubscribed=False, cp=cp,
                              grad_reduce_dtype=grad_reduce_dtype,
-                             attention_kernel=attention_kernel)
+                             attention_kernel=attention_kernel, framework=framework,
+                             sm_clock_fraction=sm_clock_fraction)
     except InputError as e:
         return str(e).splitlines()[0]
+
+
+# the report plans each row at both levels and again for its worst-rows table: by GPU name
+_plan = functools.lru_cache(maxsize=None)(_plan_uncached)
 
 
 def replayed_recompute(case: TrainingCase) -> tuple[str, ...]:
     """The recomputation choices a row is replayed with, in order: its own, or where it states
     none UNSTATED_RECOMPUTE (module docstring)."""
-    return (case.recompute,) if case.recompute else UNSTATED_RECOMPUTE
+    if case.recompute:
+        return (case.recompute,)
+    recipe = RECIPE_RECOMPUTE.get((case.framework, case.model))
+    return (recipe,) if recipe else UNSTATED_RECOMPUTE
 
 
-def plan_case(case: TrainingCase, level: str = "pipes") -> TrainingPlan | str:
+def plan_case(case: TrainingCase, level: str = "pipes", hw: Hardware | None = None,
+              sm_clock_fraction: float | None = None) -> TrainingPlan | str:
     """plan_training for the row's layout at `level` with the first of its recomputation
     choices that fits (`replayed_recompute`), or the reason it was refused (the first
-    choice's, when none fits)."""
+    choice's, when none fits). `hw` (default: the row's GPU as loaded) and `sm_clock_fraction`
+    (default: the fitted one) are the fit's and the cross-validation's (TRAINING_CLOCK_RULE)."""
     first = None
     for rc in replayed_recompute(case):
-        p = _plan(case.model, case.hw, case.batch_per_replica, case.seq, case.tp, case.pp,
-                  case.dp, case.dtype, case.ep, case.microbatches, case.vp, level, rc,
-                  case.zero, case.cp, GRAD_REDUCE_DTYPE.get(case.source, "bf16"),
-                  FRAMEWORK_ATTENTION.get(case.framework))
+        args = (case.model, case.batch_per_replica, case.seq, case.tp, case.pp, case.dp,
+                case.dtype, case.ep, case.microbatches, case.vp, level, rc, case.zero, case.cp,
+                GRAD_REDUCE_DTYPE.get(case.source, "bf16"),
+                FRAMEWORK_ATTENTION.get(case.framework), framework_of(case))
+        if hw is None and sm_clock_fraction is None:
+            p = _plan(case.hw, *args)
+        else:
+            p = _plan_uncached(hw or case.hw, *args, sm_clock_fraction=sm_clock_fraction)
         if not isinstance(p, str) or refusal_reason(p) != NOT_FIT:
             return p
         first = first or p
     return first
+
+
+def framework_of(case: TrainingCase) -> str:
+    """The plan_training framework the row ran (TRAINING_FRAMEWORK; the others: pytorch)."""
+    return TRAINING_FRAMEWORK.get(case.framework, "pytorch")
 
 
 def refusal_reason(message: str) -> str:
@@ -203,9 +241,65 @@ def compare_case(case: TrainingCase, compared: dict[str, TrainingCase],
 
 
 def training_fitted_rows(cases: Iterable[TrainingCase]) -> frozenset[str]:
-    """Training rows named in any fitted constant's `fitted_on` (none so far: judged only)."""
+    """Training rows a fitted constant was fitted on (its `fitted_on` in perfmodel/fitted.yaml:
+    training.sm_clock_fraction), with the other rows of their configurations: a step-time row
+    and its configuration's tokens/s row carry the same information."""
+    cases = list(cases)
     ids = {c.id for c in cases}
-    return frozenset(r for c in fitted.CONSTANTS.values() for r in c.fitted_on if r in ids)
+    named = {r for c in fitted.CONSTANTS.values() for r in c.fitted_on if r in ids}
+    configs = {c.config for c in cases if c.id in named}
+    return frozenset(c.id for c in cases if c.config in configs)
+
+
+def cross_validated(sources: Iterable[str] | None = None,
+                    progress: bool = True) -> list[dict]:
+    """Leave one source out (TRAINING_CLOCK_RULE): for each source among the clock fit's rows
+    (`sources`: those only), the fraction refitted on the other sources' rows and the held-out
+    source's configurations judged at it, beside their in-sample errors at the fitted value.
+    One dict per source: source, n, fraction, MAPE / median |error| / bias held out and in
+    sample, and `errors`, the held-out signed errors."""
+    from perfmodel.validation import fit
+    rows = fit.training_clock_fit_rows()
+    by_source: dict[str, list[TrainingCase]] = {}
+    for r in rows:
+        by_source.setdefault(r.source, []).append(r)
+    wanted = sorted(by_source) if sources is None else list(sources)
+    unknown = [s for s in wanted if s not in by_source]
+    if unknown:
+        raise InputError(f"sources: {unknown} have no row in the clock fit (has: "
+                         f"{sorted(by_source)})")
+    bar = Progress(len(wanted), "clock folds") if progress else None
+    out = []
+    for s in wanted:
+        held = by_source[s]
+        f, _ = fit.fit_training_clock(exclude=frozenset(r.id for r in held))
+        out_of = [_throughput_error(r, plan_case(r, sm_clock_fraction=f)) for r in held]
+        inside = [_throughput_error(r, plan_case(r)) for r in held]
+        mape, med, bias = _stats(out_of)
+        i_mape, i_med, i_bias = _stats(inside)
+        out.append({"source": s, "n": len(held), "fraction": f, "errors": out_of, "mape": mape,
+                    "median_ape": med, "bias": bias, "fitted_mape": i_mape,
+                    "fitted_median_ape": i_med, "fitted_bias": i_bias})
+        if bar:
+            bar.update()
+    return out
+
+
+def _throughput_error(case: TrainingCase, plan: TrainingPlan) -> float:
+    """The planner's signed throughput error on a tokens/s or step-time row (module
+    docstring)."""
+    if case.metric == "step_time_s":
+        return case.value / plan.step_time_s - 1.0
+    return plan.tokens_per_s / case.gpus / case.value - 1.0
+
+
+def cross_validation_table(folds: list[dict]) -> str:
+    return format_table(
+        ["held-out source", "configs", "fraction without it", "MAPE", "median", "bias",
+         "fitted MAPE", "fitted median", "fitted bias"],
+        [[r["source"], r["n"], f"{r['fraction']:.3f}", _pct(r["mape"]), _pct(r["median_ape"]),
+          _pct(r["bias"]), _pct(r["fitted_mape"]), _pct(r["fitted_median_ape"]),
+          _pct(r["fitted_bias"])] for r in folds])
 
 
 def run(cases: list[TrainingCase], progress: bool = True) -> list[TrainingComparison]:
@@ -356,18 +450,35 @@ def memory_table(comparisons: list[TrainingComparison]) -> str:
     return format_table(["configuration", "model", "GPU", "layout", "plan_training memory"], rows)
 
 
-def report(comparisons: list[TrainingComparison], skipped: int = 0) -> str:
+def report(comparisons: list[TrainingComparison], skipped: int = 0,
+           folds: list[dict] | None = None) -> str:
     done = [c for c in comparisons if c.error is not None]
     configs = one_per_configuration(done)
-    out = [f"Published training rows replayed on plan_training (level pipes) beside the roofline "
-           f"(nothing fitted): {len(done)} rows of {len(configs)} configurations predicted, "
+    n_fitted = len(one_per_configuration(c for c in done if c.fitted))
+    out = [f"Published training rows replayed on plan_training (level pipes) beside the roofline: "
+           f"{len(done)} rows of {len(configs)} configurations predicted, "
            f"{len(comparisons) - len(done)} expressible rows not predicted, {skipped} rows "
-           f"skipped as inexpressible (python -m perfmodel.validation.training).",
+           f"skipped as inexpressible (python -m perfmodel.validation.training). One constant "
+           f"is fitted on training rows, training.sm_clock_fraction = "
+           f"{fitted.value('training.sm_clock_fraction'):g} (perfmodel/fitted.yaml), on the "
+           f"{n_fitted} Megatron-Core configurations: their rows are 'fitted', the PyTorch "
+           f"frameworks' 'judged'.",
            "error = predicted/measured - 1 of throughput (a step-time row: measured/predicted "
            "- 1); + is faster than the run. Statistics count each configuration once (its "
            "tokens/s row, else its step-time row).\n"]
     for g in ("source", ("source", "hardware"), "hardware", "model", "parallelism", "recipe"):
         out.append(error_table(comparisons, g))
+        out.append("")
+    if folds:
+        out.append("the fitted rows cross-validated: each Megatron-Core source judged with the "
+                   "clock fraction refitted without it")
+        out.append(cross_validation_table(folds))
+        judged = [c.error for c in configs if not c.fitted]
+        held = [e for r in folds for e in r.get("errors", ())]
+        mape, med, bias = _stats(judged + held)
+        out.append(f"every configuration judged (the Megatron-Core sources held out of the fit, "
+                   f"the others never in it): {len(judged) + len(held)} configurations, MAPE "
+                   f"{_pct(mape)}, median {_pct(med)}, bias {_pct(bias)}")
         out.append("")
     out.append("10 configurations furthest from their measurement")
     out.append(worst_table(comparisons))
@@ -382,7 +493,8 @@ def report(comparisons: list[TrainingComparison], skipped: int = 0) -> str:
 
 def main() -> None:
     cases, skipped = load_training_cases()
-    print(report(run(cases), len(skipped)))
+    comparisons = run(cases)
+    print(report(comparisons, len(skipped), cross_validated()))
 
 
 if __name__ == "__main__":

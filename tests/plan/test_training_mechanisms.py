@@ -134,3 +134,13 @@ def test_stated_recompute_is_kept():
     c = _case("AO-F8-H100-1-tps")
     assert replayed_recompute(c) == ("op",)
     assert refusal_reason("needs 90.0 GB per GPU (...), has 80.0 GB usable") == NOT_FIT
+
+
+def test_nemo_deepseek_v3_rows_recompute_as_the_recipe_does():
+    """dgxc-benchmarking's DeepSeek-V3 rows do not state their recomputation; NeMo's recipe
+    recomputes every layer (RECIPE_RECOMPUTE), so GB200's, which would fit without, replays
+    with full recomputation too."""
+    c = _case("DGXC-2505-DSV3-GB200-128-tput")
+    assert c.recompute is None and replayed_recompute(c) == ("full",)
+    assert plan_case(c).recompute == "full"
+    assert plan_case(dataclasses.replace(c, recompute="none")).recompute == "none"

@@ -302,12 +302,43 @@ def test_full_replay_and_report(loaded):
     cases, skipped = loaded
     comparisons = run(cases, progress=False)
     assert len(comparisons) == len(cases)
-    assert not training_fitted_rows(cases)       # judged only: nothing fitted on these rows
+    # the clock fraction is fitted on the Megatron-Core runs (their whole configurations), the
+    # PyTorch frameworks' are judged only
+    fitted_rows = training_fitted_rows(cases)
+    assert {c.source for c in cases if c.id in fitted_rows} == {"DGXC", "NEMOFW", "NEMO2407",
+                                                                   "MLM"}
+    assert not {c.id for c in cases if c.source in ("LF", "AO", "AM")} & fitted_rows
+    assert all(c.fitted == (c.case.id in fitted_rows) for c in comparisons)
     done = [c for c in comparisons if c.error is not None]
     assert len(done) >= 60
     assert all(c.predicted > 0 and math.isfinite(c.predicted) for c in done)
     assert all(c.reason for c in comparisons if c.error is None)
     rows = summarize(comparisons, "source")
     assert {r["source"] for r in rows if r["n"]} >= {"NEMO2407", "NEMOFW", "DGXC", "LF", "AM"}
-    text = report(comparisons, len(skipped))
+    folds = [{"source": "MLM", "n": 3, "fraction": 0.8, "mape": 0.1, "median_ape": 0.1,
+              "bias": -0.1, "fitted_mape": 0.1, "fitted_median_ape": 0.1, "fitted_bias": -0.1}]
+    text = report(comparisons, len(skipped), folds)
     assert "10 configurations furthest" in text and "not predicted, by reason" in text
+    assert "refitted without it" in text and "0.800" in text and "every configuration judged" in text
+
+
+@pytest.mark.slow
+def test_a_source_held_out_of_the_clock_fit_is_judged_at_the_refitted_fraction():
+    """Leave Megatron-LM's 3 configurations out: the fraction refits on the other 80 within
+    its range, and the held-out rows' errors are theirs at that fraction."""
+    from perfmodel import fitted
+    from perfmodel.validation import fit
+    from perfmodel.validation.training_predict import cross_validated
+    (fold,) = cross_validated(["MLM"], progress=False)
+    assert fold["source"] == "MLM" and fold["n"] == 3
+    lo, hi = fitted.CONSTANTS["training.sm_clock_fraction"].range
+    assert lo <= fold["fraction"] <= hi
+    # one of 83 configurations moves the median little: within 0.01 of the fitted value
+    assert fold["fraction"] == pytest.approx(fitted.value("training.sm_clock_fraction"),
+                                             abs=0.01)
+    held = [r for r in fit.training_clock_fit_rows() if r.source == "MLM"]
+    errors = [abs(plan_case(r, sm_clock_fraction=fold["fraction"]).tokens_per_s / r.gpus
+                  / r.value - 1) for r in held]
+    assert fold["mape"] == pytest.approx(sum(errors) / 3)
+    with pytest.raises(InputError, match="sources"):
+        cross_validated(["LF"], progress=False)

@@ -1,0 +1,196 @@
+"""What a training framework does to the training graph's microbatch: the tensor-parallel
+communication it overlaps with GEMMs, the FP8 weight casts it caches across microbatches and the
+activation casts it fuses into the norm before. `plan_training` takes the graph's schedule (every
+TP collective exposed on the compute stream, every cast its own kernel each microbatch: what
+`perfmodel predict --phase train` shows) and applies `microbatch_savings` of its framework.
+
+Frameworks (FRAMEWORKS):
+
+- megatron: Megatron-Core with Transformer Engine, as NeMo's performance recipes and
+  Megatron-LM's benchmarks run it (tp_comm_overlap, TE linears, FP8 weight caching).
+- pytorch: torchtitan, PyTorch FSDP (llm-foundry/Composer), NeMo AutoModel: the graph as it
+  is (no TP userbuffers: torchtitan's async TP is off by default; torchao's float8 linears cast
+  weight and activation in every forward, each in kernels of their own).
+
+**TP communication overlap** (Transformer Engine userbuffers; NeMo's configurations in
+nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py, nemo_toolkit 2.3.0, e.g.
+`userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192`). With sequence parallelism each all-reduce
+of the graph is a reduce-scatter after a row-parallel GEMM (attention output, FC2; in the
+backward: the column-parallel dgrad's output) and an all-gather before the next column-parallel
+GEMM (QKV, FC1; backward: the dY of the row-parallel dgrad), each half of the all-reduce's time.
+TE hides each behind the GEMM beside it:
+
+- ring exchange (all-gathers, forward and backward; the FP8 forward reduce-scatters): the GEMM
+  runs in tp chunks and the copy engines pass the next shard around the ring while a chunk
+  computes, the local chunk first: exposed (tp − 1)·max(0, C/(tp − 1) − G/tp);
+- pipeline (the BF16 forward reduce-scatters, `PipelineOverlapCfg(num_sm, num_splits=4,
+  set_sm_margin=True)`): the GEMM runs in 4 splits on all SMs but the communication's and each
+  split's reduce-scatter runs on num_sm SMs beside the next split; the last split's is exposed:
+  C/4 + 3·max(0, C/4 − G'/4), the GEMM stretched to G' = G·SMs/(SMs − num_sm);
+- bulk (the backward reduce-scatters beside the wgrad GEMM, `BulkOverlapCfg(num_sm)`): the
+  whole collective runs on num_sm SMs beside the whole GEMM: exposed max(0, C − G'), G' as above.
+
+num_sm: the H100 70B TP4 configuration's, attention output 24 SMs and FC2 16 (pipeline), the
+QKV wgrad's 24 and FC1 wgrad's 4 (bulk); the other configurations differ by a few SMs.
+
+**FP8 weight caching**: Megatron-Core passes Transformer Engine `is_first_microbatch`, and TE
+casts (and transposes) each weight to FP8 in the first microbatch of a step only, reusing it
+for the others: the graph's per-microbatch weight cast runs once per step.
+
+**Norm-fused activation casts**: Megatron's TE layer spec builds QKV and FC1 as
+TELayerNormColumnParallelLinear, whose norm kernel writes its output already quantized: a
+cast that follows a norm in the graph is not a kernel of its own.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from perfmodel.errors import InputError
+from perfmodel.graph import DEFAULT_STREAM
+
+# NeMo's userbuffers configuration for Llama 3 70B TP4 on H100 (module docstring)
+PIPELINE_SPLITS = 4
+PIPELINE_NUM_SM = {"o_proj": 24, "down": 16}   # forward reduce-scatters, BF16
+BULK_NUM_SM = {"qkv": 24, "gate_up": 4}        # backward reduce-scatters beside the wgrad
+TP_COLLECTIVES = ("allreduce",)
+
+
+@dataclass(frozen=True)
+class TrainingFramework:
+    name: str
+    tp_comm_overlap: bool      # TE userbuffers around the TP GEMMs
+    fp8_weight_cache: bool     # one weight cast per step, not per microbatch
+    norm_fused_casts: bool     # a cast after a norm runs inside it
+    meaning: str
+
+
+FRAMEWORKS = {
+    "megatron": TrainingFramework("megatron", True, True, True,
+                                  "Megatron-Core + Transformer Engine (NeMo, Megatron-LM)"),
+    "pytorch": TrainingFramework("pytorch", False, False, False,
+                                 "torchtitan, PyTorch FSDP (llm-foundry), NeMo AutoModel"),
+}
+
+
+def framework(name: str) -> TrainingFramework:
+    try:
+        return FRAMEWORKS[name]
+    except KeyError:
+        raise InputError(f"framework: expected one of {', '.join(FRAMEWORKS)}, "
+                         f"got {name!r}") from None
+
+
+def ring_exchange_exposed_s(comm_s: float, gemm_s: float, tp: int) -> float:
+    """A ring-exchange all-gather or reduce-scatter of comm_s beside a GEMM of gemm_s split in
+    tp chunks (module docstring)."""
+    if tp < 2:
+        return comm_s
+    return (tp - 1) * max(0.0, comm_s / (tp - 1) - gemm_s / tp)
+
+
+def sm_margin_s(gemm_s: float, num_sm: int, sms: int) -> float:
+    """What a GEMM loses running on sms − num_sm SMs (the communication holds num_sm)."""
+    return gemm_s * num_sm / max(1, sms - num_sm)
+
+
+def pipelined_exposed_s(comm_s: float, gemm_s: float, splits: int = PIPELINE_SPLITS) -> float:
+    """A reduce-scatter split with its GEMM in `splits` pieces, each piece's collective beside the
+    next piece's GEMM: the last piece's collective is exposed (module docstring)."""
+    c, g = comm_s / splits, gemm_s / splits
+    return c + (splits - 1) * max(0.0, c - g)
+
+
+def bulk_exposed_s(comm_s: float, gemm_s: float) -> float:
+    return max(0.0, comm_s - gemm_s)
+
+
+def _role(name: str) -> str:
+    """The GEMM's role in its layer: 'l3.recompute.o_proj.dgrad' -> 'o_proj'."""
+    parts = [p for p in name.split(".") if p not in ("dgrad", "wgrad")]
+    return parts[-1]
+
+
+# ops a search for the GEMM beside a collective passes over (kernels between the GEMM and the
+# collective that the framework fuses or that are short); any other op ends the search
+_PASS_OVER = ("elementwise", "norm", "quantize")
+
+
+def _nearest_gemm(ops: Sequence, i: int, step: int):
+    """The GEMM on the compute stream next to ops[i] in direction `step`, or None."""
+    j = i + step
+    while 0 <= j < len(ops):
+        o = ops[j]
+        if o.stream == DEFAULT_STREAM:
+            if o.op.name == "gemm":
+                return o
+            if o.op.name not in _PASS_OVER:
+                return None
+        j += step
+    return None
+
+
+def tp_overlap_savings_s(ops: Sequence, tp: int, sms: int, dtype: str,
+                         backward_at: int) -> float:
+    """Seconds per microbatch TE's userbuffers take off the graph's exposed TP all-reduces
+    (module docstring): each all-reduce's reduce-scatter half beside the GEMM before it, its
+    all-gather half beside the GEMM after it. `ops`: the microbatch's scheduled ops in order;
+    `backward_at`: the index of the first backward op. Can be negative where the SMs the
+    communication holds cost the GEMM more than the overlap saves."""
+    if tp < 2:
+        return 0.0
+    saved = 0.0
+    for i, o in enumerate(ops):
+        if o.op.name not in TP_COLLECTIVES or o.stream != DEFAULT_STREAM:
+            continue
+        half = o.time_s / 2
+        before, after = _nearest_gemm(ops, i, -1), _nearest_gemm(ops, i, +1)
+        exposed = 0.0
+        if before is None:
+            exposed += half
+        elif i < backward_at:
+            role = _role(before.name)
+            if dtype == "bf16" and role in PIPELINE_NUM_SM:
+                n = PIPELINE_NUM_SM[role]
+                stretch = sm_margin_s(before.time_s, n, sms)
+                exposed += stretch + pipelined_exposed_s(half, before.time_s + stretch)
+            else:
+                exposed += ring_exchange_exposed_s(half, before.time_s, tp)
+        else:
+            n = BULK_NUM_SM.get(_role(before.name), 0)
+            stretch = sm_margin_s(before.time_s, n, sms)
+            exposed += stretch + bulk_exposed_s(half, before.time_s + stretch)
+        exposed += half if after is None else ring_exchange_exposed_s(half, after.time_s, tp)
+        saved += o.time_s - exposed
+    return saved
+
+
+def weight_cache_savings_s(ops: Sequence, microbatches: int) -> float:
+    """Seconds per microbatch saved by casting each weight once per step: (m − 1)/m of the
+    microbatch's weight casts."""
+    if microbatches <= 1:
+        return 0.0
+    casts = sum(o.time_s for o in ops if o.name.endswith(".quant_w")
+                and o.stream == DEFAULT_STREAM)
+    return casts * (microbatches - 1) / microbatches
+
+
+def fused_cast_savings_s(ops: Sequence) -> float:
+    """Seconds per microbatch of the activation casts right after a norm (the norm writes the
+    quantized output itself)."""
+    return sum(o.time_s for prev, o in zip(ops, ops[1:])
+               if o.name.endswith(".quant_x") and prev.op.name == "norm"
+               and o.stream == DEFAULT_STREAM)
+
+
+def microbatch_savings_s(fw: TrainingFramework, ops: Sequence, tp: int, sms: int, dtype: str,
+                         microbatches: int, backward_at: int) -> dict[str, float]:
+    """Per-microbatch seconds the framework takes off the graph's schedule, by mechanism."""
+    out = {}
+    if fw.tp_comm_overlap:
+        out["tp_comm_overlap"] = tp_overlap_savings_s(ops, tp, sms, dtype, backward_at)
+    if fw.fp8_weight_cache:
+        out["fp8_weight_cache"] = weight_cache_savings_s(ops, microbatches)
+    if fw.norm_fused_casts:
+        out["norm_fused_casts"] = fused_cast_savings_s(ops)
+    return out
