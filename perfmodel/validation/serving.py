@@ -163,6 +163,7 @@ class ServingCase:
     osl_range: tuple[int, int] | None = None
     max_batch_per_rank: int | None = None     # engine limits the source states ("max_batch_size
     max_num_tokens: int | None = None         # 896/rank, max_num_tokens 2048")
+    mem_fraction: float | None = None         # the launch's --mem-fraction-static (SGLang)
     rate: float | None = None        # requests/s (Poisson)
     concurrency: int | None = None
     target_qps: float | None = None  # MLPerf Server/Interactive
@@ -364,6 +365,16 @@ def engine_limits_of(text: str) -> dict:
     if m:
         out["max_num_tokens"] = int(m.group(1))
     return out
+
+
+def mem_fraction_of(notes: str) -> float | None:
+    """The memory fraction a launch command in the notes sets: SGLang's --mem-fraction-static
+    (or its prefix --mem-frac, which argparse accepts), None where none is set."""
+    m = re.search(r"--mem-frac(?:tion-static|tion|t)?[ =]([0-9.]+)", notes)
+    if not m:
+        return None
+    x = float(m.group(1))
+    return x if 0 < x <= 1 else None
 
 
 def phase_of(metric_text: str, osl_text: str) -> str:
@@ -687,7 +698,7 @@ def _case(row: dict, mlperf_osl: dict) -> ServingCase | Skipped:
         kv_dtype_stated=kv_stated, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, gpus=gpus,
         replicas=replicas, replicas_from=replicas_from, isl=isl, osl=osl, lengths=lengths,
         isl_range=length_range_of(row["isl"]), osl_range=length_range_of(row["osl"]),
-        **engine_limits_of(row["concurrency_or_rate"]),
+        **engine_limits_of(row["concurrency_or_rate"]), mem_fraction=mem_fraction_of(notes),
         phase=phase, mode=load.pop("mode"), metric=metric, value=value,
         value_resolution=resolution, ttft_limit_s=ttft_limit, tpot_limit_s=tpot_limit,
         disaggregated=disaggregated, division=division, precision_note=precision_note,

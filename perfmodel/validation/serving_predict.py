@@ -27,6 +27,10 @@ from perfmodel.validation.serving import (SYSTEM_METRICS, ServingCase, compare,
                                           comparison_report, load_serving_cases)
 
 ENGINE_PRESETS = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm"}
+# Rows whose engine text names an older release with its own defaults -> that release's preset
+# (engines.py): DataCrunch's SGLang runs are the December 2024 dev image, SGLang 0.4.1's
+# defaults (0.4.0 of 2024-12-04 and 0.4.1 of 2024-12-26 share them)
+VERSION_PRESETS = (("sglang", "Dec 2024", "sglang-0.4.1"),)
 SIM_DTYPES = ("bf16", "fp16", "fp8", "nvfp4", "mxfp8")
 OFFLINE_MODES = ("offline", "saturated", "sweep-max")
 # Requests per simulation: enough for several refills of the batch at steady state, few enough
@@ -149,6 +153,8 @@ def engine_settings(case: ServingCase) -> dict:
         out["max_batch"] = case.max_batch_per_rank
     if case.max_num_tokens:
         out["max_tokens_per_step"] = case.max_num_tokens
+    if case.mem_fraction is not None:
+        out["gpu_memory_utilization"] = case.mem_fraction
     return out
 
 
@@ -159,6 +165,14 @@ def _metrics(model: str, hw, engine: str, tp: int, ep: int, pp: int, dtype: str,
     r = simulate(model, hw, workload, engine=engine, tp=tp, ep=ep, pp=pp, dtype=dtype,
                  kv_dtype=kv_dtype, **dict(overrides))
     return r.metrics()
+
+
+def preset(case: ServingCase) -> str:
+    """The engine preset the row runs on: its release's (VERSION_PRESETS), else its engine's."""
+    for engine, text, name in VERSION_PRESETS:
+        if case.engine == engine and text in case.engine_version:
+            return name
+    return ENGINE_PRESETS[case.engine]
 
 
 def simulate_case(case: ServingCase, hw=None, **engine_overrides) -> float | None:
@@ -172,7 +186,7 @@ def simulate_case(case: ServingCase, hw=None, **engine_overrides) -> float | Non
     tp, ep, pp = layout(case)
     settings = {**engine_settings(case), **engine_overrides}
     try:
-        m = _metrics(case.model, hw or case.hardware.name, ENGINE_PRESETS[case.engine], tp, ep,
+        m = _metrics(case.model, hw or case.hardware.name, preset(case), tp, ep,
                      pp, case.weights_dtype, kv, _workload(case),
                      tuple(sorted(settings.items())))
     except InputError:

@@ -38,6 +38,18 @@ Read from the released packages (pip download --no-deps; file and line of the re
       0.7 decaying to 0.098 (global_config.py:24-31): `reserve_output_fraction` 1.0 here;
     CUDA graphs of decode batches [1, 2, 4, 8] + 16..160 step 8, + 168..256 above 90 GiB, +
       ..512 above 160 GB (model_executor/cuda_graph_runner.py:138-162).
+  SGLang 0.4.1 (December 2024; `sglang-0.4.1`), where it differs from 0.4.9:
+    mem_fraction_static by TP alone: 0.88 at TP1, 0.87 at TP2, 0.85 at TP4, 0.81 at TP8, 0.79
+      at TP16 (server_args.py:170-180);
+    chunked_prefill_size 8192 (server_args.py:183-187);
+    CUDA graphs of decode batches [1, 2, 4] + 8..160 step 8 (cuda_graph_max_bs 160:
+      server_args.py:190-198; model_executor/cuda_graph_runner.py:134);
+    attention through FlashInfer 0.1.6 (server_args.py:205-208; the wheel's
+      `flashinfer==0.1.6` requirement), whose prefill and tensor-core decode kernels are its
+      FlashAttention-2-style mma.sync templates (FlashInfer's Hopper FA3 templates came with
+      0.2): the fa2 family, and an FP8 cache converted per tile;
+    max_running_requests, page size, admission and the separate prefill and decode batches as
+      0.4.9 (managers/tp_worker.py:92-99, model_runner.py:526-535).
   TensorRT-LLM (its wheels are not on PyPI, so not read from source here; the documented
   defaults of the LLM API, to be checked): max_batch_size 2048, max_num_tokens 8192,
   KvCacheConfig.free_gpu_memory_fraction 0.9 of the memory left after the model, tokens_per_block
@@ -115,6 +127,10 @@ class Engine:
                              step of a captured size runs all but attention in graphs;
                              full_and_piecewise: both
     step_overhead_s          CPU time per step, serial with the GPU (0: see the docstring)
+    overlap_schedule         the scheduler forms the next batch while the GPU runs this one
+                             (SGLang's event_loop_overlap, on by default since 0.4: scheduler.py
+                             event_loop_overlap, disable_overlap_schedule False): a request
+                             arriving during a step joins the step after the next
     kv_blocks_override       KV blocks of the replica instead of those memory leaves (vLLM's
                              num_gpu_blocks_override; for what-ifs and tests)
     admission_watermark      share of the blocks a new request must leave free (vLLM V0's
@@ -156,6 +172,7 @@ class Engine:
     cuda_graph_sizes: tuple[int, ...] = ()
     cuda_graph_mode: str = "full_decode"
     step_overhead_s: float = 0.0
+    overlap_schedule: bool = False
     kv_blocks_override: int | None = None
     admission_watermark: float = 0.0
     spec_tokens: int = 0
@@ -224,7 +241,9 @@ class Engine:
         return dataclasses.asdict(self)
 
 
-ENGINES = ("vllm", "vllm-offline", "vllm-v0", "sglang", "trtllm")
+ENGINES = ("vllm", "vllm-offline", "vllm-v0", "sglang", "sglang-0.4.1", "trtllm")
+# SGLang 0.4.1's mem_fraction_static: (smallest TP, fraction), largest first (server_args.py)
+SGLANG_041_MEM_FRACTION = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
 ALIASES = {"tensorrt-llm": "trtllm", "vllm-v1": "vllm"}
 
 
@@ -266,8 +285,17 @@ def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> En
                       gpu_memory_utilization=round((mem - reserved) / mem, 3),
                       activations_in_reserve=True, reserve_output_fraction=1.0,
                       cuda_graph_sizes=graphs, cuda_graph_mode="full_decode",
-                      step_overhead_s=SGLANG_STEP_OVERHEAD_S, kernel_fusion="add_norm",
-                      fp8_attention=True)
+                      step_overhead_s=SGLANG_STEP_OVERHEAD_S, overlap_schedule=True,
+                      kernel_fusion="add_norm", fp8_attention=True)
+    if name == "sglang-0.4.1":
+        fraction = next(f for least, f in SGLANG_041_MEM_FRACTION if tp >= least)
+        return Engine(name, max_batch=None, max_tokens_per_step=8192, chunked_prefill=True,
+                      mixed_batching=False, block_tokens=1, gpu_memory_utilization=fraction,
+                      activations_in_reserve=True, reserve_output_fraction=1.0,
+                      cuda_graph_sizes=(1, 2, 4) + tuple(range(8, 161, 8)),
+                      cuda_graph_mode="full_decode", step_overhead_s=SGLANG_STEP_OVERHEAD_S,
+                      overlap_schedule=True, kernel_fusion="add_norm", fp8_attention=False,
+                      attention_kernel="fa2")
     if name == "trtllm":
         return Engine(name, max_batch=2048, max_tokens_per_step=8192, chunked_prefill=False,
                       mixed_batching=True, block_tokens=32, gpu_memory_utilization=0.9,

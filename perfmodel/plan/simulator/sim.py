@@ -15,6 +15,9 @@ Each step (`Engine` settings, engines.py):
   Without `chunked_prefill` a prompt is prefilled whole in one step; without `mixed_batching` a
   step is either all prefill (when any can be scheduled, prefill first) or all decode (vLLM V0,
   SGLang). A request's first token is sampled at the end of the step that completes its prefill.
+Under `overlap_schedule` (SGLang's event_loop_overlap) the scheduler forms a step's batch while
+the previous step runs, at its start: a request that arrives during a step waits for the next
+one too.
 The step's time comes from `StepCost` (cost.py); CUDA graphs remove the host's share of the kernel
 launches of the steps they capture (full decode steps, or all but attention for piecewise graphs)
 after padding the step to the next captured size, each replayed kernel keeping the GPU's own
@@ -110,6 +113,8 @@ class Lane:
         self.decode_end_s: list[float] = []
         self.ready_s = 0.0
         self.wake_s = 0.0                       # arrival that ended its last idle spell
+        self.formed_s = 0.0                     # when its next batch is formed (Engine
+                                                # overlap_schedule: the last step's start)
         self.unfinished = 0
 
     # -- moves ----------------------------------------------------------------------------------
@@ -325,6 +330,7 @@ class Simulation:
         # the lanes with work and the earliest to start (start_s; ties to the lowest index, as
         # min over (start, k) pairs), the arrivals up to that start delivered first
         fast = self.expected_tokens == 1.0 and not self.eng.spec_tokens
+        overlap = self.eng.overlap_schedule
         while self.done < total:
             while True:
                 start = k = None
@@ -343,9 +349,15 @@ class Simulation:
                         raise RuntimeError("simulation stalled with requests unfinished")
                     self.deliver(pending[0][0])
                     continue
-                if not (pending and pending[0][0] <= start) or not self.deliver(start):
+                # the arrivals the step's batch can hold: those before it was formed, at its
+                # start, or under the overlap schedule, when the lane went on from its last
+                # step, at that step's start (the batch is formed while the last one runs)
+                ln = lanes[k]
+                seen = ln.formed_s if overlap and start <= ln.ready_s + overhead else start
+                if not (pending and pending[0][0] <= seen) or not self.deliver(seen):
                     break
             ln = lanes[k]
+            ln.formed_s = start
             if fast and self.decode_step(ln, start):
                 continue
             if not self.step(ln, start) and not ln.running:
