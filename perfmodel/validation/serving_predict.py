@@ -37,6 +37,10 @@ OFFLINE_MODES = ("offline", "saturated", "sweep-max")
 # that the 100-odd distinct simulations of the table run in about a minute on two cores.
 MAX_REQUESTS = 600
 MIN_REQUESTS = 200
+# A Poisson-rate row replays its own request count (up to this many): above the engine's
+# capacity the queue and the batch grow for the benchmark's whole duration, so the latencies it
+# reports depend on how many requests it sent
+MAX_RATE_REQUESTS = 4000
 # a high-concurrency row simulates up to 4 waves of its concurrency (TensorRT-LLM's 896
 # sequences per attention group: 3584 requests)
 MAX_CONCURRENT_REQUESTS = 4096
@@ -139,7 +143,7 @@ def _workload(case: ServingCase) -> Workload:
                                                     min(4 * c, MAX_CONCURRENT_REQUESTS)),
                         isl=isl, osl=osl, concurrency=c)
     n = case.num_requests or MAX_REQUESTS
-    return Workload("rate", requests=max(MIN_REQUESTS, min(MAX_REQUESTS, n // k)),
+    return Workload("rate", requests=max(MIN_REQUESTS, min(MAX_RATE_REQUESTS, n // k)),
                     isl=isl, osl=osl, rate=case.rate / k)
 
 

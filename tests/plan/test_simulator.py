@@ -429,3 +429,75 @@ def test_trtllm_preset_dispatches_with_deepep_and_a_bad_exchange_is_refused():
     deep = StepCost("deepseek-v3", "B200", tp=1, ep=8, dtype="nvfp4", moe_exchange="deepep")
     nccl = StepCost("deepseek-v3", "B200", tp=1, ep=8, dtype="nvfp4")
     assert deep.decode_time_s(256, 2000) > nccl.decode_time_s(256, 2000)
+
+
+# -- SGLang's scheduler: admission and overlap schedule ---------------------------------------
+
+def _lane_with(running: list[tuple[int, int, int]], capacity: int):
+    """A one-token-page lane holding decoding requests of (prompt, output, generated)."""
+    from perfmodel.plan.simulator.sim import DECODE, Lane, Request
+    ln = Lane(capacity, 4096, 1)
+    for i, (p, o, g) in enumerate(running):
+        r = Request(i, 0.0, p, o, 1)
+        r.state, r.generated, r.computed = DECODE, g, p + g
+        ln.running[r.id] = r
+        ln.used += p + g
+        ln.start_decode(r)
+    return ln
+
+
+def test_sglang_admission_holds_every_request_to_its_end_as_shorter_ones_free_theirs():
+    """Two running requests (prompt 100; 10 and 50 tokens left) and a new one (prompt 100,
+    output 30): sorted by tokens left 10, 30, 50 holding 110, 100, 150. With F free tokens
+    the test is F − 100 − 30·3 > 0, F − 100 + 110 − 50·2 > 0, F − 100 + 210 − 50 > 0:
+    F > 190 (the first term binds)."""
+    from perfmodel.plan.simulator.sim import Request
+    new = Request(9, 0.0, 100, 30, 1)
+    for free, fits in ((190, False), (191, True)):
+        ln = _lane_with([(100, 20, 10), (100, 100, 50)], capacity=260 + free)
+        assert ln.capacity - ln.used == free
+        assert ln.sglang_future_fits(new) is fits
+    # a long running request and a short new one (sorted 5, 200 holding 10, 300): the first
+    # term charges both for the long one's 200 steps, F − 10 − 200·2 > 0: F > 410, more than
+    # reserving every remaining output at once would (200 + 10 + 5)
+    short = Request(8, 0.0, 10, 5, 1)
+    for free, fits in ((410, False), (411, True)):
+        ln = _lane_with([(100, 400, 200)], capacity=300 + free)
+        assert ln.sglang_future_fits(short) is fits
+
+
+def test_sglang_budget_takes_the_running_outputs_at_the_decaying_ratio():
+    ln = _lane_with([(100, 20, 10), (100, 100, 50)], capacity=1000)
+    assert ln.sglang_budget() == pytest.approx(1000 - 260 - 0.7 * 60)
+    for _ in range(600):
+        ln.decayed_token_ratio()
+    assert ln.token_ratio == pytest.approx(0.7 * 0.14)
+    ln.decayed_token_ratio()  # at its floor
+    assert ln.token_ratio == pytest.approx(0.098)
+
+
+def test_sglang_presets_schedule_as_sglang_does():
+    for name in ("sglang", "sglang-0.4.1"):
+        e = engine_preset(name, "H200-SXM", tp=4)
+        assert e.admission == "sglang" and e.overlap_schedule and not e.mixed_batching
+    old = engine_preset("sglang-0.4.1", "H200-SXM", tp=4)
+    assert old.gpu_memory_utilization == 0.85 and max(old.cuda_graph_sizes) == 160
+    assert old.attention_kernel == "fa2" and not old.fp8_attention
+    assert engine_preset("sglang-0.4.1", "H200-SXM", tp=8).gpu_memory_utilization == 0.81
+    with pytest.raises(InputError, match="admission"):
+        Engine("x", admission="fcfs").check()
+
+
+def test_overlap_schedule_makes_an_arrival_wait_for_the_step_already_formed():
+    """One long request decoding, a second arriving mid-step: without the overlap schedule its
+    prefill is the next step; with it, the step after (the next batch was formed when the
+    current one started), so its TTFT grows by about one decode step."""
+    w = Workload("trace", pairs=((128, 64), (128, 64)), arrivals=(0.0, 0.05))
+    kw = dict(cuda_graph_sizes=(), mixed_batching=False, step_overhead_s=0.0)
+    plain = sim(w, "sglang", overlap_schedule=False, **kw)
+    overlapped = sim(w, "sglang", overlap_schedule=True, **kw)
+    step = cost(fusion=engine_preset("sglang", HW).kernel_fusion).decode_time_s(1, 128 + 16)
+    extra = overlapped.ttft_s[1] - plain.ttft_s[1]
+    assert 0.5 * step < extra < 1.5 * step
+    assert overlapped.ttft_s[0] == pytest.approx(plain.ttft_s[0])  # an idle engine forms at once
+    check_consistent(overlapped)

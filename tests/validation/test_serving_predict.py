@@ -88,3 +88,26 @@ def test_a_concurrency_row_simulates_at_least_its_concurrency():
     case = BY_ID["TRT-0252"]  # 7168 in flight over 8 attention groups
     w = sp._workload(case)
     assert w.requests >= w.concurrency == 896
+
+
+def test_rows_run_the_engine_release_and_memory_fraction_they_state():
+    """DataCrunch's December 2024 SGLang rows run SGLang 0.4.1's preset; the 405B launch's
+    `--mem-frac 0.87` (argparse's prefix of --mem-fraction-static) sets its KV pool, the 70B
+    launch sets none (0.4.1's TP4 default, 0.85); the v0.4.9 rows keep the current preset."""
+    from perfmodel.validation.serving import mem_fraction_of
+    big, small = BY_ID["DCR-0313"], BY_ID["DCR-0286"]
+    assert sp.preset(big) == sp.preset(small) == "sglang-0.4.1"
+    assert big.mem_fraction == 0.87 and small.mem_fraction is None
+    assert sp.engine_settings(big)["gpu_memory_utilization"] == 0.87
+    assert "gpu_memory_utilization" not in sp.engine_settings(small)
+    newer = [c for c in CASES if c.engine == "sglang" and "v0.4.9" in c.engine_version]
+    assert newer and all(sp.preset(c) == "sglang" for c in newer)
+    assert mem_fraction_of("--tp 8 --mem-fraction-static=0.9 --x") == 0.9
+    assert mem_fraction_of("--mem-frac 1.5") is None and mem_fraction_of("no flags") is None
+
+
+def test_a_rate_row_replays_its_own_request_count():
+    c = BY_ID["DCR-0296"]  # 3200 requests at 16 req/s
+    assert c.num_requests == 3200 and sp._workload(c).requests == 3200
+    offline = BY_ID["DCR-0309"]  # 6000 prompts at t = 0: capped
+    assert sp._workload(offline).requests == sp.MAX_REQUESTS

@@ -33,9 +33,12 @@ Read from the released packages (pip download --no-deps; file and line of the re
       covers weights and the KV pool, the reserve holds activations and CUDA-graph buffers;
     max_running_requests = min(KV tokens // 2, request pool of 2048-4096) (managers/
       tp_worker.py:122-130, model_executor/model_runner.py:1024-1032);
-    admission reserves the remaining output of every running request, at new_token_ratio 1.0
-      when the request ignores EOS as benchmarks do (managers/schedule_policy.py:393-396), else
-      0.7 decaying to 0.098 (global_config.py:24-31): `reserve_output_fraction` 1.0 here;
+    admission (`admission="sglang"`): PrefillAdder.add_one_req_ignore_eos for requests that
+      ignore EOS, as benchmarks send them (managers/schedule_policy.py:385-460): the cache must
+      hold every running request to its end while the shorter ones finish (new_token_ratio 1.0
+      for them, lines 393-396), and the free tokens must exceed the new requests' prompts and
+      outputs plus the running requests' remaining outputs at new_token_ratio, 0.7 decaying to
+      0.098 (line 309; global_config.py:24-31);
     CUDA graphs of decode batches [1, 2, 4, 8] + 16..160 step 8, + 168..256 above 90 GiB, +
       ..512 above 160 GB (model_executor/cuda_graph_runner.py:138-162).
   SGLang 0.4.1 (December 2024; `sglang-0.4.1`), where it differs from 0.4.9:
@@ -88,6 +91,16 @@ from perfmodel.units import GiB
 from perfmodel.workloads.builder import MOE_EXCHANGES
 
 GRAPH_MODES = ("none", "full_decode", "piecewise", "full_and_piecewise")
+ADMISSIONS = ("reserve", "sglang")
+# SGLang's new-token-ratio schedule (global_config.py, the same in 0.4.1 and 0.4.9): the share of
+# a running request's remaining output the admission budget keeps, from its initial value down
+# to initial x factor over the decay steps, one step per decode batch, back to the initial value
+# when the scheduler idles; and the clip on any one request's remaining output
+# (schedule_policy.py CLIP_MAX_NEW_TOKENS_ESTIMATION)
+SGLANG_INIT_NEW_TOKEN_RATIO = 0.7
+SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR = 0.14
+SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS = 600
+SGLANG_CLIP_MAX_NEW_TOKENS = 4096
 # vLLM V0 and V1 capture [1, 2, 4] and multiples of 8 (worker/model_runner.py:73-75;
 # config/scheduler.py:79-81)
 VLLM_SMALL_GRAPHS = (1, 2, 4)
@@ -127,6 +140,17 @@ class Engine:
                              step of a captured size runs all but attention in graphs;
                              full_and_piecewise: both
     step_overhead_s          CPU time per step, serial with the GPU (0: see the docstring)
+    admission                "reserve": a request is admitted while its KV blocks and
+                             `reserve_output_fraction` of every running request's remaining
+                             output fit; "sglang": SGLang's PrefillAdder for requests that
+                             ignore EOS without a prefix cache (managers/schedule_policy.py,
+                             add_one_req_ignore_eos, as benchmarks run it; sim.py
+                             `sglang_future_fits`): admitted while the cache holds every
+                             running request to its end as the shorter ones finish and free
+                             theirs, and while the free tokens exceed the new requests'
+                             prompts and outputs plus the running ones' remaining outputs at
+                             SGLang's decaying new_token_ratio (0.7 down to 0.098 over 600
+                             decode steps: global_config.py)
     overlap_schedule         the scheduler forms the next batch while the GPU runs this one
                              (SGLang's event_loop_overlap, on by default since 0.4: scheduler.py
                              event_loop_overlap, disable_overlap_schedule False): a request
@@ -172,6 +196,7 @@ class Engine:
     cuda_graph_sizes: tuple[int, ...] = ()
     cuda_graph_mode: str = "full_decode"
     step_overhead_s: float = 0.0
+    admission: str = "reserve"
     overlap_schedule: bool = False
     kv_blocks_override: int | None = None
     admission_watermark: float = 0.0
@@ -188,6 +213,9 @@ class Engine:
             v = getattr(self, k)
             if v is not None and (not isinstance(v, int) or v < 1):
                 p.append(f"{k}: expected a positive integer or None, got {v!r}")
+        if self.admission not in ADMISSIONS:
+            p.append(f"admission: expected one of {', '.join(ADMISSIONS)}, got "
+                     f"{self.admission!r}")
         if not isinstance(self.block_tokens, int) or self.block_tokens < 1:
             p.append(f"block_tokens: expected a positive integer, got {self.block_tokens!r}")
         if not 0 < self.gpu_memory_utilization <= 1:
@@ -283,7 +311,7 @@ def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> En
         return Engine(name, max_batch=None, max_tokens_per_step=16384 if mib >= 160 * 1024
                       else 8192, chunked_prefill=True, mixed_batching=False, block_tokens=1,
                       gpu_memory_utilization=round((mem - reserved) / mem, 3),
-                      activations_in_reserve=True, reserve_output_fraction=1.0,
+                      activations_in_reserve=True, admission="sglang",
                       cuda_graph_sizes=graphs, cuda_graph_mode="full_decode",
                       step_overhead_s=SGLANG_STEP_OVERHEAD_S, overlap_schedule=True,
                       kernel_fusion="add_norm", fp8_attention=True)
@@ -291,7 +319,7 @@ def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> En
         fraction = next(f for least, f in SGLANG_041_MEM_FRACTION if tp >= least)
         return Engine(name, max_batch=None, max_tokens_per_step=8192, chunked_prefill=True,
                       mixed_batching=False, block_tokens=1, gpu_memory_utilization=fraction,
-                      activations_in_reserve=True, reserve_output_fraction=1.0,
+                      activations_in_reserve=True, admission="sglang",
                       cuda_graph_sizes=(1, 2, 4) + tuple(range(8, 161, 8)),
                       cuda_graph_mode="full_decode", step_overhead_s=SGLANG_STEP_OVERHEAD_S,
                       overlap_schedule=True, kernel_fusion="add_norm", fp8_attention=False,

@@ -50,7 +50,11 @@ from perfmodel.plan.memory import as_model
 from perfmodel.plan.simulator.cost import StepCost
 from perfmodel.plan.simulator.kv import KvBudget, check_fits, kv_budget
 from perfmodel.plan.simulator.result import SimResult
-from perfmodel.plan.simulator.engines import Engine, engine_preset
+from perfmodel.plan.simulator.engines import (SGLANG_CLIP_MAX_NEW_TOKENS,
+                                              SGLANG_INIT_NEW_TOKEN_RATIO,
+                                              SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR,
+                                              SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS, Engine,
+                                              engine_preset)
 from perfmodel.plan.simulator.workload import Workload
 from perfmodel.workloads.models import ModelSpec
 from perfmodel.workloads.builder import Workload as GraphWorkload
@@ -115,10 +119,14 @@ class Lane:
         self.wake_s = 0.0                       # arrival that ended its last idle spell
         self.formed_s = 0.0                     # when its next batch is formed (Engine
                                                 # overlap_schedule: the last step's start)
+        self.token_ratio = SGLANG_INIT_NEW_TOKEN_RATIO  # SGLang's new_token_ratio
+        self.version = 0                        # bumped when the running set changes
+        self.blocked_memo: tuple | None = None  # (version, request id, blocked)
         self.unfinished = 0
 
     # -- moves ----------------------------------------------------------------------------------
     def start_decode(self, r: Request) -> None:
+        self.version += 1
         r.state, r.j0, r.c0, r.g0 = DECODE, self.j, r.computed, r.generated
         self.n += 1
         self.a += r.c0 - r.j0
@@ -141,6 +149,7 @@ class Lane:
 
     def release(self, r: Request) -> None:
         """Free a running request's blocks and its reservation."""
+        self.version += 1
         if r.state == DECODE:
             blocks = -(-self.stop_decode(r) // self.bt)
         else:
@@ -174,6 +183,51 @@ class Lane:
     def due_of(self, res: int, tokens: int) -> int:
         """Of `blocks_due(tokens)`, those of one decoder with residue `res`."""
         return sum((self.j + i) % self.bt == res for i in range(tokens))
+
+    def remaining_outputs(self) -> tuple[list[int], list[int]]:
+        """(tokens left to generate, tokens held: prompt + generated) of each running request
+        with output left, as SGLang's PrefillAdder counts them."""
+        left, held, j = [], [], self.j
+        for r in self.running.values():
+            g = min(r.output, r.g0 + j - r.j0) if r.state == DECODE else r.generated
+            if r.output > g:
+                left.append(r.output - g)
+                held.append(r.prompt + g)
+        return left, held
+
+    def sglang_future_fits(self, r: Request) -> bool:
+        """SGLang's admission test for a request that ignores EOS with no prefix cache
+        (schedule_policy.py PrefillAdder.add_one_req_ignore_eos, 0.4.1 lines 273-313): with the
+        running requests and `r` sorted by the tokens they have left, L_1 <= ... <= L_n, and
+        the tokens they hold O_i, the cache must keep
+            free − prompt(r) + O_1 + ... + O_(i−1) − L_(i+1) · (n − i + 1) > 0   for every i
+        (L_(n+1) := L_n): when request i + 1 finishes, the n − i + 1 still running have each
+        grown by L_(i+1) tokens, and the shorter ones have freed theirs."""
+        left, held = self.remaining_outputs()
+        left.append(r.output - r.generated)
+        held.append(r.prompt + r.generated)
+        L, O = np.asarray(left, dtype=np.int64), np.asarray(held, dtype=np.int64)
+        order = np.argsort(L, kind="stable")
+        L, O = L[order], O[order]
+        n = len(L)
+        steps = np.empty(n, dtype=np.int64)
+        steps[:-1], steps[-1] = L[1:], L[-1]
+        freed = np.concatenate(([0], np.cumsum(O)[:-1]))
+        cur = (self.capacity - self.used) * self.bt - (r.prompt + r.generated)
+        return bool(np.all(cur + freed - steps * (n - np.arange(n)) > 0))
+
+    def sglang_budget(self) -> float:
+        """SGLang's PrefillAdder.rem_total_tokens before this step's admissions: the free
+        tokens less every running request's remaining output (clipped) at new_token_ratio."""
+        left, _ = self.remaining_outputs()
+        return ((self.capacity - self.used) * self.bt
+                - self.token_ratio * sum(min(x, SGLANG_CLIP_MAX_NEW_TOKENS) for x in left))
+
+    def decayed_token_ratio(self) -> None:
+        """One decode batch later (scheduler.py update_running_batch)."""
+        floor = SGLANG_INIT_NEW_TOKEN_RATIO * SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
+        step = (SGLANG_INIT_NEW_TOKEN_RATIO - floor) / SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS
+        self.token_ratio = max(self.token_ratio - step, floor)
 
     def admissible(self, blocks_now: int, total_blocks: int, reserve: float) -> bool:
         held = self.used + reserve * (self.reserved_total - self.used)
@@ -314,6 +368,7 @@ class Simulation:
             ln = self.lanes[k]
             if not (ln.running or ln.waiting):
                 ln.wake_s = t
+                ln.token_ratio = SGLANG_INIT_NEW_TOKEN_RATIO  # SGLang: re-init when idle
             r.lane = k
             ln.unfinished += 1
             ln.waiting.append(r)
@@ -413,6 +468,8 @@ class Simulation:
         if decode:
             self.decode_steps += 1
             self.mixed_steps += bool(chunks)
+            if eng.admission == "sglang":
+                ln.decayed_token_ratio()
             ln.decode_end_s.extend([end] * g)
             ln.j += g
             ln.decode_steps += 1
@@ -482,6 +539,8 @@ class Simulation:
         self.busy += stage if last else latency
         self.steps += 1
         self.decode_steps += 1
+        if eng.admission == "sglang":
+            ln.decayed_token_ratio()
         ln.decode_end_s.append(t)
         j = ln.j
         ln.j = j + 1
@@ -500,6 +559,15 @@ class Simulation:
             return True
         eng, bt = self.eng, ln.bt
         r = ln.waiting[0]
+        if eng.admission == "sglang":
+            # unchanged by decode steps (each term of the test moves by n − i + i − n = 0 a
+            # step, with one-token pages), so it is kept until the running set changes
+            if bt == 1 and ln.blocked_memo is not None and \
+                    ln.blocked_memo[:2] == (ln.version, r.id):
+                return ln.blocked_memo[2]
+            blocked = not ln.sglang_future_fits(r)
+            ln.blocked_memo = (ln.version, r.id, blocked)
+            return blocked
         tokens = r.prompt + r.generated
         c = min(tokens, budget)
         if not eng.chunked_prefill and c < tokens:
@@ -543,6 +611,8 @@ class Simulation:
         if not allow_admission:
             return chunks
         reserve = eng.reserve_output_fraction
+        sglang = eng.admission == "sglang"
+        rem_total = ln.sglang_budget() if sglang and ln.waiting else 0.0
         while ln.waiting and budget > 0 and len(ln.running) < ln.max_batch:
             r = ln.waiting[0]
             tokens = r.prompt + r.generated
@@ -553,11 +623,15 @@ class Simulation:
                 c = tokens  # a recompute longer than the budget runs alone
             if self.prefilled and r.preempted == 0:  # its KV arrived: admit straight to decode
                 blocks = -(-tokens // bt)
-                if not ln.admissible(blocks, r.total_blocks, reserve):
+                if sglang:
+                    if not ln.sglang_future_fits(r) or ln.used + blocks > ln.capacity:
+                        break
+                elif not ln.admissible(blocks, r.total_blocks, reserve):
                     break
                 ln.waiting.popleft()
                 r.blocks, r.computed = blocks, tokens
                 ln.running[r.id] = r
+                ln.version += 1
                 ln.used += blocks
                 ln.reserved_total += r.total_blocks
                 if math.isnan(r.first_s):
@@ -567,16 +641,28 @@ class Simulation:
                 self.admitted_decoders += 1
                 continue
             blocks = -(-c // bt)
-            if not ln.admissible(blocks, r.total_blocks, reserve):
+            if sglang:
+                if not ln.sglang_future_fits(r) or (ln.used + blocks > ln.capacity):
+                    break
+            elif not ln.admissible(blocks, r.total_blocks, reserve):
                 break
             ln.waiting.popleft()
             r.state, r.blocks, r.computed = PREFILL, blocks, 0
             ln.running[r.id] = r
+            ln.version += 1
             ln.prefilling.append(r)
             ln.used += blocks
             ln.reserved_total += r.total_blocks
             chunks.append((r, c))
             budget -= c
+            if sglang:
+                # a chunked prompt reserves no output yet (PrefillAdder.add_one_req_ignore_eos:
+                # _prefill_one_req(0, trunc_len, 0)); the budget stops the admissions after
+                # the request that exhausts it
+                rem_total -= c + (min(r.output - r.generated, SGLANG_CLIP_MAX_NEW_TOKENS)
+                                  if c == tokens else 0)
+                if rem_total <= 0:
+                    break
         return chunks
 
     def price(self, decode: int, ctx_sum: float, chunks) -> tuple[float, float]:
