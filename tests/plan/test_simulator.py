@@ -501,3 +501,24 @@ def test_overlap_schedule_makes_an_arrival_wait_for_the_step_already_formed():
     assert 0.5 * step < extra < 1.5 * step
     assert overlapped.ttft_s[0] == pytest.approx(plain.ttft_s[0])  # an idle engine forms at once
     check_consistent(overlapped)
+
+
+@pytest.mark.parametrize("engine, workload", [
+    ("vllm", Workload("offline", requests=120, isl=600, osl=200)),
+    ("trtllm", Workload("offline", requests=120, isl=600, osl=200)),
+    ("sglang", Workload("rate", requests=150, isl=("uniform", 1, 800),
+                        osl=("uniform", 1, 300), rate=12.0, seed=3)),
+    ("vllm", Workload("concurrency", requests=150, isl=300, osl=120, concurrency=32)),
+])
+def test_runs_of_decode_steps_change_nothing(engine, workload, monkeypatch):
+    """Simulation.decode_run takes the decode-only steps after one in a tight loop: the result
+    is the step-by-step one, float for float."""
+    from perfmodel.plan.simulator import sim as simulator
+    fast = sim(workload, engine)
+    monkeypatch.setattr(simulator.Simulation, "decode_run", lambda self, *a: None)
+    slow = sim(workload, engine)
+    for f in ("ttft_s", "tpot_s", "e2e_s", "itl_s", "generated"):
+        assert np.array_equal(getattr(fast, f), getattr(slow, f)), f
+    assert (fast.steps, fast.duration_s, fast.peak_kv_blocks) == \
+        (slow.steps, slow.duration_s, slow.peak_kv_blocks)
+    assert fast.to_dict() == slow.to_dict()

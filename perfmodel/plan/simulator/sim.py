@@ -550,7 +550,58 @@ class Simulation:
             for r, epoch in done:
                 if r.epoch == epoch and r.state == DECODE:
                     self.finish(ln, r, t)
+        elif len(lanes) == 1:
+            self.decode_run(ln, start, t)
         return True
+
+    def decode_run(self, ln: Lane, start: float, t: float) -> None:
+        """The decode-only steps that follow one (`decode_step` of the only lane, which began at
+        `start` and ended at `t`) while nothing can change the batch: no arrival the scheduler
+        would see, no request finishing before the last of them, a KV block for every decoder.
+        Admission stays blocked over them: the cache only fills, and SGLang keeps a refusal
+        until the running set changes (`admission_blocked`). The same state changes and floats
+        as that many passes of `run` through `decode_step`, without the passes."""
+        eng, pending, stage_free = self.eng, self.pending, self.stage_free
+        overhead, overlap = eng.step_overhead_s, eng.overlap_schedule
+        sglang = eng.admission == "sglang"
+        decode, capacity, residue, bt = ln.n, ln.capacity, ln.residue, ln.bt
+        graphs, pad = self.graphs_of(decode, decode, False)
+        price = self.cost._decode_step_times  # what price() reaches for such a step
+        finish_at, ends = ln.finish_at, ln.decode_end_s
+        while True:
+            s = t + overhead  # run's start of the lane: stage_free[0] is t, its wake earlier
+            if ln.wake_s > s:
+                return
+            seen = start if overlap else s
+            if pending and pending[0][0] <= seen:
+                return
+            j = ln.j
+            need = residue[j % bt]
+            if capacity - ln.used < need:
+                return
+            ln.formed_s = start = s
+            ln.used += need
+            if ln.peak < ln.used:
+                ln.peak = ln.used
+            if self.peak < ln.used:
+                self.peak = ln.used
+            latency = price(decode, ln.a + decode * (j + 1), graphs, pad)[0]
+            t = max(s, stage_free[-1]) + latency
+            stage_free[-1] = ln.ready_s = t
+            self.busy += latency
+            self.steps += 1
+            self.decode_steps += 1
+            if sglang:
+                ln.decayed_token_ratio()
+            ends.append(t)
+            ln.j = j + 1
+            ln.decode_steps += 1
+            done = finish_at.pop(j, None)
+            if done:
+                for r, epoch in done:
+                    if r.epoch == epoch and r.state == DECODE:
+                        self.finish(ln, r, t)
+                return
 
     def admission_blocked(self, ln: Lane, budget: int) -> bool:
         """Whether `schedule_prefill`'s admission loop admits no one (with no prefill running
@@ -560,10 +611,10 @@ class Simulation:
         eng, bt = self.eng, ln.bt
         r = ln.waiting[0]
         if eng.admission == "sglang":
-            # unchanged by decode steps (each term of the test moves by n − i + i − n = 0 a
-            # step, with one-token pages), so it is kept until the running set changes
-            if bt == 1 and ln.blocked_memo is not None and \
-                    ln.blocked_memo[:2] == (ln.version, r.id):
+            # SGLang does not try again once a request is refused for tokens until the running
+            # set changes (scheduler.py: batch_is_full, set on NO_TOKEN, cleared when a
+            # running request finishes, 0.4.1 lines 751-808 and 862-898): the refusal is kept
+            if ln.blocked_memo is not None and ln.blocked_memo[:2] == (ln.version, r.id):
                 return ln.blocked_memo[2]
             blocked = not ln.sglang_future_fits(r)
             ln.blocked_memo = (ln.version, r.id, blocked)
@@ -665,23 +716,27 @@ class Simulation:
                     break
         return chunks
 
-    def price(self, decode: int, ctx_sum: float, chunks) -> tuple[float, float]:
-        eng = self.eng
-        tokens = decode
-        for _, c in chunks:
-            tokens += c
-        graphs, pad = "none", 0
+    def graphs_of(self, decode: int, tokens: int, chunks: bool) -> tuple[str, int]:
+        """The CUDA graphs a step of `decode` decoders and `tokens` tokens replays (StepCost
+        step_times `graphs`) and the captured size it is padded to."""
         sizes = self.graph_sizes
         if sizes:
-            mode = eng.cuda_graph_mode
+            mode = self.eng.cuda_graph_mode
             full = mode in ("full_decode", "full_and_piecewise")
             piece = mode in ("piecewise", "full_and_piecewise")
             if full and not chunks and decode <= sizes[-1]:
-                graphs, pad = "all", sizes[bisect.bisect_left(sizes, decode)]
-            elif piece and tokens <= sizes[-1]:
-                graphs, pad = "body", sizes[bisect.bisect_left(sizes, tokens)]
+                return "all", sizes[bisect.bisect_left(sizes, decode)]
+            if piece and tokens <= sizes[-1]:
+                return "body", sizes[bisect.bisect_left(sizes, tokens)]
+        return "none", 0
+
+    def price(self, decode: int, ctx_sum: float, chunks) -> tuple[float, float]:
+        tokens = decode
+        for _, c in chunks:
+            tokens += c
+        graphs, pad = self.graphs_of(decode, tokens, bool(chunks))
         return self.cost.step_times(decode, ctx_sum, [(c, r.computed) for r, c in chunks],
-                                    graphs, pad, spec_tokens=eng.spec_tokens)
+                                    graphs, pad, spec_tokens=self.eng.spec_tokens)
 
     def finish(self, ln: Lane, r: Request, end: float) -> None:
         ln.release(r)
