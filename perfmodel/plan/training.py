@@ -5,8 +5,8 @@ A plan that does not fit in memory is refused unless asked for (`allow_oversubsc
 `search_training_plans` tries every layout of a GPU count and ranks those that fit.
 
 The step is the training graph of `perfmodel.workloads.builder` (one microbatch of the last
-pipeline stage, 1F1B or interleaved 1F1B with its bubble, gradient accumulation without a
-pipeline; the context-parallel ring overlapped with attention; the recomputation's extra
+pipeline stage, 1F1B or interleaved 1F1B with its bubble, or DeepSeek-V3's DualPipe
+(`dualpipe_step_s`), gradient accumulation without a pipeline; the context-parallel ring overlapped with attention; the recomputation's extra
 forward), scheduled by `perfmodel.schedule`, with the per-step data-parallel communication
 placed as the frameworks overlap it (`dp_exposed_s`):
 
@@ -88,6 +88,14 @@ TRAINING_CLOCK_KEY = "training.sm_clock_fraction"
 TRAINING_SM_CLOCK_FRACTION = fitted.value(TRAINING_CLOCK_KEY)
 DP_COLLECTIVES = ("grad_reduce_scatter", "param_allgather", "expert_grad_reduce_scatter",
                   "expert_param_allgather")
+PIPELINE_SCHEDULES = ("1f1b", "dualpipe")
+# DualPipe (DeepSeek-V3 Technical Report, arXiv:2412.19437, §3.2.1-3.2.2): the communication
+# each chunk's forward or backward starts (the expert all-to-all's dispatch and combine, the
+# pipeline's sends) runs beside the computation of the chunk paired with it, on kernels that
+# hold this many SMs ("only 20 SMs are sufficient to fully utilize the bandwidths of IB and
+# NVLink", of the H800's 132); the computation gets the rest
+DUALPIPE_COMM_SMS = 20
+DUALPIPE_OVERLAPPED = ("alltoall", "sendrecv")
 
 
 @dataclass(frozen=True)
@@ -202,7 +210,8 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                   grad_reduce_dtype: str = "bf16",
                   attention_kernel: str | None = None,
                   framework: str = "megatron",
-                  sm_clock_fraction: float | None = None) -> TrainingPlan:
+                  sm_clock_fraction: float | None = None,
+                  pipeline_schedule: str = "1f1b") -> TrainingPlan:
     """One training step; `batch` sequences per model replica (global batch = batch·dp), each
     split over `cp` context-parallel ranks (GPUs = tp·cp·pp·dp). Raises InputError with the
     memory per GPU when the plan does not fit in the usable HBM, unless `allow_oversubscribed`
@@ -219,7 +228,10 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
     communication overlapped with the GEMMs, FP8 weights cast once per step, casts fused into
     the norms) or pytorch (torchtitan, FSDP: the graph as it is). `sm_clock_fraction`: the SM
     clock of the step as a share of the GPU's sustained clock (None: the fitted
-    TRAINING_SM_CLOCK_FRACTION; module docstring); level "roofline" keeps the datasheet clocks."""
+    TRAINING_SM_CLOCK_FRACTION; module docstring); level "roofline" keeps the datasheet clocks.
+    `pipeline_schedule`: "1f1b" (interleaved with `virtual_stages` > 1) or "dualpipe"
+    (DeepSeek-V3's bidirectional schedule, `dualpipe_step_s`: an even pp, one virtual stage,
+    an even number of microbatches)."""
     m, h = as_model(model), hardware(hw)
     fw = frameworks.framework(framework)
     run_hw = training_hardware(h, sm_clock_fraction)  # validates the fraction at any level
@@ -230,6 +242,15 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                          f"over the data-, context- and tensor-parallel ranks)")
     if recompute not in RECOMPUTE:
         raise InputError(f"recompute: expected one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+    if pipeline_schedule not in PIPELINE_SCHEDULES:
+        raise InputError(f"pipeline_schedule: expected one of {', '.join(PIPELINE_SCHEDULES)}, "
+                         f"got {pipeline_schedule!r}")
+    if pipeline_schedule == "dualpipe":
+        n_mb = microbatches if microbatches is not None else batch
+        if pp < 2 or pp % 2 or virtual_stages != 1 or n_mb % 2:
+            raise InputError(f"pipeline_schedule: dualpipe needs an even pp >= 2, "
+                             f"virtual_stages 1 and an even number of microbatches (got pp "
+                             f"{pp}, virtual_stages {virtual_stages}, microbatches {n_mb})")
     w = Workload("train", batch, seq, None, tp, ep, pp, dp, dtype, microbatches, virtual_stages,
                  recompute=recompute, cp=cp, attention_kernel=attention_kernel)
     mem = memory_fit(m, h, w, zero)
@@ -254,6 +275,10 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                                             bwd_at)
     mb_s = pred.microbatch_time_s - sum(saved.values())
     bubble_s = pred.pipeline_bubble_s * mb_s / pred.microbatch_time_s
+    hidden = 0.0
+    if pipeline_schedule == "dualpipe":
+        pair_s, bubble_s = dualpipe_step_s(pred.ops[:k], bwd_at, mb_s, pp, h.sm_count)
+        hidden, mb_s = mb_s - pair_s, pair_s
     pipeline_s = mb_s * mb + bubble_s
     optimizer_s = tail["optimizer"].time_s if "optimizer" in tail else 0.0
     comm = {n: tail[n].time_s for n in DP_COLLECTIVES if n in tail}
@@ -296,6 +321,8 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
     mfu_megatron = megatron_flop_per_token(m, seq) * tokens / peak
     breakdown = _breakdown(pred.ops[:k], mb, bubble_s)
     breakdown.update({k_: -v * mb for k_, v in saved.items()})
+    if pipeline_schedule == "dualpipe":
+        breakdown["dualpipe_overlap"] = -hidden * mb
     breakdown.update(dp_exposed=dp_exposed, optimizer=optimizer_s)
     return TrainingPlan(m.name, h.name, tp, pp, dp, dtype, batch * dp, seq, step,
                         tokens / step, mfu, mem, ep, cp, virtual_stages, mb, recompute, zero,
@@ -311,6 +338,29 @@ def training_hardware(hw: Hardware, sm_clock_fraction: float | None = None) -> H
     if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f <= 1:
         raise InputError(f"sm_clock_fraction: expected a number in (0, 1], got {f!r}")
     return hw.locked(min(hw.sustained_sm_clock_hz * f, hw.max_sm_clock_hz))
+
+
+def dualpipe_step_s(ops, backward_at: int, microbatch_s: float, pp: int,
+                    sms: int) -> tuple[float, float]:
+    """(time per microbatch, bubble) of DualPipe (DeepSeek-V3 Technical Report §3.2.1): the
+    forward chunk of one microbatch and the backward chunk of another run as a pair whose
+    communication (DUALPIPE_OVERLAPPED ops on the compute stream: the expert all-to-all and the
+    pipeline sends) overlaps the other's computation, which runs on the SMs the communication
+    kernels leave (DUALPIPE_COMM_SMS): per microbatch max(C·s, X) for computation C, stretch
+    s = SMs/(SMs − 20) and communication X. The bubble is Table 2's (PP/2 − 1)(F&B + B − 3W),
+    with F&B that pair's time and B and W the chunk's backward and its weight-gradient GEMMs
+    (stretched), against 1F1B's (PP − 1)(F + B). `microbatch_s`: the microbatch's time as the
+    schedule and the framework have it."""
+    stretch = sms / max(1, sms - DUALPIPE_COMM_SMS)
+    comm = sum(o.time_s for o in ops
+               if o.op.name in DUALPIPE_OVERLAPPED and o.stream == DEFAULT_STREAM)
+    backward = sum(o.time_s for o in ops[backward_at:] if o.op.name not in DUALPIPE_OVERLAPPED
+                   and o.stream == DEFAULT_STREAM)
+    wgrad = sum(o.time_s for o in ops[backward_at:] if o.name.endswith(".wgrad")
+                and o.stream == DEFAULT_STREAM)
+    pair = max((microbatch_s - comm) * stretch, comm)
+    bubble = (pp / 2 - 1) * max(0.0, pair + stretch * (backward - 3 * wgrad))
+    return pair, bubble
 
 
 def _breakdown(ops, microbatches: int, bubble_s: float) -> dict[str, float]:

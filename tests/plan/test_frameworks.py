@@ -135,3 +135,34 @@ def test_training_clock_scales_the_step_and_is_validated():
     for bad in (0, 1.5, True, "0.8", float("nan")):
         with pytest.raises(InputError, match=r"sm_clock_fraction: expected a number in \(0, 1\]"):
             plan_training("llama3-8b", "H100-SXM", sm_clock_fraction=bad, **kw)
+
+
+def test_dualpipe_pairs_hide_the_communication_and_shrink_the_bubble():
+    """A microbatch of forward compute 3 s, an all-to-all 2 s, backward compute 6 s with 2 s of
+    weight-gradient GEMMs (the schedule's microbatch: 11 s), 132 SMs of which DualPipe's
+    communication holds 20: the pair runs max(9·132/112, 2) = 10.607 s; the bubble at pp 8 is
+    (8/2 − 1)·(10.607 + (132/112)·(6 − 3·2)) = 31.82 s, against 1F1B's 7 · 11 = 77 s."""
+    from perfmodel.plan.training import dualpipe_step_s
+    ops = [scheduled("l0.qkv", "gemm", 3.0), scheduled("l0.dispatch", "alltoall", 2.0),
+           scheduled("l0.qkv.dgrad", "gemm", 4.0), scheduled("l0.qkv.wgrad", "gemm", 2.0)]
+    pair, bubble = dualpipe_step_s(ops, 2, 11.0, pp=8, sms=132)
+    assert pair == pytest.approx(9 * 132 / 112)
+    assert bubble == pytest.approx(3 * (9 * 132 / 112 + 132 / 112 * (6 - 6)))
+    # communication longer than the paired compute stays exposed beyond it
+    pair, _ = dualpipe_step_s([scheduled("a", "alltoall", 20.0), scheduled("g", "gemm", 1.0)],
+                              1, 21.0, pp=2, sms=132)
+    assert pair == pytest.approx(20.0)
+
+
+def test_dualpipe_plans_are_checked_and_beat_1f1b_on_expert_parallel_runs():
+    kw = dict(batch=32, seq=4096, tp=1, pp=4, dp=16, ep=16, dtype="fp8",
+              allow_oversubscribed=True)
+    one = plan_training("deepseek-v3", "H100-SXM", **kw)
+    dual = plan_training("deepseek-v3", "H100-SXM", pipeline_schedule="dualpipe", **kw)
+    assert dual.step_time_s < one.step_time_s and dual.breakdown["dualpipe_overlap"] < 0
+    for bad in (dict(pp=3, dp=16), dict(virtual_stages=2)):
+        with pytest.raises(InputError, match="dualpipe needs an even pp"):
+            plan_training("deepseek-v3", "H100-SXM", pipeline_schedule="dualpipe",
+                          **{**kw, **bad})
+    with pytest.raises(InputError, match="pipeline_schedule: expected one of 1f1b, dualpipe"):
+        plan_training("llama3-8b", "H100-SXM", batch=8, dp=8, pipeline_schedule="gpipe")

@@ -12,18 +12,18 @@ def test_every_published_run_is_checked():
     assert set(ROWS) == {"llama3-t4-1", "llama3-t4-2", "dsv3-cost"}
 
 
-@pytest.mark.parametrize("row_id", ["llama3-t4-1", "llama3-t4-2"])
-def test_llama3_pretraining_within_15_percent_of_the_paper(row_id):
+@pytest.mark.parametrize("row_id", ["llama3-t4-1", "llama3-t4-2", "dsv3-cost"])
+def test_pretraining_runs_within_15_percent_on_the_schedule_they_ran(row_id):
     """Llama 3 Table 4 (TP8 PP16 on 8,192 and 16,384 H100s) on the interleaved schedule the
     paper ran (§3.3.2; its virtual stages unstated: the least, 2), PP hops and DP groups on the
-    inter-node network with Megatron's scatter/gather. Plain 1F1B is slower: its bubble."""
+    inter-node network with Megatron's scatter/gather; DeepSeek-V3 (PP16 EP64 DP128 on 2,048
+    H800s) on DualPipe, its all-to-all beside the paired chunk's compute (§3.2.1)."""
     row = ROWS[row_id]
-    assert abs(row.error(2)) < 0.15, row
-    assert row.predicted[1] < row.predicted[2]
+    assert abs(row.error("as run")) < 0.15, row
 
 
-@pytest.mark.xfail(strict=True, reason="DeepSeek-V3 hides its EP64 all-to-all under compute with "
-                   "DualPipe (arXiv:2412.19437 §3.2.1); the model prices it exposed on the 50 GB/s "
-                   "NICs the group crosses, and has no such overlap yet")
-def test_deepseek_v3_pretraining_within_25_percent_of_the_report():
-    assert abs(ROWS["dsv3-cost"].error(1)) < 0.25, ROWS["dsv3-cost"]
+def test_the_plain_schedules_are_slower_than_the_ones_run():
+    for row_id in ("llama3-t4-1", "llama3-t4-2"):  # TFLOPS: higher is faster
+        assert ROWS[row_id].predicted[1] < ROWS[row_id].predicted["as run"]
+    dsv3 = ROWS["dsv3-cost"]  # GPU-hours: lower is faster; 1F1B leaves the all-to-all exposed
+    assert dsv3.predicted["as run"] < 0.6 * dsv3.predicted[1]
