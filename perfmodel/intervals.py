@@ -9,6 +9,12 @@ than the file's `min_interval_rows` rows of the class the architecture's band ov
 is used, then the band over every row; `basis` says which. The band is what the published rows
 say the model's error is; an op unlike any of them (a new kind of kernel) may err beyond it.
 
+A GEMM takes the band of the library linears of its dtype first (`band_classes`: linear_bf16,
+linear_fp8, linear_fp8_block, linear_nvfp4: AIConfigurator's cuBLAS / TensorRT-LLM GEMMs, 114 to
+171 rows an architecture), then the `gemm` class: the gemm op prices a library-grade kernel, and
+the `gemm` rows are a handful of user kernels from bug reports (a TileLang matmul 3x slower than
+cuBLAS on B200), whose band would say more about those kernels than about the model.
+
 A graph's band: each op's own, weighted by its time (the errors of one graph's ops taken as fully
 correlated, the conservative reading): [T·Σ t_i e^q10_i / Σ t_i, T·Σ t_i e^q90_i / Σ t_i].
 """
@@ -97,9 +103,34 @@ def band_of_class(cls: str, architecture: str) -> Band | None:
     return None
 
 
+# the library-linear class of a GEMM's dtype (module docstring)
+LINEAR_CLASS = {"bf16": "linear_bf16", "fp16": "linear_bf16", "fp8": "linear_fp8",
+                "fp8_e4m3": "linear_fp8", "nvfp4": "linear_nvfp4"}
+
+
+def band_classes(op) -> tuple[str, ...]:
+    """The op classes whose band an op takes, in order (module docstring)."""
+    cls = op_class(op)
+    if op.name == "gemm":
+        p = op.params
+        linear = ("linear_fp8_block" if p.get("fp8_scaling") == "block" and
+                  str(p.get("dtype", "")).startswith("fp8") else
+                  LINEAR_CLASS.get(str(p.get("dtype", ""))))
+        if linear:
+            return (linear, cls)
+    return (cls,)
+
+
 def band(op, hw) -> Band | None:
-    """The band of `op` on `hw` (None where no accuracy file was written)."""
-    return band_of_class(op_class(op), hw.architecture)
+    """The band of `op` on `hw` (None where no accuracy file was written): of the first of its
+    `band_classes` with rows on the architecture, else the architecture's, else all rows'."""
+    classes = band_classes(op)
+    doc = _document()
+    if doc is not None and len(classes) > 1:
+        for cls in classes[:-1]:
+            if doc["intervals"]["by_class"].get(f"{cls}@{hw.architecture}"):
+                return band_of_class(cls, hw.architecture)
+    return band_of_class(classes[-1], hw.architecture)
 
 
 def graph_interval(prediction) -> dict[str, Any] | None:

@@ -77,3 +77,21 @@ def test_calibration_is_what_the_files_hold():
     assert cal_mod.render(cal_mod.accuracy_document(cal)) == cal_mod.ACCURACY_PATH.read_text()
     for source, ids in cal.folds.items():  # each refitted source's rows were fit rows
         assert all(cal_mod.source_of(i) == source for i in ids)
+
+
+def test_a_gemm_takes_the_band_of_the_library_linears_of_its_dtype():
+    """The gemm op prices a library GEMM: its band comes from the 171 AIConfigurator linears of
+    its dtype on Blackwell, not from the gemm class's 8 user kernels of bug reports (which would
+    put the whole band above the prediction)."""
+    b200 = pm.hardware("B200")
+    for dtype, cls in (("bf16", "linear_bf16"), ("fp8", "linear_fp8"), ("nvfp4", "linear_nvfp4")):
+        est = pm.predict_op(pm.ops.op("gemm", m=8192, n=8192, k=8192, dtype=dtype), b200)
+        assert est.interval_basis == f"{cls}@blackwell", dtype
+        lo, hi = est.interval_s
+        assert lo < est.time_s < hi, dtype
+    block = pm.ops.op("gemm", m=4096, n=4096, k=4096, dtype="fp8", fp8_scaling="block")
+    assert intervals.band(block, pm.hardware("H100-SXM")).basis == "linear_fp8_block@hopper"
+    # no linear rows for the dtype: the gemm class, then the architecture
+    tf32 = pm.ops.op("gemm", m=4096, n=4096, k=4096, dtype="tf32")
+    assert intervals.band(tf32, pm.hardware("H100-SXM")).basis == "gemm@hopper"
+    assert intervals.band_classes(tf32) == ("gemm",)
