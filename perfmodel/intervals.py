@@ -56,7 +56,7 @@ def _document() -> dict | None:
 def reload() -> None:
     """Forget the loaded perfmodel/accuracy.yaml (after `perfmodel calibrate` rewrote it)."""
     _document.cache_clear()
-    band_of_class.cache_clear()
+    band_of_classes.cache_clear()
 
 
 def op_class(op) -> str:
@@ -89,13 +89,16 @@ def op_class(op) -> str:
 
 
 @functools.lru_cache(maxsize=512)
-def band_of_class(cls: str, architecture: str) -> Band | None:
+def band_of_classes(classes: tuple[str, ...], architecture: str) -> Band | None:
+    """The band of the first of `classes` with rows on `architecture`, else the
+    architecture's, else all rows' (None where no accuracy file was written)."""
     doc = _document()
     if doc is None:
         return None
     iv = doc["intervals"]
-    for basis, entry in ((f"{cls}@{architecture}", iv["by_class"].get(f"{cls}@{architecture}")),
-                         (architecture, iv["by_architecture"].get(architecture)),
+    candidates = [(f"{c}@{architecture}", iv["by_class"].get(f"{c}@{architecture}"))
+                  for c in classes]
+    for basis, entry in (*candidates, (architecture, iv["by_architecture"].get(architecture)),
                          ("all", iv.get("all"))):
         if entry:
             return Band(math.exp(entry["log_q10"]), math.exp(entry["log_q90"]), basis,
@@ -122,15 +125,10 @@ def band_classes(op) -> tuple[str, ...]:
 
 
 def band(op, hw) -> Band | None:
-    """The band of `op` on `hw` (None where no accuracy file was written): of the first of its
-    `band_classes` with rows on the architecture, else the architecture's, else all rows'."""
-    classes = band_classes(op)
-    doc = _document()
-    if doc is not None and len(classes) > 1:
-        for cls in classes[:-1]:
-            if doc["intervals"]["by_class"].get(f"{cls}@{hw.architecture}"):
-                return band_of_class(cls, hw.architecture)
-    return band_of_class(classes[-1], hw.architecture)
+    """The band of `op` on `hw`: of the first of its `band_classes` with rows on the
+    architecture, else the architecture's, else all rows' (None where no accuracy file was
+    written)."""
+    return band_of_classes(band_classes(op), hw.architecture)
 
 
 def graph_interval(prediction) -> dict[str, Any] | None:

@@ -82,11 +82,9 @@ def main() -> None:
                         "as run", "pred as run", "error"],
                        [[r.id, r.metric, f"{r.measured:.4g}", f"{r.predicted[1]:.4g}",
                          f"{r.error(1):+.1%}", f"{r.predicted[2]:.4g}", f"{r.error(2):+.1%}",
-                         _as_run_label(r.id), f"{r.predicted['as run']:.4g}",
-                         f"{r.error('as run'):+.1%}"] if "as run" in r.predicted else
-                        [r.id, r.metric, f"{r.measured:.4g}", f"{r.predicted[1]:.4g}",
-                         f"{r.error(1):+.1%}", f"{r.predicted[2]:.4g}", f"{r.error(2):+.1%}",
-                         "-", "-", "-"] for r in rows]))
+                         *([_as_run_label(r.id), f"{r.predicted['as run']:.4g}",
+                            f"{r.error('as run'):+.1%}"] if "as run" in r.predicted
+                           else ["-"] * 3)] for r in rows]))
 
 
 def _as_run_label(row_id: str) -> str:

@@ -293,10 +293,9 @@ def cross_validated(sources: Iterable[str] | None = None,
 
 def _throughput_error(case: TrainingCase, plan: TrainingPlan) -> float:
     """The planner's signed throughput error on a tokens/s or step-time row (module
-    docstring)."""
-    if case.metric == "step_time_s":
-        return case.value / plan.step_time_s - 1.0
-    return plan.tokens_per_s / case.gpus / case.value - 1.0
+    docstring), as TrainingComparison reckons it."""
+    return TrainingComparison(case, case.metric, case.value,
+                              _predicted(case, plan, case.metric), None).error
 
 
 def cross_validation_table(folds: list[dict]) -> str:

@@ -63,6 +63,10 @@ WAITING, PREFILL, DECODE, DONE = range(4)
 V0_MIN_BATCHED_TOKENS = 2048     # vLLM V0: max(max_model_len, 2048) without chunked prefill
 SGLANG_HALF_KV = 2               # SGLang: max_running_requests = KV tokens // 2 ...
 SGLANG_MAX_REQUESTS = 4096       # ... at most the request pool
+# SGLang's new_token_ratio floor and its decay per decode batch (scheduler.py, engines.py)
+SGLANG_RATIO_FLOOR = SGLANG_INIT_NEW_TOKEN_RATIO * SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
+SGLANG_RATIO_DECAY = (SGLANG_INIT_NEW_TOKEN_RATIO - SGLANG_RATIO_FLOOR) / \
+    SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS
 
 
 def expected_tokens_per_step(drafts: int, acceptance: float) -> float:
@@ -225,9 +229,14 @@ class Lane:
 
     def decayed_token_ratio(self) -> None:
         """One decode batch later (scheduler.py update_running_batch)."""
-        floor = SGLANG_INIT_NEW_TOKEN_RATIO * SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
-        step = (SGLANG_INIT_NEW_TOKEN_RATIO - floor) / SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS
-        self.token_ratio = max(self.token_ratio - step, floor)
+        self.token_ratio = max(self.token_ratio - SGLANG_RATIO_DECAY, SGLANG_RATIO_FLOOR)
+
+    def admits(self, r: Request, blocks: int, reserve: float, sglang: bool) -> bool:
+        """Whether `r`, taking `blocks` KV blocks now, passes admission: SGLang's test
+        (`sglang_future_fits`, and the blocks free) or `admissible` at `reserve`."""
+        if sglang:
+            return self.sglang_future_fits(r) and self.used + blocks <= self.capacity
+        return self.admissible(blocks, r.total_blocks, reserve)
 
     def admissible(self, blocks_now: int, total_blocks: int, reserve: float) -> bool:
         held = self.used + reserve * (self.reserved_total - self.used)
@@ -674,10 +683,7 @@ class Simulation:
                 c = tokens  # a recompute longer than the budget runs alone
             if self.prefilled and r.preempted == 0:  # its KV arrived: admit straight to decode
                 blocks = -(-tokens // bt)
-                if sglang:
-                    if not ln.sglang_future_fits(r) or ln.used + blocks > ln.capacity:
-                        break
-                elif not ln.admissible(blocks, r.total_blocks, reserve):
+                if not ln.admits(r, blocks, reserve, sglang):
                     break
                 ln.waiting.popleft()
                 r.blocks, r.computed = blocks, tokens
@@ -692,10 +698,7 @@ class Simulation:
                 self.admitted_decoders += 1
                 continue
             blocks = -(-c // bt)
-            if sglang:
-                if not ln.sglang_future_fits(r) or (ln.used + blocks > ln.capacity):
-                    break
-            elif not ln.admissible(blocks, r.total_blocks, reserve):
+            if not ln.admits(r, blocks, reserve, sglang):
                 break
             ln.waiting.popleft()
             r.state, r.blocks, r.computed = PREFILL, blocks, 0
