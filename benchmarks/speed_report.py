@@ -99,6 +99,16 @@ def main() -> None:
     add("predict_ops, 1,000 new gemm shapes, per op", (time.perf_counter() - t) / 1000, 3e-6)
     add("predict_ops, the same 1,000 again, per op",
         median_s(lambda: pm.predict_ops(shapes, hw), runs=5) / 1000, 3e-6)
+    # the array path itself (perfmodel.batch): a table of 1,000 new shapes, no Estimates
+    import numpy as np
+    rows_m = np.arange(1, 1001)
+    add("gemm_batch, 1,000 new shapes as arrays (m 1..1000: split-K), per op", each_new(
+        lambda i: lambda: pm.gemm_batch(hw, m=rows_m, n=5120, k=5120 + 1000 * (i + 1),
+                                            dtype="bf16"), 5) / 1000, 3e-6)
+    big = np.random.default_rng(0).integers(1024, 16384, (3, 1000))
+    add("gemm_batch, 1,000 new shapes as arrays (m, n, k 1k..16k), per op", each_new(
+        lambda i: lambda: pm.gemm_batch(hw, m=big[0], n=big[1], k=big[2] + i + 1,
+                                            dtype="bf16"), 5) / 1000, 3e-6)
 
     # --- attention --------------------------------------------------------------------------
     def attention(i, seq=4096, direction="fwd"):

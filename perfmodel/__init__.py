@@ -28,13 +28,14 @@ EXPORTS = {
     "list_hardware": "perfmodel.hardware", "load_spec": "perfmodel.hardware",
     "predict": "perfmodel.predict", "predict_op": "perfmodel.predict",
     "predict_ops": "perfmodel.predict", "clear_cache": "perfmodel.predict",
+    "gemm_batch": "perfmodel.batch",
     "Prediction": "perfmodel.schedule",
     "Workload": "perfmodel.workloads.builder", "build_graph": "perfmodel.workloads.builder",
     "ModelSpec": "perfmodel.workloads.models", "list_models": "perfmodel.workloads.models",
     "load_model": "perfmodel.workloads.models",
 }
 
-__all__ = ["predict", "predict_op", "predict_ops", "clear_cache", "OpGraph", "load_graph",
+__all__ = ["predict", "predict_op", "predict_ops", "gemm_batch", "clear_cache", "OpGraph", "load_graph",
            "parse_graph", "build_graph", "Workload", "ModelSpec", "load_model", "list_models",
            "Prediction", "ops", "Demand", "LaunchShape", "Estimate", "estimate", "LEVELS",
            "InputError", "Hardware", "hardware", "list_hardware", "load_spec", "__version__"]

@@ -60,11 +60,54 @@ def predict_op(op: Op, hw: Hardware | str, level: str = "pipes") -> Estimate:
 
 
 def predict_ops(ops: Iterable[Op], hw: Hardware | str, level: str = "pipes") -> list[Estimate]:
-    """`predict_op` of each op in turn (the hardware resolved once): a list of Estimates in the
-    order of `ops`."""
+    """`predict_op` of each op (the hardware resolved once): a list of Estimates in the order
+    of `ops`, the same ones. Cold GEMMs of one family (same dtypes and options), BATCH_MIN or
+    more of them, are priced together in one numpy pass first (perfmodel.batch, bit-identical
+    to predict_op) and memoized, so a sweep's thousand new shapes cost a few microseconds
+    each."""
     if type(hw) is not Hardware:
         hw = hardware(hw)
+    ops = list(ops)
+    _batch_cold_gemms(ops, hw, level)
     return [predict_op(o, hw, level) for o in ops]
+
+
+# Fewer cold GEMMs of one family than this go through the scalar path one by one: the array
+# pass costs about as much as ~4 scalar searches however few shapes it holds.
+BATCH_MIN = 8
+GEMM_FAMILY = ("dtype", "out_dtype", "a_dtype", "b_dtype", "fp8_scaling", "persistent")
+
+
+def _batch_cold_gemms(ops: list, hw: Hardware, level: str) -> None:
+    """Memoize the Estimates of the not-yet-memoized GEMMs among `ops` through
+    perfmodel.batch.gemm_batch, per family of at least BATCH_MIN shapes."""
+    if level not in LEVELS:
+        return  # predict_op gives the error
+    families: dict[tuple, dict] = {}
+    for o in ops:
+        if type(o) is Gemm:
+            key = (o.cache_key(), hw, level)
+            if key not in _GEMM_MEMO:
+                fam = tuple(o.params[p] for p in GEMM_FAMILY)
+                families.setdefault(fam, {})[key] = o
+    from perfmodel.batch import gemm_batch
+    for fam, cold in families.items():
+        if len(cold) < BATCH_MIN:
+            continue
+        first = next(iter(cold.values()))
+        if first.promotes_on_cuda_cores(hw):
+            continue  # the engine's path either way
+        sizes = {f: [o.params[f] for o in cold.values()] for f in ("m", "n", "k", "batch",
+                                                                    "count")}
+        try:
+            table = gemm_batch(hw, level=level, **sizes,
+                               **{p: first.params[p] for p in GEMM_FAMILY})
+        except InputError:
+            continue  # predict_op raises each shape's own error
+        if len(_GEMM_MEMO) + len(cold) > GEMM_MEMO_SIZE:
+            _GEMM_MEMO.clear()
+        for j, key in enumerate(cold):
+            _GEMM_MEMO[key] = table.estimate(j)
 
 
 def predict(graph: OpGraph, hw: Hardware | str | None = None,
@@ -94,7 +137,7 @@ _GEMM_MEMO: dict = {}
 
 
 @functools.lru_cache(maxsize=64)
-def _gemm_rates(hw: Hardware) -> tuple[dict, dict, float]:
+def gemm_rates(hw: Hardware) -> tuple[dict, dict, float]:
     """Per-SM per-clock rates of the SM resources, the roofline's device-wide peak rates
     (engine.roofline's) and the L2 bandwidth at the sustained clock."""
     per_clk = {r: sm_rate_per_clk(r, hw) for r in
@@ -109,7 +152,8 @@ def _gemm_rates(hw: Hardware) -> tuple[dict, dict, float]:
 
 
 @functools.lru_cache(maxsize=1024)
-def _ctas_per_sm(hw: Hardware, threads: int, registers: int, smem: int) -> tuple[int, str]:
+def tile_ctas_per_sm(hw: Hardware, threads: int, registers: int,
+                     smem: int) -> tuple[int, str]:
     """engine.occupancy of a candidate's launch, built as candidate_times_s builds it (integer
     fields: occupancy's cache takes equal launches for one, so the same key gives the same
     result, 2 or 2.0, as the engine)."""
@@ -127,7 +171,7 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
         if not hw.supports(compute):
             return None
         compute = f"tensor:{compute}"
-    per_clk, peak, l2_rate = _gemm_rates(hw)
+    per_clk, peak, l2_rate = gemm_rates(hw)
     f, cands = op.scalar_candidates(hw)
     tensor = compute != "fp32"
     if tensor and compute not in per_clk:
@@ -151,7 +195,7 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
     for j, (i, split, valid, w_t, w_f, w_s, w_l2, w_h, ctas, kernels) in enumerate(cands):
         if not valid:
             continue  # np.where(valid, total, inf): never the fastest while any is valid
-        cps = _ctas_per_sm(hw, threads[i], registers[i], smem_cta[i])[0]
+        cps = tile_ctas_per_sm(hw, threads[i], registers[i], smem_cta[i])[0]
         busiest = math.ceil(ctas / sms) + 0.0
         rate = min(hbm_bw, min(ctas, sms * cps) * in_flight[i] / hbm_lat)
         t_f = busiest * (w_f / ctas) / r_fma

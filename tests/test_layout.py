@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("studies", "validation", "sol"),
     ("cli",),
 )
-SCHEDULE_MODULES = {"graph", "contention", "schedule", "predict"}
+SCHEDULE_MODULES = {"graph", "contention", "schedule", "predict", "batch"}
 # top-level modules above the core: the design-space sweep builds model graphs and predicts them
 # (and sizes their memory), a planner's layer
 TOP_LEVEL_GROUPS = {"sweep": "plan"}
