@@ -68,7 +68,7 @@ def predict_ops(ops: Iterable[Op], hw: Hardware | str, level: str = "pipes") -> 
     if type(hw) is not Hardware:
         hw = hardware(hw)
     ops = list(ops)
-    _batch_cold_gemms(ops, hw, level)
+    prefetch_gemms(ops, hw, level)
     return [predict_op(o, hw, level) for o in ops]
 
 
@@ -78,9 +78,11 @@ BATCH_MIN = 8
 GEMM_FAMILY = ("dtype", "out_dtype", "a_dtype", "b_dtype", "fp8_scaling", "persistent")
 
 
-def _batch_cold_gemms(ops: list, hw: Hardware, level: str) -> None:
+def prefetch_gemms(ops: list, hw: Hardware, level: str) -> None:
     """Memoize the Estimates of the not-yet-memoized GEMMs among `ops` through
-    perfmodel.batch.gemm_batch, per family of at least BATCH_MIN shapes."""
+    perfmodel.batch.gemm_batch, per family of at least BATCH_MIN shapes (predict_ops; the
+    sweep, which reads each point's Estimate or error after). Raises nothing: a family the
+    array pass refuses is left to predict_op, which gives each shape its own error."""
     if level not in LEVELS:
         return  # predict_op gives the error
     families: dict[tuple, dict] = {}

@@ -26,7 +26,7 @@ from perfmodel.engine import LEVELS
 from perfmodel.errors import InputError, show, where
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.ops import REGISTRY
-from perfmodel.predict import predict, predict_op
+from perfmodel.predict import prefetch_gemms, predict, predict_op
 from perfmodel.workloads.builder import KV_DTYPES, PHASES, RECOMPUTE, Workload, build_graph
 from perfmodel.workloads.models import ModelSpec, load_model
 from perfmodel.units import GEMM_DTYPES
@@ -324,10 +324,14 @@ def parse_space(raw: Any, file: str = "<space>") -> Space:
 
 
 # ---- evaluating points ----------------------------------------------------------------------
-def _op_outputs(space: Space, values: dict[str, Any]) -> dict[str, Any]:
+def _op_of(values: dict[str, Any]):
+    """The op of an op point (InputError where its parameters are refused)."""
+    return REGISTRY[values["op"]](**{k: v for k, v in values.items() if k not in ("op", "hw")})
+
+
+def _op_outputs(space: Space, values: dict[str, Any], op=None) -> dict[str, Any]:
     hw = space.hardware[values["hw"]]
-    params = {k: v for k, v in values.items() if k not in ("op", "hw")}
-    est = predict_op(REGISTRY[values["op"]](**params), hw, space.level)
+    est = predict_op(op if op is not None else _op_of(values), hw, space.level)
     return {"time_s": est.time_s, "bound": est.bound, "roofline_time_s": est.roofline_time_s,
             "flop": est.flop, "hbm_bytes": est.hbm_bytes}
 
@@ -384,11 +388,31 @@ def _model_outputs(space: Space, values: dict[str, Any]) -> dict[str, Any]:
 def evaluate(space: Space, start: int, stop: int) -> list[tuple]:
     """The rows of points [start, stop) in `header` order. A point the model refuses as a
     combination (InputError) is a row with `error` and no outputs."""
+    points = [(i, *space.point(i)) for i in range(start, min(stop, space.size))]
+    # the chunk's op points built first, so that its GEMMs are priced together, a family per
+    # GPU in one array pass (predict_ops, perfmodel.batch), before each row reads its own
+    ops: dict[int, Any] = {}
+    gemms: dict[str, list] = {}
+    for i, g, values in points:
+        if g.kind == "op":
+            try:
+                ops[i] = _op_of(values)
+            except InputError as e:
+                ops[i] = e
+                continue
+            if values["op"] == "gemm":
+                gemms.setdefault(values["hw"], []).append(ops[i])
+    for name, batch in gemms.items():
+        prefetch_gemms(batch, space.hardware[name], space.level)
     rows = []
-    for i in range(start, min(stop, space.size)):
-        g, values = space.point(i)
+    for i, g, values in points:
         try:
-            out = (_op_outputs if g.kind == "op" else _model_outputs)(space, values)
+            if g.kind != "op":
+                out = _model_outputs(space, values)
+            elif isinstance(ops[i], InputError):
+                raise ops[i]
+            else:
+                out = _op_outputs(space, values, ops[i])
         except InputError as e:
             out = {"error": "; ".join(e.problems)}
         shown = dict(values)
