@@ -1,26 +1,33 @@
 """Many GEMM shapes in one numpy pass: `gemm_batch` (`pm.gemm_batch`).
 
-A sweep or a planner asks for thousands of shapes of one GEMM family (same dtypes, scaling and
-GPU, different m, n, k, batch, count). `predict_op` prices each one through the plain-Python
-tile search (`Gemm.scalar_candidates`, `predict.gemm_estimate`), ~1 µs a candidate and an
-Estimate object per shape. Here the same search runs as arrays of shape (shapes, candidates),
-chunked (CHUNK shapes at a time, so the arrays stay in cache), and the result is a table of
-arrays (`GemmTable`), not Estimates.
+A sweep or a planner asks for thousands of shapes of one GEMM family (same dtypes, options and
+GPU; different m, n, k, batch, count). `predict_op` prices each one through the plain-Python
+tile search (`Gemm.scalar_candidates`, `predict.gemm_estimate`): a few µs a candidate kernel
+(6 tiles, and 15 split-K factors for each tile that leaves SMs idle) and an Estimate object per
+shape. Here the same search runs on arrays of shape (shapes, candidates), CHUNK shapes at a
+time so the arrays stay in cache, and the result is a table of arrays (`GemmTable`).
 
-Bit-identical to `predict_op`: every formula is the scalar path's, in its order of operations
-(numpy float64 and int64 are the same IEEE doubles and exact integers as Python's floats and
-ints below 2^53), and the candidate grid keeps the scalar search's order, so `argmin` picks the
-candidate the scalar loop's strict `<` keeps (tests/test_gemm_batch.py checks thousands of
-random shapes on every GPU, at both levels, field by field).
+Bit-identical to `predict_op`: every formula is the scalar path's, in its order of floating-point
+operations (numpy float64 is the same IEEE double as a Python float; int64 holds the integer
+products exactly where Python's ints would, which the shapes admitted here guarantee), and the
+search keeps the scalar order of candidates: every tile unsplit first, then each short tile's
+split factors, tile by tile. `argmin` takes the first of the fastest, as the scalar loop's
+strict `<` does. tests/ops/test_gemm_batch.py checks random families on every GPU at both
+levels, every field.
 
-The grid: every tile with no split, then every (tile, split) for split 2..MAX_SPLIT_K, masked
-where the scalar search would not offer it (a tile whose tiles already fill the SMs, a split
-that leaves a part under two k-blocks, the NVFP4 CUTLASS kernel with no split-K). The valid
-candidates keep their relative order, so the first fastest is the same one.
+How the search is cut (`_search`):
+  * the unsplit tiles of every shape are one (shapes, tiles) grid;
+  * split-K is evaluated per (shape, tile) pair, only where the scalar search offers it (the
+    tile's tiles leave SMs idle, K holds two k-blocks a part, no NVFP4 CUTLASS kernel);
+  * a pair is skipped where a lower bound on all its split candidates already exceeds the
+    shape's best unsplit time. The bound: the unsplit HBM bytes at full bandwidth, or the MMAs
+    spread perfectly over the SMs at the fastest clock, plus the first load and two launches,
+    shaved by SPLIT_BOUND. Such a pair cannot hold the winner.
 
-Not on this path (the shapes go through `predict_op` one by one, with the same results):
-block-scaled FP8 where the MMA takes no scales (the promotion is an overlap the scalar path
-leaves to the engine too).
+Not on this path (the shapes go through `predict_op` one by one, into the same table):
+  * block-scaled FP8 where the MMA takes no scales (the CUDA-core promotion is an overlap the
+    scalar path also leaves to the engine);
+  * shapes large enough that an integer product could pass int64.
 """
 from __future__ import annotations
 
