@@ -42,9 +42,30 @@ type (FP8 with a scale per 128, BF16 or NVFP4), combine back in its own. Its cop
 16-byte load per lane at a time (the lane loops of :83-140), priced by Little's law on those
 loads in flight at the DRAM latency, and its fixed time is fitted as the normal kernels' is.
 
-Not modelled: the internode (RDMA) normal kernels, NVSHMEM's IBGDA path across nodes, routing
-imbalance (every rank sends and receives the mean), and routing that is not uniform (DeepSeek's
-group-limited top-k sends a token to at most 4 ranks of 8, the uniform draw to 5.3 on average).
+Normal kernels, internode (csrc/kernels/internode.cu; README "Normal kernels with NVLink and
+RDMA forwarding"), for EP groups of whole 8-GPU NVLink nodes (NUM_MAX_NVL_PEERS = 8; the rank
+counts buffer.py:170-176 has configs for: 16, 24, 32, 64, 128, 144, 160):
+  * a token crosses the network once per destination node, not once per rank or expert: it goes
+    over RDMA to the GPU of the same local rank on each node that holds one of its experts, which
+    forwards it over NVLink to the node's ranks that need it (the layout's
+    `num_tokens_per_rdma_rank`; tests/test_internode.py counts the RDMA bytes the same way,
+    `rdma_idx` made unique per token over the nodes, the token's own node included);
+  * the nodes a token reaches: with DeepSeek's group-limited gate (`expert_groups`,
+    `group_top_k`; the groups laid contiguously, so each node holds expert_groups / nodes of
+    them) the nodes of its group_top_k chosen groups, N·(1 − C(g − g/N, t) / C(g, t)) (every
+    chosen group is assumed to receive one of the top-k experts: a group is chosen by the sum of
+    its two best scores); without a group limit the uniform draw's N·(1 − C(E − E/N, k) /
+    C(E, k));
+  * the RDMA leg runs at DEEPEP_RDMA_FRACTION of the GPU's NIC (the network link), the NVLink
+    forwarding leg beside it at the NVLink's achievable rate: the two are chunked and pipelined,
+    so the longer binds, plus the normal kernels' fixed time (the intranode fit's) and one
+    network latency.
+
+Not modelled: NVSHMEM's IBGDA path inside an NVL72 rack (DeepEP's internode kernels take NVLink
+peers in groups of 8), the SMs the kernels take from the computation beside them, routing
+imbalance (every rank sends and receives the mean), and non-uniform routing at the rank level
+(the uniform draw sends a DeepSeek-V3 token to 5.3 of 8 ranks, its group-limited gate to at most
+4 groups).
 """
 from __future__ import annotations
 
@@ -58,6 +79,16 @@ from perfmodel.ops.base import Op, Param, positive
 # deep_ep/buffer.py:30 and the intranode kernels' rank templates (SWITCH_RANKS: 2, 4, 8)
 DEFAULT_NUM_SMS = 20
 INTRANODE_RANKS = (2, 4, 8)
+# the internode normal kernels: NVLink peers per node (NUM_MAX_NVL_PEERS) and the rank counts
+# with a dispatch/combine config (deep_ep/buffer.py get_dispatch_config, :170-176)
+NVL_PEERS = 8
+INTERNODE_RANKS = (16, 24, 32, 64, 128, 144, 160)
+# The share of the NIC's line rate the internode normal kernels reach on the RDMA leg: DeepEP's
+# README measures 43, 44 and 46 GB/s (dispatch, EP 16/32/64, FP8) and 43, 47 and 45 GB/s
+# (combine, BF16) of "bottleneck bandwidth (RDMA)" on H800 with one ConnectX-7 400 Gb/s NIC
+# (~50 GB/s) per GPU, bytes counted per destination node: their mean, 44.7 / 50. A measured
+# figure from the kernel's authors, not fitted on any row here.
+DEEPEP_RDMA_FRACTION = 0.89
 # UNROLLED_WARP_COPY: lanes × 16-byte (int4) loads, unrolled 5 (dispatch) or 4 (combine sender)
 LANES = 32
 INT4_BYTES = 16
@@ -109,8 +140,9 @@ COPY_ROUND_TRIPS = fitted.value_or_nan("deepep.copy_round_trips")
 
 
 class DeepEP(Op):
-    """One DeepEP dispatch or combine call of `tokens` tokens per rank over `ep` GPUs of one
-    NVLink domain (module docstring)."""
+    """One DeepEP dispatch or combine call of `tokens` tokens per rank over `ep` GPUs: of one
+    NVLink domain, or of whole 8-GPU nodes over the network (the internode normal kernels;
+    module docstring)."""
 
     name = "deepep"
     EXAMPLE = dict(tokens=4096, hidden=7168, top_k=8, experts=256, ep=8)
@@ -120,8 +152,14 @@ class DeepEP(Op):
         "top_k": Param("int", required=True, lo=1, hi=32, hi_why="DeepEP's kernels take at "
                        "most 32 (EP_DEVICE_ASSERT(num_topk <= 32))", doc="experts per token"),
         "experts": positive("experts", "routed experts over all ranks"),
-        "ep": Param("int", required=True, lo=2, hi=72, hi_why="an NVLink domain's GPUs "
-                    "(NVL72)", doc="ranks of the expert-parallel group"),
+        "ep": Param("int", required=True, lo=2, hi=max(INTERNODE_RANKS),
+                    hi_why="DeepEP's largest rank count with a config (buffer.py)",
+                    doc="ranks of the expert-parallel group (2, 4, 8 in one NVLink domain; "
+                        "16-160 over 8-GPU nodes: the internode kernels)"),
+        "expert_groups": Param("int", default=1, lo=1, doc="groups of the gate's group-limited "
+                               "routing (DeepSeek-V3: 8); 1: no group limit"),
+        "group_top_k": Param("int", default=None, nullable=True, lo=1,
+                             doc="groups a token's experts come from (DeepSeek-V3: 4)"),
         "phase": Param("choice", default="dispatch", choices=PHASES,
                        doc="dispatch (tokens to experts) or combine (results back)"),
         "mode": Param("choice", default="normal", choices=MODES,
@@ -141,11 +179,17 @@ class DeepEP(Op):
         if v["top_k"] > v["experts"]:
             problems.append(("top_k", f"top_k = {v['top_k']} exceeds experts = "
                                       f"{v['experts']}"))
+        if v["group_top_k"] is not None and not v["group_top_k"] <= v["expert_groups"]:
+            problems.append(("group_top_k", f"group_top_k = {v['group_top_k']} exceeds "
+                                            f"expert_groups = {v['expert_groups']}"))
+        if v["experts"] % v["expert_groups"]:
+            problems.append(("expert_groups", f"{v['experts']} experts do not split into "
+                                              f"{v['expert_groups']} groups"))
         if v["mode"] == "normal":
-            if v["ep"] not in INTRANODE_RANKS:
-                problems.append(("ep", f"DeepEP's intranode normal kernels run 2, 4 or 8 ranks "
-                                       f"(got {v['ep']}); its internode kernels are not "
-                                       f"modelled"))
+            if v["ep"] not in INTRANODE_RANKS + INTERNODE_RANKS:
+                problems.append(("ep", f"DeepEP's normal kernels run 2, 4 or 8 ranks in one "
+                                       f"NVLink domain or {', '.join(map(str, INTERNODE_RANKS))}"
+                                       f" over 8-GPU nodes (got {v['ep']})"))
             if v["num_sms"] % 2:
                 problems.append(("num_sms", f"DeepEP pairs sender and receiver SMs: expected "
                                             f"an even count, got {v['num_sms']}"))
@@ -170,12 +214,41 @@ class DeepEP(Op):
             return float(self.tokens) * self.top_k
         return self.tokens * ranks_per_token(self.experts, self.ep, self.top_k)
 
+    @staticmethod
+    def internode_on(ep: int, hw) -> bool:
+        """Whether the normal kernels of `ep` ranks on `hw` are the internode ones (whole 8-GPU
+        NVLink nodes over the network), as modelled."""
+        return ep in INTERNODE_RANKS and hw.nvlink_domain_gpus == NVL_PEERS \
+            and "network" in hw.links
+
+    @classmethod
+    def runs_on(cls, ep: int, hw, mode: str = "normal") -> bool:
+        """Whether a call of `ep` ranks in `mode` runs on `hw` as modelled."""
+        if ep in INTRANODE_RANKS or mode == "low_latency":
+            return ep <= hw.nvlink_domain_gpus
+        return mode == "normal" and cls.internode_on(ep, hw)
+
     def unsupported_on(self, hw) -> str | None:
         """Why the call cannot run on `hw` as modelled (None: it can)."""
-        if self.ep > hw.nvlink_domain_gpus:
-            return (f"deepep: ep = {self.ep} spans more than {hw.name}'s NVLink domain of "
-                    f"{hw.nvlink_domain_gpus} GPUs; DeepEP's internode kernels are not modelled")
-        return None
+        if self.runs_on(self.ep, hw, self.mode):
+            return None
+        if self.mode == "normal" and self.ep in INTERNODE_RANKS:
+            return (f"deepep: ep = {self.ep} needs DeepEP's internode kernels, which group ranks "
+                    f"in nodes of {NVL_PEERS} NVLink peers over the network; {hw.name}'s "
+                    f"NVLink domain has {hw.nvlink_domain_gpus} GPUs (NVSHMEM inside a larger "
+                    f"domain is not modelled)")
+        return (f"deepep: ep = {self.ep} spans more than {hw.name}'s NVLink domain of "
+                f"{hw.nvlink_domain_gpus} GPUs; DeepEP's low-latency kernels across nodes are "
+                f"not modelled")
+
+    @property
+    def nodes_per_token(self) -> float:
+        """Nodes of NVL_PEERS ranks a token reaches (module docstring, internode)."""
+        nodes = self.ep // NVL_PEERS
+        g, t = self.expert_groups, self.group_top_k
+        if t is not None and g > 1 and g % nodes == 0 and t < g:
+            return ranks_per_token(g, nodes, t)  # the nodes of its chosen groups
+        return ranks_per_token(self.experts, nodes, self.top_k)
 
     def copy_rounds(self) -> dict[str, float]:
         """The normal kernels' dependent copy rounds per warp (module docstring): the busiest
@@ -206,6 +279,8 @@ class DeepEP(Op):
             raise InputError(reason)
         token = self.hidden * wire_bytes_per_element(self.dtype) + SRC_IDX_BYTES \
             + self.top_k * TOPK_ENTRY_BYTES
+        if self.mode == "normal" and self.ep in INTERNODE_RANKS:
+            return self._internode_demand(hw, token)
         sent = self.copies * token
         remote = sent * (self.ep - 1) / self.ep
         link = hw.link("nvlink")
@@ -240,6 +315,27 @@ class DeepEP(Op):
                       cta_dram_round_trips=chain * COPY_ROUND_TRIPS,
                       persistent=True, fixed_s=FIXED_S[(self.mode, self.phase)],
                       details=details)
+
+
+    def _internode_demand(self, hw, token: float) -> Demand:
+        """The internode normal kernels (module docstring): the RDMA leg, once per destination
+        node, beside the NVLink forwarding leg to the ranks inside each node."""
+        rdma = self.tokens * self.nodes_per_token * token
+        ranks = self.tokens * ranks_per_token(self.experts, self.ep, self.top_k)
+        nvl = ranks * token * (NVL_PEERS - 1) / NVL_PEERS  # its own rank's copies stay local
+        nvlink = hw.link("nvlink")
+        hw.link("network")
+        # HBM: each RDMA copy is read at its sender and written at its receiver; each forwarded
+        # copy read there and written at its rank, which reads it into the output
+        hbm = 2.0 * rdma + 3.0 * ranks * token
+        work = {"link:network": rdma / DEEPEP_RDMA_FRACTION,
+                "link:nvlink": nvl / nvlink.achievable_fraction, "hbm": hbm}
+        details = {"kernels": "internode", "nodes_per_token": self.nodes_per_token,
+                   "rdma_bytes": rdma, "nvlink_bytes": nvl, "mode": self.mode,
+                   "phase": self.phase}
+        return Demand(work=work, launch=None, hbm_bytes=hbm,
+                      kernels=3 if self.phase == "dispatch" else 2, link_steps={"network": 1},
+                      fixed_s=FIXED_S[(self.mode, self.phase)], details=details)
 
 
 def warp_copy_rounds(n_int4: float, unroll: int) -> float:

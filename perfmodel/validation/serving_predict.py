@@ -159,6 +159,8 @@ def engine_settings(case: ServingCase) -> dict:
         out["max_tokens_per_step"] = case.max_num_tokens
     if case.mem_fraction is not None:
         out["gpu_memory_utilization"] = case.mem_fraction
+    if "deepep" in case.engine_version.lower().replace("-", "") and case.ep > 1:
+        out["moe_exchange"] = "deepep"  # the row's engine states DeepEP's kernels
     return out
 
 

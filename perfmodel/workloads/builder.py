@@ -79,6 +79,8 @@ FUSIONS = ("none", "add_norm", "trtllm")
 MOE_EXCHANGES = ("alltoall", "deepep")
 # the normal kernels' rank templates (deep_ep intranode SWITCH_RANKS; ops/deepep.py)
 DEEPEP_INTRANODE_RANKS = (2, 4, 8)
+# and the internode normal kernels' (whole 8-GPU nodes over the network; ops/deepep.py)
+DEEPEP_INTERNODE_RANKS = (16, 24, 32, 64, 128, 144, 160)
 # the dispatch's wire type by the MoE's GEMM policy: TensorRT-LLM quantizes the tokens before
 # the dispatch for its FP8 and NVFP4 experts; BF16 otherwise
 DEEPEP_WIRE = {"fp8": "fp8", "nvfp4": "nvfp4"}
@@ -611,16 +613,22 @@ class _LayerBuilder:
 
     def _deepep_call(self) -> dict | None:
         """The `deepep` op's shape for this layer's exchange where the workload asks for DeepEP
-        and its normal intranode kernels run the group (ep of 2, 4 or 8 ranks: their rank
-        templates, ops/deepep.py INTRANODE_RANKS); None: the all-to-all prices it (a wider EP
-        group, whose internode kernels the op does not model). Each rank dispatches its
-        attention replica's tokens once per destination rank, with the experts' routing drawn
-        uniformly (the op's ranks_per_token; recorded loads' imbalance is not carried)."""
+        and its normal kernels run the group: 2, 4 or 8 ranks (the intranode kernels' rank
+        templates) or 16-160 (the internode kernels over 8-GPU nodes; ops/deepep.py); None:
+        the all-to-all prices it. Each rank dispatches its attention replica's tokens once per
+        destination rank (and, across nodes, once per destination node), the experts drawn
+        uniformly within the gate's group limit (the op's ranks_per_token and nodes_per_token;
+        recorded loads' imbalance is not carried)."""
         w, m = self.w, self.m
-        if w.moe_exchange != "deepep" or w.ep not in DEEPEP_INTRANODE_RANKS:
+        if w.moe_exchange != "deepep" or w.ep not in DEEPEP_INTRANODE_RANKS \
+                + DEEPEP_INTERNODE_RANKS:
             return None
-        return dict(tokens=max(1, int(self.t)), hidden=m.hidden, top_k=m.top_k,
+        call = dict(tokens=max(1, int(self.t)), hidden=m.hidden, top_k=m.top_k,
                     experts=m.experts, ep=w.ep, mode="normal")
+        groups, group_top_k = m.group_limit
+        if w.ep in DEEPEP_INTERNODE_RANKS and group_top_k is not None and groups > 1:
+            call.update(expert_groups=groups, group_top_k=group_top_k)
+        return call
 
     @property
     def dispatch_bytes(self) -> float:

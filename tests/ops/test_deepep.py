@@ -8,7 +8,8 @@ import pytest
 from perfmodel import ops
 from perfmodel.errors import InputError
 from perfmodel.hardware import hardware
-from perfmodel.ops.deepep import (FIXED_S, ranks_per_token, warp_copy_rounds,
+from perfmodel.ops import op as make_op
+from perfmodel.ops.deepep import (FIXED_S, DeepEP, ranks_per_token, warp_copy_rounds,
                                   wire_bytes_per_element)
 from perfmodel.predict import predict_op
 
@@ -96,7 +97,7 @@ def test_wire_types_and_combine_in_bf16():
         _op(phase="combine", dtype="fp8")
 
 
-@pytest.mark.parametrize("kw, match", [(dict(ep=16), "2, 4 or 8 ranks"),
+@pytest.mark.parametrize("kw, match", [(dict(ep=12), "2, 4 or 8 ranks"),
                                        (dict(experts=100), "split evenly"),
                                        (dict(num_sms=21), "even count"),
                                        (dict(mode="low_latency", num_sms=24),
@@ -115,3 +116,50 @@ def test_time_grows_with_tokens():
     hw = hardware("B200")
     times = [predict_op(_op(tokens=t), hw).time_s for t in (16, 256, 4096, 65536)]
     assert times == sorted(times) and math.isfinite(times[-1])
+
+
+# ---- the internode normal kernels ---------------------------------------------------------
+
+def test_internode_sends_a_token_once_per_node_at_the_readme_rate():
+    """EP 32 over four 8-GPU H100 nodes: the RDMA leg carries each token once per destination
+    node (own node included, as DeepEP's test_internode.py counts), which binds, at the README's
+    ~44.7 GB/s of a 50 GB/s NIC."""
+    hw = hardware("H100-SXM")
+    est = predict_op(_op(tokens=4096, ep=32, dtype="fp8"), hw)
+    d = est.details
+    assert d["kernels"] == "internode" and est.bound == "link:network"
+    uniform = ranks_per_token(256, 4, 8)  # nodes a uniformly routed top-8 token reaches
+    assert d["nodes_per_token"] == pytest.approx(uniform) and 3.5 < uniform < 3.7
+    token = 7168 * (1 + 4 / 128) + 4 + 8 * 12
+    assert d["rdma_bytes"] == pytest.approx(4096 * uniform * token)
+    rate = d["rdma_bytes"] / (est.time_s - est.resource_time_s.get("latency", 0.0))
+    assert 40e9 < rate < 45e9
+
+
+def test_group_limited_routing_reaches_fewer_nodes():
+    """DeepSeek-V3's gate (8 groups, top-4 groups): a token's experts sit in the nodes of its
+    4 groups, 4·(1 − C(6, 4) / C(8, 4)) = 3.14 of 4 nodes, where the uniform draw reaches 3.61;
+    the RDMA time falls with them."""
+    hw = hardware("H100-SXM")
+    free = predict_op(_op(tokens=8192, ep=32), hw)
+    limited = predict_op(_op(tokens=8192, ep=32, expert_groups=8, group_top_k=4), hw)
+    assert limited.details["nodes_per_token"] == pytest.approx(4 * (1 - 15 / 70))
+    assert limited.time_s < free.time_s
+
+
+def test_internode_beats_an_all_to_all_of_every_expert_copy():
+    """The plain all-to-all moves top_k copies of each token, 3/4 of them over the NIC (6 of
+    8); DeepEP one per node it reaches (3.61 of 4, its own included): at 8192 tokens in FP8 the
+    internode dispatch takes under 3/4 of the time."""
+    hw = hardware("H100-SXM")
+    deep = predict_op(_op(tokens=8192, ep=32, dtype="fp8"), hw)
+    bytes_ = 8192 * 8 * 7168 * (1 + 4 / 128)
+    a2a = predict_op(make_op("alltoall", bytes=bytes_, gpus=32), hw)
+    assert deep.time_s < 0.75 * a2a.time_s
+
+
+def test_internode_kernels_need_8_gpu_nodes():
+    with pytest.raises(InputError, match="nodes of 8 NVLink peers"):
+        predict_op(_op(ep=16), hardware("GB200"))
+    assert DeepEP.runs_on(16, hardware("H100-SXM")) and not DeepEP.runs_on(16, hardware("GB200"))
+    assert DeepEP.runs_on(8, hardware("GB200"))

@@ -302,8 +302,9 @@ def test_inference_op_counts_are_the_graphs_ops_with_their_multiplicity(model, k
 
 def test_deepep_exchange_replaces_the_all_to_all_within_its_rank_templates():
     """moe_exchange="deepep" (TensorRT-LLM's wide-EP MoE) prices dispatch and combine with the
-    deepep op at EP 2/4/8, the dispatch on the wire in the experts' type and the normal combine
-    in BF16; a wider group keeps the all-to-all; training refuses it."""
+    deepep op at EP 2/4/8 (intranode) and 16-160 (internode, with the gate's group limit), the
+    dispatch on the wire in the experts' type and the normal combine in BF16; another group
+    size keeps the all-to-all; training refuses it."""
     m = pm.load_model("deepseek-v3")
     kw = dict(batch=256, context=2000, tp=1, ep=8, dtype="nvfp4")
     nccl = build_graph(m, "decode", **kw)
@@ -322,7 +323,11 @@ def test_deepep_exchange_replaces_the_all_to_all_within_its_rank_templates():
          for name, g in (("nccl", nccl), ("deepep", deep))}
     assert t["deepep"] > t["nccl"]
     wide = build_graph(m, "decode", moe_exchange="deepep", **{**kw, "ep": 16})
-    assert Counter(n.op.name for n in wide.nodes)["alltoall"] == 2 * (61 - 3)
+    assert Counter(n.op.name for n in wide.nodes)["deepep"] == 2 * (61 - 3)
+    w = next(n.op for n in wide.nodes if n.name.endswith("dispatch"))
+    assert (w.ep, w.expert_groups, w.group_top_k) == (16, 8, 4)
+    odd = build_graph(m, "decode", moe_exchange="deepep", **{**kw, "ep": 256})  # no config
+    assert Counter(n.op.name for n in odd.nodes)["alltoall"] == 2 * (61 - 3)
     with pytest.raises(InputError, match="moe_exchange"):
         build_graph(m, "train", batch=8, seq=4096, ep=8, dp=8, moe_exchange="deepep")
     with pytest.raises(InputError, match="moe_exchange"):

@@ -63,6 +63,7 @@ from typing import Sequence
 
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.ops import op as make_op
+from perfmodel.ops.deepep import DeepEP
 from perfmodel.plan.memory import as_model
 from perfmodel.plan.simulator.interp import Axis, Table1, Table2, TileAxis, nodes_up_to
 from perfmodel.plan.simulator.kv import check_kv_dtype
@@ -133,7 +134,11 @@ class StepCost:
         self.attention_kernel = self.uses_attention_kernel(self.hw, attention_kernel)
         if self.attention_kernel is not None:
             self._graph_kw["attention_kernel"] = self.attention_kernel
-        # the engine's MoE dispatch and combine (builder.MOE_EXCHANGES)
+        # the engine's MoE dispatch and combine (builder.MOE_EXCHANGES); DeepEP's where its
+        # kernels run this EP group on this GPU (ops/deepep.py DeepEP.runs_on: not a group of
+        # 8 < ep <= 72 inside an NVL72 domain), else the all-to-all
+        if moe_exchange == "deepep" and ep > 1 and not DeepEP.runs_on(ep, self.hw):
+            moe_exchange = "alltoall"
         self.moe_exchange = moe_exchange
         if moe_exchange != "alltoall":
             self._graph_kw["moe_exchange"] = moe_exchange
