@@ -44,13 +44,11 @@ from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.ops.base import ELEMENTS_WHY, MAX_ELEMENTS
 from perfmodel.ops.gemm import FP4_MMA_N, MAX_SPLIT_K, Gemm, fp4_cutlass, tile_facts
+from perfmodel.predict import SPLIT_BOUND
 from perfmodel.units import DTYPE_BYTES, bytes_per_element, tensor_dtype
 
 # shapes per numpy pass: (CHUNK, candidates) float64 arrays of ~100 candidates stay within L2
 CHUNK = 1024
-# The split candidates' lower bound (_search) is real arithmetic done in floats: shaved by
-# this factor, it stays below every candidate's computed total, so no winner is pruned.
-SPLIT_BOUND = 1.0 - 1e-9
 SIZE_FIELDS = ("m", "n", "k", "batch", "count")
 
 

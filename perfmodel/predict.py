@@ -19,7 +19,7 @@ from perfmodel.errors import InputError
 from perfmodel.graph import OpGraph
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.ops import Op
-from perfmodel.ops.gemm import Gemm
+from perfmodel.ops.gemm import Gemm, fp4_cutlass
 from perfmodel.units import tensor_dtype
 from perfmodel.schedule import Prediction, op_entry, schedule
 from perfmodel.schedule import clear_cache as _clear_schedule_cache
@@ -135,6 +135,10 @@ def predict(graph: OpGraph, hw: Hardware | str | None = None,
 # Mirrors: engine.candidate_times_s, kernel_resource_times, kernel_clock_hz, at_clock, pipes,
 # roofline. A change to those formulas must be made here too (the test fails until it is).
 GEMM_MEMO_SIZE = 1 << 14
+# The split-K candidates' lower bound (gemm_estimate, perfmodel.batch._search) is real
+# arithmetic done in floats: shaved by this factor it stays below every candidate's computed
+# total, so no winner is pruned.
+SPLIT_BOUND = 1.0 - 1e-9
 _GEMM_MEMO: dict = {}
 
 
@@ -174,7 +178,7 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
             return None
         compute = f"tensor:{compute}"
     per_clk, peak, l2_rate = gemm_rates(hw)
-    f, cands = op.scalar_candidates(hw)
+    f, cands = op.scalar_candidates(hw, split_tiles=())  # the unsplit tiles first
     tensor = compute != "fp32"
     if tensor and compute not in per_clk:
         return None
@@ -190,48 +194,72 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
     r_fma, r_smem = per_clk["fma"] * sustained, per_clk["smem"] * sustained
     hbm_bw, hbm_lat, launch_s = (hw.hbm_bandwidth_bytes_per_s, hw.hbm_latency_s,
                                  hw.kernel_launch_s)
-    any_tensor = tensor and any(c[3] > 0 for c in cands)
+    # every candidate has tensor work where the GEMM is on tensor cores (tiles >= 1)
+    any_tensor = tensor
     threads, registers, smem_cta, in_flight = f["threads"], f["registers"], f["smem"], \
         f["in_flight"]
-    best, best_t = -1, math.inf
-    for j, (i, split, valid, w_t, w_f, w_s, w_l2, w_h, ctas, kernels) in enumerate(cands):
-        if not valid:
-            continue  # np.where(valid, total, inf): never the fastest while any is valid
-        cps = tile_ctas_per_sm(hw, threads[i], registers[i], smem_cta[i])[0]
-        busiest = math.ceil(ctas / sms) + 0.0
-        rate = min(hbm_bw, min(ctas, sms * cps) * in_flight[i] / hbm_lat)
-        t_f = busiest * (w_f / ctas) / r_fma
-        t_s = busiest * (w_s / ctas) / r_smem
-        t_l2 = w_l2 / l2_rate
-        t_h = w_h / rate if rate else math.inf
+    best, best_t = None, math.inf
+
+    def scan(candidates):
+        nonlocal best, best_t
+        for c in candidates:
+            i, split, valid, w_t, w_f, w_s, w_l2, w_h, ctas, kernels = c
+            if not valid:
+                continue  # np.where(valid, total, inf): never the fastest while any is valid
+            cps = tile_ctas_per_sm(hw, threads[i], registers[i], smem_cta[i])[0]
+            busiest = math.ceil(ctas / sms) + 0.0
+            rate = min(hbm_bw, min(ctas, sms * cps) * in_flight[i] / hbm_lat)
+            t_f = busiest * (w_f / ctas) / r_fma
+            t_s = busiest * (w_s / ctas) / r_smem
+            t_l2 = w_l2 / l2_rate
+            t_h = w_h / rate if rate else math.inf
+            if tensor:
+                # stretched to its power-limited time first, as engine.power_limited
+                t_t = busiest * (w_t / ctas) / r_tensor * power_ratio
+                busy = max(t_t, t_f, t_s, t_l2, t_h)
+            else:
+                t_t, busy = 0.0, max(t_f, t_s, t_l2, t_h)
+            if hi <= lo:
+                clock = lo
+            elif not any_tensor:
+                clock = hi
+            else:
+                clock = hi - (min(max(t_t / busy, 0.0), 1.0) if busy > 0 else 0.0) * (hi - lo)
+            scale = sustained / clock
+            top = max(t_f * scale, t_s * scale, t_l2 * scale, t_h)
+            if tensor:
+                top = max(top, t_t * scale)
+            total = top + (hbm_lat if w_h > 0 else 0.0) + launch_s * kernels
+            if total < best_t:
+                best, best_t = c, total
+
+    scan(cands)
+    # then the split-K candidates of the tiles whose lower bound (perfmodel.batch._search:
+    # the unsplit HBM bytes at full bandwidth, or the MMAs spread perfectly over the SMs at the
+    # fastest clock, plus the first load and two launches) does not exceed the best unsplit
+    # time: the others cannot hold a strictly faster kernel, so the pick is the same
+    keep = []
+    offered = -(-op.k // 2) > f["kblock"]  # a split leaves each part two k-blocks
+    for i, _, _, _, _, _, _, w_h, ctas, _ in cands:
+        if not (offered and ctas < sms):
+            continue  # the search offers splits to tiles that leave SMs idle only
+        lower = w_h / hbm_bw
         if tensor:
-            # stretched to its power-limited time first, as engine.power_limited
-            t_t = busiest * (w_t / ctas) / r_tensor * power_ratio
-            busy = max(t_t, t_f, t_s, t_l2, t_h)
-        else:
-            t_t, busy = 0.0, max(t_f, t_s, t_l2, t_h)
-        if hi <= lo:
-            clock = lo
-        elif not any_tensor:
-            clock = hi
-        else:
-            clock = hi - (min(max(t_t / busy, 0.0), 1.0) if busy > 0 else 0.0) * (hi - lo)
-        scale = sustained / clock
-        top = max(t_f * scale, t_s * scale, t_l2 * scale, t_h)
-        if tensor:
-            top = max(top, t_t * scale)
-        total = top + (hbm_lat if w_h > 0 else 0.0) + launch_s * kernels
-        if total < best_t:
-            best, best_t = j, total
-    if best < 0:
+            t_mma = (ctas * 2.0 * f["m"][i] * f["n"][i] * op.k / sms / r_tensor * power_ratio)
+            lower = max(lower, t_mma * (sustained / hi))
+        if not (lower + hbm_lat + 2 * launch_s) * SPLIT_BOUND > best_t:
+            keep.append(i)
+    if keep and not fp4_cutlass(hw, tensor_dtype(op.dtype)):  # the NVFP4 kernel: no split-K
+        scan(op.scalar_candidates(hw, split_tiles=keep, unsplit=False)[1])
+    if best is None:
         return None  # nothing fits: the engine's error
-    i, split, _, w_t, w_f, w_s, w_l2, w_h, ctas, kernels = cands[best]
+    i, split, _, w_t, w_f, w_s, w_l2, w_h, ctas, kernels = best
     work = {compute: w_t} if tensor else {}
     work.update(fma=w_f, smem=w_s, l2=w_l2, hbm=w_h)
     a_bytes, b_bytes, c_bytes = op.unique_bytes()
     hbm_bytes = a_bytes + b_bytes + c_bytes
     flop, repeat = op.flop, op.count
-    details = op.scalar_demand_details(hw, f, cands[best])
+    details = op.scalar_demand_details(hw, f, best)
     # engine.roofline of the chosen Demand (the useful FMA work, not the padded tiles')
     roof_times = {}
     tensor_work = sum(w for r, w in work.items() if r.startswith("tensor:"))

@@ -433,7 +433,8 @@ class Gemm(Op):
                 "serial_round_trips": round_trips, "persistent": self.is_persistent(hw),
                 "useful_fma": self.useful_fma(hw)}
 
-    def scalar_candidates(self, hw: Hardware) -> tuple[dict, list[tuple]]:
+    def scalar_candidates(self, hw: Hardware, split_tiles=None,
+                          unsplit: bool = True) -> tuple[dict, list[tuple]]:
         """The kernel search of `kernel_candidates` in plain Python floats, one tuple per
         candidate in the same order: (tile index, split, valid, tensor FLOP, FMA thread-ops,
         shared-memory bytes, L2 bytes, HBM bytes, CTAs, kernels); the tensor work is None for
@@ -441,7 +442,9 @@ class Gemm(Op):
         float64 and Python floats are the same IEEE doubles; numpy's int64 matches Python's ints
         below 2^63), so the same numbers without ~100 numpy calls on tiny arrays: a cold
         prediction of a new shape (perfmodel.predict). The fixed costs (serial work) are left
-        out: no Estimate reads them."""
+        out: no Estimate reads them. A part of the list, in the same order: `unsplit` False
+        leaves out the unsplit tiles, and `split_tiles` (tile indices) keeps the split
+        candidates of those short tiles only (None: of every short tile)."""
         compute, a_b, b_b, c_b = self._dtype_key()
         f = tile_facts(hw, compute, a_b, b_b, c_b)
         op_b = DTYPE_BYTES[compute]
@@ -468,8 +471,10 @@ class Gemm(Op):
             tiles_mn = -(-m // tm) * -(-n // tn) * batch
             if tiles_mn < sms:
                 short.append(i)
-        for i, split in [(i, 1) for i in range(n_tiles)] + [(i, s) for i in short
-                                                             for s in splits]:
+        if split_tiles is not None:
+            short = [i for i in short if i in split_tiles]
+        for i, split in ([(i, 1) for i in range(n_tiles)] if unsplit else []) \
+                + [(i, s) for i in short for s in splits]:
             tm, tn = ms[i], ns[i]
             cluster, b_share = clusters[i], shares[i]
             k_split = -(-k // split)
