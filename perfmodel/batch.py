@@ -409,8 +409,8 @@ def _search(x: _Facts, z: dict) -> dict[str, np.ndarray]:
         from perfmodel.engine import tensor_power_ratio
         from perfmodel.predict import gemm_rates
         per_clk = gemm_rates(hw)[0]
-        n_mma = np.maximum(tn_t, FP4_MMA_N) if x.fp4 else tn_t
-        t_mma = (tiles_mn * 2.0 * tm_t * n_mma * k / sms
+        # (no FP4 granule here: the NVFP4 CUTLASS kernel has no split-K, returned above)
+        t_mma = (tiles_mn * 2.0 * tm_t * tn_t * k / sms
                  / (per_clk[x.resource] * hw.sustained_sm_clock_hz)
                  * tensor_power_ratio(hw, x.resource))
         lower = np.maximum(lower, t_mma * (hw.sustained_sm_clock_hz / hw.max_sm_clock_hz))

@@ -36,6 +36,7 @@ from perfmodel.graph import DEFAULT_STREAM, Node, OpGraph, Pipeline
 from perfmodel.workloads.models import ModelSpec
 from perfmodel.ops import REGISTRY, Op, op as make_op
 from perfmodel.ops.base import ELEMENTS_WHY, GPUS_WHY, MAX_ELEMENTS, MAX_GPUS, bound_text
+from perfmodel.ops.deepep import INTERNODE_RANKS, INTRANODE_RANKS
 from perfmodel.ops.moe.routing import total_replicas
 from perfmodel.workloads.recipes import quantize_op
 from perfmodel.units import GEMM_DTYPES, LINEAR_RECIPES, bytes_per_element, tensor_dtype
@@ -77,10 +78,9 @@ FUSIONS = ("none", "add_norm", "trtllm")
 # runs (AIConfigurator's TensorRT-LLM model prices its dispatch and combine from measured DeepEP
 # calls: validate/data/aiconfigurator_moe_a2a.csv)
 MOE_EXCHANGES = ("alltoall", "deepep")
-# the normal kernels' rank templates (deep_ep intranode SWITCH_RANKS; ops/deepep.py)
-DEEPEP_INTRANODE_RANKS = (2, 4, 8)
-# and the internode normal kernels' (whole 8-GPU nodes over the network; ops/deepep.py)
-DEEPEP_INTERNODE_RANKS = (16, 24, 32, 64, 128, 144, 160)
+# the normal kernels' rank counts: the intranode templates and the internode configs (whole
+# 8-GPU nodes over the network), as the op defines them
+DEEPEP_RANKS = INTRANODE_RANKS + INTERNODE_RANKS
 # the dispatch's wire type by the MoE's GEMM policy: TensorRT-LLM quantizes the tokens before
 # the dispatch for its FP8 and NVFP4 experts; BF16 otherwise
 DEEPEP_WIRE = {"fp8": "fp8", "nvfp4": "nvfp4"}
@@ -620,13 +620,12 @@ class _LayerBuilder:
         uniformly within the gate's group limit (the op's ranks_per_token and nodes_per_token;
         recorded loads' imbalance is not carried)."""
         w, m = self.w, self.m
-        if w.moe_exchange != "deepep" or w.ep not in DEEPEP_INTRANODE_RANKS \
-                + DEEPEP_INTERNODE_RANKS:
+        if w.moe_exchange != "deepep" or w.ep not in DEEPEP_RANKS:
             return None
         call = dict(tokens=max(1, int(self.t)), hidden=m.hidden, top_k=m.top_k,
                     experts=m.experts, ep=w.ep, mode="normal")
         groups, group_top_k = m.group_limit
-        if w.ep in DEEPEP_INTERNODE_RANKS and group_top_k is not None and groups > 1:
+        if w.ep in INTERNODE_RANKS and group_top_k is not None and groups > 1:
             call.update(expert_groups=groups, group_top_k=group_top_k)
         return call
 
