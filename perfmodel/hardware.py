@@ -126,6 +126,9 @@ LINK_SCHEMA = {"bandwidth_bytes_per_s": Q(1e8, 1e14), "latency_s": Q(1e-8, 1e-3)
                # hop of each NCCL protocol, and the share of the rate data can use
                **{f"{p}_latency_s": Q(1e-8, 1e-3, optional=True)
                   for p in ("ll", "ll128", "simple")},
+               # optional: the measured fixed time of NCCL's ring LL collective on this link, in
+               # place of tuning.cc's baseLat[RING][LL]; every base latency scales with it
+               "nccl_base_latency_s": Q(1e-7, 1e-3, optional=True),
                "achievable_fraction": Q(0.1, 1.0, optional=True)}
 HEADER_KEYS = ("schema_version", "name", "architecture", "compute_capability", "aliases",
                "device_names", "sources")
@@ -158,6 +161,17 @@ class Link:
     ll_latency_s: float | None = None  # one ring hop of NCCL's LL, LL128, Simple protocols
     ll128_latency_s: float | None = None
     simple_latency_s: float | None = None
+    # measured fixed time of NCCL's ring LL collective here (perfmodel/ops/nccl.py base_s);
+    # None: tuning.cc's baseLat
+    nccl_base_latency_s: float | None = None
+
+    def nccl_base_steps(self, base_us: float, ring_ll_base_us: float) -> float | None:
+        """An NCCL base latency of tuning.cc's `base_us`, scaled by this link's measured ring LL
+        base over tuning.cc's (`ring_ll_base_us`), in steps of `latency_s`; None where the spec
+        measures no base (perfmodel/ops/nccl.py base_steps)."""
+        if self.nccl_base_latency_s is None:
+            return None
+        return base_us / ring_ll_base_us * self.nccl_base_latency_s / self.latency_s
 
     def protocol_step(self, protocol: str) -> float:
         """One hop of NCCL protocol `protocol` (ll, ll128, simple) in steps of `latency_s`, the
@@ -588,7 +602,9 @@ def parse_spec(raw: Any, file: str = "") -> Hardware:
         links={n: Link(v(f"links.{n}.bandwidth_bytes_per_s"), v(f"links.{n}.latency_s"),
                        v(f"links.{n}.achievable_fraction", 1.0),
                        *(qs[f"links.{n}.{p}_latency_s"].value if f"links.{n}.{p}_latency_s" in qs
-                         else None for p in ("ll", "ll128", "simple")))
+                         else None for p in ("ll", "ll128", "simple")),
+                       qs[f"links.{n}.nccl_base_latency_s"].value
+                       if f"links.{n}.nccl_base_latency_s" in qs else None)
                for n in sorted(link_names)},
         kernel_launch_s=v("kernel_launch_s"),
         graph_kernel_gap_s=v("graph_kernel_gap_s"),

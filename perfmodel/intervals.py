@@ -15,6 +15,9 @@ linear_fp8, linear_fp8_block, linear_nvfp4: AIConfigurator's cuBLAS / TensorRT-L
 the `gemm` rows are a handful of user kernels from bug reports (a TileLang matmul 3x slower than
 cuBLAS on B200), whose band would say more about those kernels than about the model.
 
+A collective takes the band of the NCCL rows of its kind and message-size band first
+(`allreduce 64KiB-4MiB`: AIConfigurator's NCCL 2.29.2 measurements), then its own class.
+
 A graph's band: each op's own, weighted by its time (the errors of one graph's ops taken as fully
 correlated, the conservative reading): [T·Σ t_i e^q10_i / Σ t_i, T·Σ t_i e^q90_i / Σ t_i].
 """
@@ -25,6 +28,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from perfmodel.units import collective_size_band
 
 ACCURACY_PATH = Path(__file__).resolve().parent / "accuracy.yaml"
 
@@ -106,6 +111,9 @@ def band_of_classes(classes: tuple[str, ...], architecture: str) -> Band | None:
     return None
 
 
+# the collectives whose validation classes carry a message-size band (perfmodel.validation.
+# measurements: the NCCL rows)
+COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "alltoall")
 # the library-linear class of a GEMM's dtype (module docstring)
 LINEAR_CLASS = {"bf16": "linear_bf16", "fp16": "linear_bf16", "fp8": "linear_fp8",
                 "fp8_e4m3": "linear_fp8", "nvfp4": "linear_nvfp4"}
@@ -114,6 +122,8 @@ LINEAR_CLASS = {"bf16": "linear_bf16", "fp16": "linear_bf16", "fp8": "linear_fp8
 def band_classes(op) -> tuple[str, ...]:
     """The op classes whose band an op takes, in order (module docstring)."""
     cls = op_class(op)
+    if op.name in COLLECTIVES:  # the NCCL rows' class of its size band first
+        return (f"{op.name} {collective_size_band(float(op.params['bytes']))}", cls)
     if op.name == "gemm":
         p = op.params
         linear = ("linear_fp8_block" if p.get("fp8_scaling") == "block" and

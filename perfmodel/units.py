@@ -12,6 +12,8 @@ The one source of truth for dtype names:
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 KB = 1e3
@@ -100,3 +102,13 @@ def bytes_per_element(dtype: str) -> float:
         block, scale_bytes = BLOCK_SCALES[d]
         size += scale_bytes / block
     return size
+
+
+# Message-size bands a collective's error is reported and its interval taken in: decode-sized
+# (latency-bound), medium, prefill- and training-sized (bandwidth-bound)
+COLLECTIVE_SIZE_BANDS = ((64 << 10, "<64KiB"), (4 << 20, "64KiB-4MiB"), (math.inf, ">4MiB"))
+
+
+def collective_size_band(nbytes: float) -> str:
+    """The message-size band of a collective's buffer of `nbytes` per GPU."""
+    return next(name for upper, name in COLLECTIVE_SIZE_BANDS if nbytes < upper)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import glob
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -45,6 +46,16 @@ MLA_ATTENTION_OUT = OUT.with_name("aiconfigurator_mla_attention.csv")
 ALLREDUCE_OUT = OUT.with_name("aiconfigurator_allreduce.csv")
 MOE_A2A_OUT = OUT.with_name("aiconfigurator_moe_a2a.csv")
 SGLANG_DEEPEP_OUT = OUT.with_name("aiconfigurator_sglang_deepep.csv")
+NCCL_OUT = OUT.with_name("aiconfigurator_nccl.csv")
+ENGINE_ALLREDUCE_OUT = OUT.with_name("aiconfigurator_engine_allreduce.csv")
+# NCCL's collectives (nccl_perf) at the newest NCCL version each GPU's table has, GB300 included;
+# FP16 buffers (the table's `half`; its int8 rows repeat the same byte counts)
+NCCL_GPUS = {**GPUS, "gb300": "GB300"}
+NCCL_OPS = {"all_reduce": "allreduce", "all_gather": "allgather",
+            "reduce_scatter": "reduce_scatter", "alltoall": "alltoall"}
+# vLLM's and SGLang's custom all-reduce tables (custom_allreduce_perf), the newest version of
+# each engine per GPU, both the CUDA-graph and the eager rows
+ENGINE_ALLREDUCE = {"vllm": "vLLM", "sglang": "SGLang"}
 # SGLang's DeepEP normal kernels on one H200 node (wideep_deepep_normal_perf, SGLang 0.5.12):
 # DeepSeek-V3's shape at these tokens per rank, every SM count the table sweeps
 SGLANG_DEEPEP_TOKENS = (16, 256, 1024, 4096, 16384, 65536)
@@ -113,6 +124,71 @@ def main(root: str) -> None:
     _write(ALLREDUCE_OUT, allreduce_rows(base))
     _write(MOE_A2A_OUT, moe_a2a_rows(base))
     _write(SGLANG_DEEPEP_OUT, sglang_deepep_rows(base))
+    _write(NCCL_OUT, nccl_rows(base))
+    _write(ENGINE_ALLREDUCE_OUT, engine_allreduce_rows(base))
+
+
+def _newest(folder: Path) -> Path:
+    """The newest version folder under `folder` (numeric order: 2.29.2 after 2.27.3)."""
+    def key(p: Path):
+        return [int(x) if x.isdigit() else x for x in re.split(r"[.]|(?<=\d)(?=[a-z])", p.name)]
+    return max((p for p in folder.iterdir() if p.is_dir()), key=key)
+
+
+def nccl_rows(base: Path) -> list[dict]:
+    """NCCL's all-reduce, all-gather, reduce-scatter and all-to-all (nccl_perf: FP16, 2/4/8
+    GPUs of one NVLink domain, 4 at most on GB200/GB300, 256 to 512M elements), at the newest
+    NCCL version of each GPU's table. `message_size` counts elements of the op's buffer as
+    nccl-tests sizes it (the per-GPU buffer of an all-reduce and an all-to-all, the whole
+    gathered output of an all-gather, the whole input of a reduce-scatter); `bytes` = 2 x
+    elements."""
+    import pandas as pd
+    rows = []
+    for folder, gpu in NCCL_GPUS.items():
+        version = _newest(base / folder / "comm" / "nccl").name
+        table = f"{folder}/comm/nccl/{version}/nccl_perf.parquet"
+        d = pd.read_parquet(base / table)
+        d = d[d.nccl_dtype == "half"].sort_values(["op_name", "num_gpus", "message_size"])
+        for n, r in enumerate(d.itertuples(), start=1):
+            rows.append(_row(
+                f"AICNCCL-{gpu}-{n:03d}", gpu, table, f"NCCL {version}", NCCL_OPS[r.op_name],
+                "fp16", {"gpus": int(r.num_gpus), "elements": int(r.message_size),
+                         "bytes": 2 * int(r.message_size), "nccl": version}, r.latency,
+                f"AIConfigurator measured latency of NCCL {version}'s {r.op_name} of "
+                f"{int(r.message_size)} FP16 elements over {int(r.num_gpus)} GPUs"
+                + (f" on {r.device}" if hasattr(r, "device") else "")))
+    return rows
+
+
+def engine_allreduce_rows(base: Path) -> list[dict]:
+    """vLLM's and SGLang's custom all-reduce (custom_allreduce_perf: BF16, 2/4/8 GPUs, 128 to
+    the engine's size limit in elements), the newest version of each engine per GPU, replayed
+    from a CUDA graph and eagerly (`kernel_source` ..._graph / ..._eager)."""
+    import pandas as pd
+    rows = []
+    for engine, name in ENGINE_ALLREDUCE.items():
+        for folder, gpu in NCCL_GPUS.items():
+            root = base / folder / "comm" / engine
+            if not root.is_dir():
+                continue
+            version = _newest(root).name
+            table = f"{folder}/comm/{engine}/{version}/custom_allreduce_perf.parquet"
+            if not (base / table).is_file():
+                continue
+            d = pd.read_parquet(base / table).sort_values(["kernel_source", "num_gpus",
+                                                           "message_size"])
+            for n, r in enumerate(d.itertuples(), start=1):
+                mode = "graph" if r.kernel_source.endswith("graph") else "eager"
+                rows.append(_row(
+                    f"AICEAR-{engine}-{gpu}-{n:03d}", gpu, table,
+                    f"{name} {version} custom all-reduce ({mode})", f"{engine}_allreduce", "bf16",
+                    {"gpus": int(r.num_gpus), "elements": int(r.message_size),
+                     "bytes": 2 * int(r.message_size), "engine": engine, "version": version,
+                     "mode": mode}, r.latency,
+                    f"AIConfigurator measured latency of {name} {version}'s custom all-reduce "
+                    f"({r.kernel_source}) of {int(r.message_size)} BF16 elements over "
+                    f"{int(r.num_gpus)} GPUs on {r.device}"))
+    return rows
 
 
 def sglang_deepep_rows(base: Path) -> list[dict]:

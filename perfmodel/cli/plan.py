@@ -19,6 +19,10 @@ from perfmodel.report.tables import format_table
 from perfmodel.units import GEMM_DTYPES
 
 FORMATS = ("table", "json", "csv")
+# the most requests `plan serve` simulates: about a minute per layout at ~30 us a decode step with
+# a batch of 256 and 1k-token outputs (benchmarks/speed_report.py); beyond, an error names the
+# flag rather than a run of hours without a word
+MAX_SERVE_REQUESTS = 100_000
 GIB = 2.0 ** 30
 DURATION = re.compile(r"^\s*((?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*(us|µs|ms|s)?\s*$", re.I)
 UNIT_S = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, None: 1.0}
@@ -47,14 +51,23 @@ def register(sub) -> None:
     _common(s)
     s.add_argument("--isl", type=int, default=1024, help="input (prompt) tokens per request")
     s.add_argument("--osl", type=int, default=128, help="output tokens per request")
+    s.add_argument("--isl-range", type=float, metavar="R", help="input lengths uniform in "
+                   "[floor(R x ISL), ISL] per request, as InferenceX's and SGLang's benchmark "
+                   "clients draw them (--random-range-ratio; InferenceX runs 0.8)")
+    s.add_argument("--osl-range", type=float, metavar="R", help="output lengths uniform in "
+                   "[floor(R x OSL), OSL] per request")
     mode = s.add_mutually_exclusive_group()
     mode.add_argument("--offline", action="store_true",
                       help="every request queued at t = 0: maximum throughput (the default)")
     mode.add_argument("--rate", type=float, help="Poisson arrivals, requests/s (deployment)")
     mode.add_argument("--concurrency", type=int,
                       help="requests in flight in the whole deployment")
+    s.add_argument("--burstiness", type=float, default=1.0, help="with --rate: gamma-"
+                   "distributed gaps of this shape (1: Poisson; below 1 burstier), as vLLM's "
+                   "and InferenceX's benchmark clients draw them")
     s.add_argument("--requests", type=int, help="requests of the deployment to simulate "
-                   "(split over the replicas; default: see docs/cli.md \"plan\")")
+                   "(split over the replicas; default: see docs/cli.md \"plan\"; at most "
+                   f"{MAX_SERVE_REQUESTS:,})")
     s.add_argument("--seed", type=int, default=0, help="seed of the request stream")
     s.add_argument("--tpot-slo", help="p99 TPOT target, e.g. 50ms")
     s.add_argument("--ttft-slo", help="p99 TTFT target, e.g. 2s")
@@ -149,6 +162,21 @@ def _resolve(args):
     rate = getattr(args, "rate", None)
     if rate is not None and not (rate > 0 and math.isfinite(rate)):
         problems.append(f"--rate: expected a positive number of requests/s, got {rate}")
+    requests = getattr(args, "requests", None)
+    if getattr(args, "plan_command", None) == "serve" and requests is not None \
+            and 1 <= requests <= MAX_ELEMENTS and requests > MAX_SERVE_REQUESTS:
+        problems.append(f"--requests: at most {MAX_SERVE_REQUESTS:,} requests are simulated "
+                        f"(about a minute per layout; more would run for hours), got "
+                        f"{requests:,}")
+    for flag in ("isl_range", "osl_range"):
+        v = getattr(args, flag, None)
+        if v is not None and not (0 < v <= 1):
+            problems.append(f"--{flag.replace('_', '-')}: expected a range ratio in (0, 1], "
+                            f"got {v}")
+    burstiness = getattr(args, "burstiness", 1.0)
+    if not (burstiness > 0 and math.isfinite(burstiness)):
+        problems.append(f"--burstiness: expected a positive number (1: Poisson), got "
+                        f"{burstiness}")
     if problems:
         raise InputError(problems)
     return m, h
@@ -160,6 +188,7 @@ def run_serve(args) -> int:
         check_output(args.plot, "--plot", plot=True)
     from perfmodel.plan.search import best, pareto, search_serving
     from perfmodel.plan.simulator import Workload
+    from perfmodel.plan.simulator.workload import range_lengths
     problems = []
     slo = {}
     for flag, key in (("--tpot-slo", "tpot_slo"), ("--ttft-slo", "ttft_slo")):
@@ -175,8 +204,13 @@ def run_serve(args) -> int:
         raise InputError(problems)
     mode = "rate" if args.rate is not None else (
         "concurrency" if args.concurrency is not None else "offline")
-    wl = Workload(mode, args.requests, args.isl, args.osl, rate=args.rate,
-                  concurrency=args.concurrency, seed=args.seed)
+    if args.burstiness != 1.0 and mode != "rate":
+        print("perfmodel: warning: --burstiness applies to --rate arrivals only (ignored)",
+              file=sys.stderr)
+    wl = Workload(mode, args.requests, range_lengths(args.isl, args.isl_range, "--isl-range"),
+                  range_lengths(args.osl, args.osl_range, "--osl-range"), rate=args.rate,
+                  concurrency=args.concurrency, seed=args.seed,
+                  burstiness=args.burstiness if mode == "rate" else 1.0)
     settings = _spec_settings(args)
     common = dict(engine=args.engine, dtype=args.dtype, kv_dtype=args.kv_dtype, tp=args.tp,
                   pp=args.pp, ep=args.ep, tpot_slo_s=slo["tpot_slo"], ttft_slo_s=slo["ttft_slo"],
@@ -245,11 +279,50 @@ def _f(x: float | None, scale: float = 1.0, digits: int = 0) -> str:
     return "-" if x is None else f"{x * scale:.{digits}f}"
 
 
+def _length(v: Any) -> str:
+    """A workload length as to_dict gives it: an int, or [kind, a, b]."""
+    if isinstance(v, list):
+        kind, a, b = v
+        return f"{a:g}..{b:g} uniform" if kind == "uniform" else f"~N({a:g}, {b:g})"
+    return str(v)
+
+
 def _describe(w: dict[str, Any]) -> str:
+    arrivals = ("Poisson arrivals" if w.get("burstiness", 1.0) == 1.0 else
+                f"gamma arrivals (burstiness {w['burstiness']:g})")
     what = {"offline": "offline (every request queued at t = 0)",
-            "rate": f"Poisson arrivals at {w.get('rate')} requests/s",
+            "rate": f"{arrivals} at {w.get('rate')} requests/s",
             "concurrency": f"{w.get('concurrency')} requests in flight"}[w["mode"]]
-    return f"{what}, isl {w['isl']}, osl {w['osl']}"
+    if "isl" not in w:
+        return what
+    return f"{what}, isl {_length(w['isl'])}, osl {_length(w['osl'])}"
+
+
+def statistics_block(row: dict[str, Any]) -> list[str]:
+    """The benchmark clients' statistics of one row: mean, median, p90, p99 of TTFT, TPOT, ITL
+    (ms) and E2E (s), and the throughputs (docs/cli.md "plan" defines each)."""
+    heads = ["", "mean", "median", "p90", "p99"]
+    table = []
+    for metric, label, scale, digits in (("ttft", "TTFT ms", 1e3, 1), ("tpot", "TPOT ms", 1e3, 2),
+                                         ("itl", "ITL ms", 1e3, 2), ("e2e", "E2E s", 1, 2)):
+        table.append([label] + [_f(row.get(f"{metric}_{k}_s"), scale, digits)
+                                for k in ("mean", "p50", "p90", "p99")])
+    lines = ["", "latencies of the best layout (per request; ITL per token gap):",
+             format_table(heads, table), ""]
+    lines.append(
+        f"throughput: {_f(row.get('requests_per_s'), 1, 2)} requests/s, "
+        f"{_f(row['output_tokens_per_s'])} output tokens/s "
+        f"({_f(row['output_tokens_per_s_per_gpu'])} per GPU), "
+        f"{_f(row.get('total_tokens_per_s'))} total tokens/s "
+        f"({_f(row.get('total_tokens_per_s_per_gpu'))} per GPU), "
+        f"{_f(row.get('output_tokens_per_s_per_user'), 1, 1)} per user (1 / mean TPOT); "
+        f"first send to last completion")
+    steady = "steady state" if row.get("steady_state") else "steady state (not reached)"
+    lines.append(f"{steady}: {_f(row.get('steady_output_tokens_per_s'))} output tokens/s "
+                 f"({_f(row.get('steady_output_tokens_per_s_per_gpu'))} per GPU), "
+                 f"{_f(row.get('steady_total_tokens_per_s_per_gpu'))} total tokens/s per GPU; "
+                 f"layouts are ranked on it")
+    return lines
 
 
 def serve_table(rows, top, front, search) -> str:
@@ -269,6 +342,7 @@ def serve_table(rows, top, front, search) -> str:
             f"{top['output_tokens_per_s_per_gpu']:.0f} per GPU, "
             f"{_f(top['output_tokens_per_s_per_user'], 1, 1)} per user; TTFT p99 "
             f"{_f(top['ttft_p99_s'], 1e3)} ms, TPOT p99 {_f(top['tpot_p99_s'], 1e3, 1)} ms")
+        lines += statistics_block(top)
     else:
         lines.append("best: none" + (" meets the SLOs" if slo and any(r["fits"] for r in rows)
                                      else " fits"))

@@ -84,7 +84,7 @@ from collections import Counter
 
 from perfmodel.demand import Choice, Demand
 from perfmodel.errors import InputError
-from perfmodel.ops import nccl
+from perfmodel.ops import custom_allreduce, nccl
 from perfmodel.ops.base import GPUS_WHY, MAX_GPUS, Op, Param, byte_count
 
 AUTO = "auto"
@@ -150,7 +150,8 @@ def domain_occupancy(levels: tuple[tuple[int, int], ...], domain: int) -> tuple[
 
 
 NCCL = "nccl"
-ALGORITHM_CHOICES = ("ring", "tree", "nvls", "oneshot", NCCL, AUTO)
+ENGINES = custom_allreduce.ENGINES  # an engine's own dispatch (custom kernel or NCCL)
+ALGORITHM_CHOICES = ("ring", "tree", "nvls", "oneshot", "twoshot", NCCL, AUTO, *ENGINES)
 
 
 def _fastest(options: list[Demand]) -> Demand | Choice:
@@ -165,10 +166,13 @@ class _Collective(Op):
         "link": Param("str", default=AUTO, doc="link name in the hardware spec; auto: nvlink "
                       "inside one NVLink domain, network (and nvlink) across domains"),
         "algorithm": Param("choice", default=NCCL, choices=ALGORITHM_CHOICES,
-                           doc="ring; tree, nvls (NVLink SHARP, one NVLink domain) and oneshot: "
-                               "all-reduce only; nccl: the fastest of NCCL's algorithms and "
-                               "protocols, as its tuner picks; auto: nccl or the one-shot "
-                               "custom all-reduce"),
+                           doc="ring; tree, nvls (NVLink SHARP, one NVLink domain), oneshot "
+                               "and twoshot (custom kernels, one NVLink domain): all-reduce "
+                               "only; nccl: the fastest of NCCL's algorithms and protocols, as "
+                               "its tuner picks; auto: nccl or the one-shot custom all-reduce; "
+                               "vllm, sglang, trtllm (all-reduce only): that engine's own "
+                               "choice, its custom kernel where its rules take the message, "
+                               "else nccl"),
         "protocol": Param("choice", default=AUTO, choices=(AUTO, *nccl.PROTOCOLS),
                           doc="NCCL protocol: ll, ll128, simple; auto: the fastest the "
                               "algorithm offers"),
@@ -182,17 +186,20 @@ class _Collective(Op):
     PAIRWISE = False    # all-to-all: bytes go to every peer, not around a ring
 
     ALGORITHMS = ("ring",)        # NCCL's algorithms for this collective
-    CUSTOM: tuple[str, ...] = ()  # other libraries' algorithms that `auto` adds
+    CUSTOM: tuple[str, ...] = ()  # other libraries' algorithms (custom kernels)
+    AUTO_CUSTOM: tuple[str, ...] = ()  # the custom kernels that `auto` adds
+    ENGINE_DISPATCH: tuple[str, ...] = ()  # engines whose own dispatch the op offers
     PROTOCOLS = nccl.PROTOCOLS    # NCCL's protocols for this collective
 
     def check(self, v):
         problems = []
         algorithm, protocol = v["algorithm"], v["protocol"]
-        if algorithm not in (*self.ALGORITHMS, *self.CUSTOM, NCCL, AUTO):
+        others = (*self.CUSTOM, NCCL, AUTO, *self.ENGINE_DISPATCH)
+        if algorithm not in (*self.ALGORITHMS, *others):
             problems.append(("algorithm", f"'{algorithm}' is not an algorithm of {self.name} "
                                           f"(expected one of {', '.join(self.ALGORITHMS)}, "
-                                          f"{', '.join((*self.CUSTOM, NCCL, AUTO))})"))
-        elif protocol != AUTO and algorithm in self.CUSTOM:
+                                          f"{', '.join(others)})"))
+        elif protocol != AUTO and algorithm in (*self.CUSTOM, *self.ENGINE_DISPATCH):
             problems.append(("protocol", f"the {algorithm} all-reduce is not NCCL's and has no "
                                          f"NCCL protocol (expected auto, got '{protocol}')"))
         elif protocol not in (AUTO, "simple") and algorithm == "nvls":
@@ -221,8 +228,19 @@ class _Collective(Op):
                 return self._across_domains(hw, domains, fewest, most)
             link = "nvlink"
         hw.link(link)  # an unknown link is bad input whatever the algorithm
+        if self.algorithm in self.ENGINE_DISPATCH and link == "nvlink" and domains == 1:
+            # the engine's own kernel where its rules take the message (ops/custom_allreduce.py)
+            pick = custom_allreduce.dispatch(self.algorithm, hw, self.gpus, self.bytes,
+                                             self.mode, link)
+            if pick.kernel is not None and not pick.with_nccl:
+                return pick.kernel
+        else:
+            pick = None
         pairs = self._pairs(hw, link, nvls=hw.nvls and link == "nvlink" and domains == 1)
-        return _fastest([self._demand(hw, a, p, link) for a, p in pairs])
+        options = [self._demand(hw, a, p, link) for a, p in pairs]
+        if pick is not None and pick.kernel is not None:
+            options.insert(0, pick.kernel)
+        return _fastest(options)
 
     # -- which (algorithm, protocol) pairs run -------------------------------------------------
     def _pairs(self, hw, link: str, nvls: bool,
@@ -230,10 +248,10 @@ class _Collective(Op):
         """The (algorithm, protocol) pairs the op offers on `link` (nvls: NVLS can run, the
         group on NVLink in one domain of an NVLS system; spanning: the group crosses domains,
         where no custom all-reduce runs); an InputError for a named one that cannot run."""
-        if self.algorithm in (NCCL, AUTO):
+        if self.algorithm in (NCCL, AUTO, *self.ENGINE_DISPATCH):
             algorithms = [a for a in self.ALGORITHMS if a != "nvls" or nvls]
             if self.algorithm == AUTO and not spanning:
-                algorithms += self.CUSTOM
+                algorithms += self.AUTO_CUSTOM
         else:
             algorithms = [self.algorithm]
             if self.algorithm == "nvls" and not nvls:
@@ -268,13 +286,9 @@ class _Collective(Op):
     def _demand(self, hw, algorithm: str, protocol: str | None, link: str) -> Demand:
         g, s = self.gpus, self.bytes
         wire_link = hw.link(link)
-        if algorithm == "oneshot":
-            sent = (g - 1) * s
-            hbm = 2 * sent + (sent if self.REDUCES else 0.0)
-            return Demand(work={f"link:{link}": sent / wire_link.achievable_fraction, "hbm": hbm},
-                          launch=None, flop=0.0, hbm_bytes=hbm, link_steps={link: 1},
-                          details={"bytes_sent_per_gpu": sent, "steps": 1, "hops": {link: 1},
-                                   "algorithm": algorithm, "protocol": None})
+        if algorithm in self.CUSTOM:  # a custom kernel (ops/custom_allreduce.py)
+            return custom_allreduce.kernel_demand(hw, algorithm, g, s, link,
+                                                  reduces=self.REDUCES)
         across = nccl.link_class(link) == "network"  # each GPU in a node of its own
         if algorithm == "nvls":
             sent, hops = (g + 1) / g * s, 1
@@ -283,18 +297,25 @@ class _Collective(Op):
             hops = 2 * math.ceil(math.log2(g)) if across else 2 * (g - 1)
         else:
             sent, hops = self.SEND_FACTOR * (g - 1) / g * s, self.RING_STEPS * (g - 1)
-        efficiency = nccl.bus_efficiency(self.name, algorithm, protocol, across, across)
+        efficiency = nccl.bus_efficiency(
+            self.name, algorithm, protocol, g if across else 1,
+            wire_link.bandwidth_bytes_per_s * wire_link.achievable_fraction,
+            hw.compute_capability)
         wire = sent / (efficiency * wire_link.achievable_fraction)
-        # NCCL's latency in ring hops of the protocol on this link, then in link steps
-        ring_hops = nccl.base(link, algorithm, protocol) + hops * nccl.hop(link, algorithm,
-                                                                           protocol)
+        # NCCL's latency in steps of the link's latency: the base, then each hop in ring hops
+        # of the protocol on this link
+        steps = (nccl.base_steps(link, algorithm, protocol, wire_link)
+                 + hops * nccl.hop(link, algorithm, protocol) * wire_link.protocol_step(protocol))
         hbm = 2 * sent + (sent if self.REDUCES and algorithm != "nvls" else 0.0)
         return Demand(work={f"link:{link}": wire, "hbm": hbm}, launch=None, flop=0.0,
                       hbm_bytes=hbm, kernels=0,
-                      link_steps={link: ring_hops * wire_link.protocol_step(protocol)},
+                      link_steps={link: steps},
                       details={"bytes_sent_per_gpu": sent, "wire_bytes_per_gpu": wire,
                                "steps": hops, "hops": {link: hops}, "algorithm": algorithm,
-                               "protocol": protocol})
+                               "protocol": protocol,
+                               "channels": nccl.channels(algorithm, protocol, s, g,
+                                                         hw.compute_capability,
+                                                         g if across else 1)})
 
     # -- across NVLink domains -----------------------------------------------------------------
     def _across_domains(self, hw, domains: int, fewest: int, most: int) -> Demand | Choice:
@@ -302,9 +323,10 @@ class _Collective(Op):
         if most > 1:
             hw.link("nvlink")
         if self.algorithm in self.CUSTOM:
-            raise InputError(f"{self.name}: the one-shot algorithm needs the group in one NVLink "
-                             f"domain; {self.gpus} GPUs placed {self.placement or 'consecutively'} "
-                             f"span {domains} domains of {hw.nvlink_domain_gpus} on {hw.name}")
+            kernel = self.algorithm.replace("shot", "-shot")  # one-shot, two-shot
+            raise InputError(f"{self.name}: the {kernel} algorithm needs the group in "
+                             f"one NVLink domain; {self.gpus} GPUs placed "
+                             f"{self.placement or 'consecutively'} span {domains} domains of {hw.nvlink_domain_gpus} on {hw.name}")
         if self.algorithm == "nvls":
             raise InputError(self._no_nvls(hw))
         pairs = self._pairs(hw, "network", nvls=False, spanning=True)
@@ -326,8 +348,10 @@ class _Collective(Op):
         if algorithm == "tree":  # a chain in each domain, a binary tree across domains
             nvlink, network = nvlink * g / (g - 1), network * g / (g - 1)  # 2·S, not the ring's
             nv_hops, net_hops = 2 * (most - 1), 2 * math.ceil(math.log2(n))
-        efficiency = nccl.bus_efficiency(self.name, algorithm, protocol, True, most == 1)
         net = hw.link("network")
+        efficiency = nccl.bus_efficiency(self.name, algorithm, protocol, n,
+                                         net.bandwidth_bytes_per_s * net.achievable_fraction,
+                                         hw.compute_capability)
         sent = nvlink + network
         hbm = 2 * sent + (sent if self.REDUCES else 0.0)
         work = {"link:network": network / (efficiency * net.achievable_fraction), "hbm": hbm}
@@ -339,11 +363,11 @@ class _Collective(Op):
                 intra *= nccl.intra_hop_leaving_node(protocol)
             work["link:nvlink"] = nvlink / (efficiency * nv.achievable_fraction)
             steps = {"network": net_ring_hops * net.protocol_step(protocol),
-                     "nvlink": (nccl.base("nvlink", algorithm, protocol) + nv_hops * intra)
-                     * nv.protocol_step(protocol)}
+                     "nvlink": nccl.base_steps("nvlink", algorithm, protocol, nv)
+                     + nv_hops * intra * nv.protocol_step(protocol)}
         else:
-            steps = {"network": (nccl.base("network", algorithm, protocol) + net_ring_hops)
-                     * net.protocol_step(protocol)}
+            steps = {"network": nccl.base_steps("network", algorithm, protocol, net)
+                     + net_ring_hops * net.protocol_step(protocol)}
         hops = {"network": net_hops, **({"nvlink": nv_hops} if nvlink > 0 else {})}
         return Demand(work=work, launch=None, flop=0.0, hbm_bytes=hbm, kernels=0,
                       link_steps=steps,
@@ -355,9 +379,17 @@ class _Collective(Op):
 
 class Allreduce(_Collective):
     name = "allreduce"
+    PARAMS = {**_Collective.PARAMS,
+              "mode": Param("choice", default="graph", choices=custom_allreduce.MODES,
+                            doc="how an engine's dispatch (algorithm vllm, sglang) runs: graph "
+                                "(replayed from a CUDA graph, its buffers registered) or eager "
+                                "(vLLM's and SGLang's pull kernels copy the input into a "
+                                "registered buffer first); other algorithms ignore it")}
     SEND_FACTOR, RING_STEPS, REDUCES = 2.0, 2.0, True
     ALGORITHMS = ("ring", "tree", "nvls")
-    CUSTOM = ("oneshot",)
+    CUSTOM = ("oneshot", "twoshot")
+    AUTO_CUSTOM = ("oneshot",)
+    ENGINE_DISPATCH = ENGINES
 
 
 class Allgather(_Collective):

@@ -8,38 +8,38 @@ and its tuner runs the pair of least predicted time for the message size. This m
 NCCL's numbers and turns them into what an op may hand the engine: bytes on the wire and link
 steps. The collectives (perfmodel/ops/comm.py) build one Demand per pair from them.
 
+Version and provenance. The tables are NVIDIA/nccl v2.27.7-1 (commit 593de54e),
+src/graph/tuning.cc, read at the line numbers cited beside each; what changed in 2.21-2.30 is
+noted where it matters. They are as the project's research notes copy them out of that source,
+with line numbers (the nvidia-nccl-cu12 wheel ships the library, not tuning.cc).
+
 Bandwidth. A protocol puts more bytes on the wire than it delivers, by its line format: LL
-stores 8 B of data with an 8 B flag in every 16 B line (50 %), LL128 120 B of data and 8 B of
-flags in every 128 B line (93.75 %), Simple moves plain data and synchronizes per chunk with
-flags and fences (~100 %) (NCCL src/device/prims_ll.h, prims_ll128.h, prims_simple.h). NCCL's
-tuner charges more than the line format alone: ring LL at 1/4 of Simple's bus bandwidth for an
-all-reduce or across nodes and 1/3 otherwise (the 50 % line, then LL's per-thread store-and-poll
-loop), ring LL128 at 0.92 (its code comment: "120.0/128.0"; 0.7 with one GPU per node), the tree
-at 0.92 of the ring's bus bandwidth, then LL at 1/3.8 of that and LL128 at 7/9 inside one node,
-120/128 across nodes. `bus_efficiency` returns those factors; the op divides its payload bytes by
-them (and by the link's achievable fraction, NCCL's per-link rate in src/graph/topo.h) to get
-the bytes the link must carry in the same time.
+stores 8 B of data with an 8 B flag in every 16 B line (50 %; src/include/device.h:71-83), LL128
+120 B of data in every 128 B line (device.h:106-111), Simple moves plain data. tuning.cc:266-327
+turns the bus bandwidth of a graph (nChannels x per-channel speed: the link's rate as NCCL's
+topology gives it, src/graph/topo.h) into each pair's:
+  ring LL      min(llMaxBw, 0.5 busBw)              (llMaxBws[arch][nodes]: one node 87.7
+                                                     Ampere, 141 Hopper, 282 Blackwell GB/s)
+  ring LL128   0.92 busBw                          ("120.0/128.0"; the per-channel cap
+                                                     nCh x perChMaxRingLL128Bw is above it on
+                                                     the NVSwitch boards: not modelled)
+  tree         0.92 busBw, then LL: min(that/3.8, llMaxBw), LL128: x 7/9 in one node, x 120/128
+               across nodes
+  NVLS         perfmodel: the switch traffic at NVLS_EFFICIENCY per architecture (below)
+`bus_efficiency` returns the payload-per-wire-byte factor these imply on the op's link; the op
+divides its payload bytes by it (and by the link's achievable fraction).
 
-NCCL also caps LL and LL128 bus bandwidth per architecture and per channel (tuning.cc llMaxBws:
-Ampere 87.7, Hopper 141, Blackwell 2×141 GB/s in one node; 22.5/45/90 on two nodes, 19/35/70
-beyond; perChMaxRingLL128Bw 20 (Ampere) / 36.7 (Hopper) / 2×36.7 (Blackwell) GB/s per channel;
-perChMaxTreeBw, perChMaxTreeLL128Bw alike). With the factors above, LL on every built-in GPU stays
-below llMaxBws (tests/ops/test_comm.py checks it), and the per-channel caps times the 16 or
-more channels NCCL opens on an NVSwitch board (assumed) lie above the link rate, so no cap binds
-and none is modelled: the engine prices a link only at its own rate.
-
-Latency. tuning.cc's tables (microseconds) are below. The engine charges every link step the
-link's `latency` from the spec, so an op cannot hand it microseconds; instead each spec link
-states NCCL's ring hop of each protocol (hwspec keys `links.<name>.ll_latency`, `ll128_latency`,
+Latency. tuning.cc:134-156 (tables below) and 328-378 (how they add up: a ring pays base +
+steps x hop; a tree base + 2((ppn-1) intra + log2(nodes) inter) hops; NVLS its hop alone). The
+engine charges every link step the link's `latency` from the spec, so each spec link states
+NCCL's ring hop of each protocol (hwspec keys `links.<name>.ll_latency`, `ll128_latency`,
 `simple_latency`, with the `_s` unit suffix; hwspec-format.md), and this module expresses every
-other entry (tree and NVLS hops, the base latencies, the network overhead) in units of that ring
-hop, taking the ratios from the same table. With the spec holding tuning.cc's ring hops, the
-engine reproduces tuning.cc's latencies exactly; a measured hop in a spec scales the rest in
-proportion. `hardware.Link.protocol_step` turns those hops into steps of the link's own latency.
-
-Provenance. The tables are NCCL 2.19–2.21's tuning.cc as recalled from the source; GitHub was
-not reachable when this was written, so each entry says how sure the recollection is. Entries
-marked "assumed" are not in tuning.cc.
+other entry in units of that ring hop, taking the ratios from the same table. NCCL's numbers are
+its tuner's estimates (fitted by NVIDIA to nccl-tests). Where a GPU family's measured collectives
+give its NVLink LL hop and ring LL base (`ll_latency` and `nccl_base_latency`, with the unit
+suffix, from perfmodel/fitted.yaml's nccl.* keys), every base keeps tuning.cc's ratio to the
+ring LL base (`base_steps`) and the tree's LL hop its ratio to the ring's; the LL128 and Simple
+hops stay tuning.cc's.
 """
 from __future__ import annotations
 
@@ -51,23 +51,21 @@ PROTOCOLS = ("ll", "ll128", "simple")
 # in tuning.cc's model).
 LINE_EFFICIENCY = {"ll": 8 / 16, "ll128": 120 / 128, "simple": 1.0}
 
-# tuning.cc baseLat[algorithm][protocol], us: the fixed cost of one collective, from NCCL's fit
-# to back-to-back collectives (nccl-tests), so it includes the kernel launch (the collectives
-# count no launch of their own beside it). Ring {6.6, 14.0, 8.4} and tree {6.8, 14.0, 0}: NCCL
-# 2.12-2.21, sure of the LL and LL128 entries, less of tree Simple (0 here; some releases have
-# 8.4). NVLS: 0 (its whole latency is the NVLS hop below; tuning.cc sets an NVLS latency to the
-# hop, not base + hop).
+# tuning.cc baseLat[algorithm][protocol], us (v2.27.7 tuning.cc:134-137): the fixed cost of
+# one collective, from NCCL's fit to back-to-back collectives (nccl-tests), so it includes the
+# kernel launch (the collectives count no launch of their own beside it). Ring {6.6, 14.0, 8.4}
+# (unchanged 2.21-2.30); tree {6.8, 14.0, 8.4} (tree Simple was 0 in 2.21/2.22, 8.4 from 2.23).
+# NVLS: 0 (tuning.cc sets an NVLS latency to its hop, replacing the base).
 BASE_LAT_US = {
     ("ring", "ll"): 6.6, ("ring", "ll128"): 14.0, ("ring", "simple"): 8.4,
-    ("tree", "ll"): 6.8, ("tree", "ll128"): 14.0, ("tree", "simple"): 0.0,
+    ("tree", "ll"): 6.8, ("tree", "ll128"): 14.0, ("tree", "simple"): 8.4,
     ("nvls", "simple"): 0.0,
 }
 
-# tuning.cc hwLat[NVLINK|PCI|NET][algorithm][protocol], us per hop. Ring rows (sure):
-# NVLink {.6, 1.9, 3.4}, PCI {1.0, 2.5, 5.7}, NET {2.7, 4.0, 14.0}. Tree rows: NVLink {.6, 1.25,
-# 4}, PCI {1.0, 1.9, 4}, NET {5.0, 8.5, 14} (LL and LL128 sure; the Simple entries were 28 before
-# NCCL 2.14 and are less sure). NVLS over NVLink, Simple only: 25 (least sure; 23-25 across
-# releases).
+# tuning.cc hwLat[NVLINK|PCI|NET][algorithm][protocol], us per hop (v2.27.7 tuning.cc:143-156).
+# Ring: NVLink {.6, 1.9, 3.4}, PCI {1.0, 2.5, 5.7}, NET {2.7, 4.0, 14.0}. Tree: NVLink {.6, 1.25,
+# 4}, PCI {1.0, 1.9, 4}, NET {5.0, 8.5, 14} (tree Simple was 28 in every row before 2.23). NVLS
+# over NVLink, Simple only: 25 (also in 2.30).
 HW_LAT_US = {
     "nvlink": {("ring", "ll"): 0.6, ("ring", "ll128"): 1.9, ("ring", "simple"): 3.4,
                ("tree", "ll"): 0.6, ("tree", "ll128"): 1.25, ("tree", "simple"): 4.0,
@@ -78,16 +76,28 @@ HW_LAT_US = {
                 ("tree", "ll"): 5.0, ("tree", "ll128"): 8.5, ("tree", "simple"): 14.0},
 }
 
-# tuning.cc getNetOverhead(): a ring that leaves the node pays at least this per intra-node hop
-# (1 us on Intel x86 and on Arm hosts, 2 on AMD; x3 with Simple). Intel/Arm assumed.
+# tuning.cc getNetOverhead() (v2.27.7 tuning.cc:201-209): a ring that leaves the node pays at
+# least this per intra-node hop (1 us on Intel x86 and other hosts, 2 on AMD; x3 with Simple).
+# Intel/Arm assumed.
 NET_OVERHEAD_US = 1.0
 NET_OVERHEAD_SIMPLE_FACTOR = 3.0
 
-# NVLS (NVLink SHARP) bus efficiency. Assumed: 5/6 is the factor tuning.cc (2.17-2.19, as
-# recalled) applies to NVLS bus bandwidth when it converts it to algorithm bandwidth, used here
-# on the switch traffic the op counts (comm.py: (G+1)/G of the buffer each way). With 8 H100 it
-# predicts ~480 GB/s of NVLS bus bandwidth, beside the ring's ~370.
-NVLS_EFFICIENCY = 5 / 6
+# NVLS (NVLink SHARP) efficiency: the share of the link's NCCL rate the switch traffic the op
+# counts (comm.py: (G+1)/G of the buffer each way) reaches, by compute capability major.
+# Hopper: 5/6, the factor tuning.cc (v2.21-2.27, tuning.cc:320-327) applies to NVLS bus bandwidth
+# when it converts it to algorithm bandwidth; with 8 H100 (18 x 20.6 GB/s) it gives 480 GB/s of
+# NVLS bus bandwidth, as nccl-tests measures it (nccl-tests issue 212: ~480, algbw ~275; nccl
+# issue 1455; Azure ND H100 v5: 478.87 GB/s at 8 GiB), where v2.28's nvlsEfficiency of 0.85 would
+# give 490. Blackwell: 0.74, v2.28+'s nvlsEfficiency for SM100 (v2.30.7 tuning.cc:139-144); with
+# 8 B200 (18 x 40.1 GB/s) it gives 831 GB/s, as measured (nccl issue 1807: 830+ on B200; issue
+# 2140: 845 on B300).
+NVLS_EFFICIENCY = {9: 5 / 6, 10: 0.74}
+
+
+def nvls_efficiency(compute_capability: str) -> float:
+    """NVLS_EFFICIENCY of the GPU's architecture (Blackwell's for any newer one)."""
+    major = int(str(compute_capability).split(".")[0])
+    return NVLS_EFFICIENCY[min(max(major, 9), 10)]
 
 # Link names of the specs and the class of NCCL's latency table they belong to; any other link
 # name is priced as NVLink (assumed).
@@ -98,26 +108,45 @@ def link_class(link: str) -> str:
     return LINK_CLASS.get(link, "nvlink")
 
 
-def bus_efficiency(collective: str, algorithm: str, protocol: str, across_nodes: bool,
-                   one_gpu_per_node: bool) -> float:
-    """Payload bytes per wire byte NCCL's tuner charges an (algorithm, protocol) pair: the
-    factors of its bus bandwidth against Simple's on the same links (module docstring)."""
+# tuning.cc llMaxBws[arch][nodes] (v2.27.7 tuning.cc:164-189, 232-240), GB/s: the most bus
+# bandwidth NCCL's LL protocol reaches, by architecture (compute capability < 8, 8.x, 9.x, >= 10)
+# and node count (1, 2, >= 3). Across nodes the first index is the CPU vendor in tuning.cc (Intel
+# or other: the row used here, as NET_OVERHEAD_US assumes).
+LL_MAX_BW_GBPS = {7: (39.0, 39.0, 20.4), 8: (87.7, 22.5, 19.0), 9: (141.0, 45.0, 35.0),
+                  10: (282.0, 90.0, 70.0)}
+TREE_CORRECTION = 0.92  # tuning.cc: tree busBw * .92
+TREE_LL_DIVISOR = 3.8   # tuning.cc: tree LL busBw / 3.8
+RING_LL128_FRACTION = 0.92  # tuning.cc: busBw * 0.92 /*120.0/128.0*/
+
+
+def ll_max_bw_bytes_per_s(compute_capability: str, nodes: int) -> float:
+    """llMaxBws for the GPU's architecture and the group's node (NVLink domain) count."""
+    major = int(str(compute_capability).split(".")[0])
+    row = LL_MAX_BW_GBPS[min(max(major, 7), 10)]
+    return row[0 if nodes <= 1 else 1 if nodes == 2 else 2] * 1e9
+
+
+def bus_efficiency(collective: str, algorithm: str, protocol: str, nodes: int,
+                   bus_bytes_per_s: float, compute_capability: str) -> float:
+    """Payload bytes per wire byte NCCL's tuner charges an (algorithm, protocol) pair on a link
+    whose bus bandwidth (NCCL's nChannels x bw: the link's rate times its achievable fraction)
+    is `bus_bytes_per_s`, for a group over `nodes` NVLink domains (module docstring)."""
     if algorithm == "nvls":
-        return NVLS_EFFICIENCY
-    if collective == "alltoall":
+        return nvls_efficiency(compute_capability)
+    if collective == "alltoall":  # send/receive: not in tuning.cc's model
         return LINE_EFFICIENCY[protocol]
+    ll_cap = ll_max_bw_bytes_per_s(compute_capability, nodes) / bus_bytes_per_s
     if algorithm == "ring":
-        if protocol == "ll":  # tuning.cc: busBw * (nNodes > 1 || AllReduce ? 1/4 : 1/3)
-            return 1 / 4 if (across_nodes or collective == "allreduce") else 1 / 3
-        if protocol == "ll128":  # busBw * (ppn < 2 ? 0.7 : 0.92 /*120.0/128.0*/)
-            return 0.7 if one_gpu_per_node else 0.92
+        if protocol == "ll":  # tuning.cc: std::min(llMaxBw, busBw * .5)
+            return min(LINE_EFFICIENCY["ll"], ll_cap)
+        if protocol == "ll128":
+            return RING_LL128_FRACTION
         return 1.0
-    tree = 0.92  # tuning.cc: tree busBw * .92
-    if protocol == "ll":  # then * 1.0/3.8
-        return tree / 3.8
+    if protocol == "ll":  # tuning.cc: std::min(busBw * .92 / 3.8, llMaxBw)
+        return min(TREE_CORRECTION / TREE_LL_DIVISOR, ll_cap)
     if protocol == "ll128":  # then * (nNodes == 1 ? 7/9 : 120/128)
-        return tree * (120 / 128 if across_nodes else 7 / 9)
-    return tree
+        return TREE_CORRECTION * (120 / 128 if nodes > 1 else 7 / 9)
+    return TREE_CORRECTION
 
 
 def hop(link: str, algorithm: str, protocol: str) -> float:
@@ -136,5 +165,45 @@ def intra_hop_leaving_node(protocol: str) -> float:
 
 def base(link: str, algorithm: str, protocol: str) -> float:
     """The fixed cost of one collective, in ring hops of `protocol` on `link` (where it is
-    charged)."""
+    charged), by tuning.cc's tables alone."""
     return BASE_LAT_US[(algorithm, protocol)] / HW_LAT_US[link_class(link)][("ring", protocol)]
+
+
+def base_steps(link: str, algorithm: str, protocol: str, wire) -> float:
+    """The fixed cost of one collective in steps of the spec link's (`wire`, a hardware.Link)
+    latency: tuning.cc's base scaled by the link's measured ring LL base where the spec gives
+    one (Link.nccl_base_steps), else tuning.cc's base in ring hops of the protocol at the link's
+    own hop."""
+    measured = wire.nccl_base_steps(BASE_LAT_US[(algorithm, protocol)],
+                                    BASE_LAT_US[("ring", "ll")])
+    if measured is not None:
+        return measured
+    return base(link, algorithm, protocol) * wire.protocol_step(protocol)
+
+
+# Channels (one CTA each). NVLS runs a fixed count (v2.27.7 src/transport/nvls.cc:147-149,
+# 177-198): 16 on compute capability 9.x, 24 on 10.x+ inside one node or NVLink domain, 32
+# across nodes. Ring and tree: the topology search's count doubled at setup (search.cc:937-950,
+# connect.cc:452-485); NVLINK_RING_CHANNELS is the runtime count an 8-GPU H100 NVSwitch log shows
+# ("Channel 05/16", NVIDIA/nccl issue 1453), taken for every NVSwitch board (assumed). At launch
+# NCCL drops channels while the message is under nChannels x threads x threshold (enqueue.cc:
+# 1831-1872; thresholds per thread in comm.h:38-40: LL 8 B, x nRanks for ring LL; LL128 8 B;
+# Simple 64 B), with 512 threads (LL, Simple) or 640 (LL128; device.h:89-111).
+NVLS_CHANNELS = {9: 16, 10: 24}
+NVLS_CHANNELS_ACROSS_NODES = 32
+NVLINK_RING_CHANNELS = 16
+THREAD_THRESHOLD_BYTES = {"ll": 8, "ll128": 8, "simple": 64}
+THREADS = {"ll": 512, "ll128": 640, "simple": 512}
+
+
+def channels(algorithm: str, protocol: str, nbytes: float, ranks: int,
+             compute_capability: str, nodes: int = 1) -> int:
+    """The channels (CTAs) NCCL runs a collective of `nbytes` on (the count the op reports;
+    the time does not depend on it: the link's bus bandwidth already holds the graph's)."""
+    major = int(str(compute_capability).split(".")[0])
+    if algorithm == "nvls":
+        return NVLS_CHANNELS_ACROSS_NODES if nodes > 1 else NVLS_CHANNELS[min(max(major, 9), 10)]
+    threshold = THREAD_THRESHOLD_BYTES[protocol] * (ranks if (algorithm, protocol)
+                                                    == ("ring", "ll") else 1)
+    fits = int(nbytes // (THREADS[protocol] * threshold))
+    return max(1, min(NVLINK_RING_CHANNELS, fits))

@@ -40,7 +40,8 @@ from typing import Any
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.units import GB, LINEAR_RECIPES, GiB, bytes_per_element
-from perfmodel.workloads.builder import ACT_BYTES, Workload, kv_cache_bytes_per_token
+from perfmodel.workloads.builder import (ACT_BYTES, Workload, expert_weight_dtype,
+                                         kv_cache_bytes)
 from perfmodel.workloads.models import ModelSpec, load_model
 
 # vLLM's default gpu_memory_utilization: the share of HBM the engine plans with.
@@ -106,9 +107,11 @@ def _gb(x: float) -> str:
 
 
 def weight_bytes_per_gpu(model: ModelSpec, dtype: str, tp: int, ep: int, pp: int,
-                         redundant_experts: int = 0) -> float:
-    """Weights one GPU holds: GEMM weights in the dtype policy, embeddings in bf16;
-    `redundant_experts`: EPLB's extra expert slots per MoE layer, spread over the ep GPUs."""
+                         redundant_experts: int = 0, phase: str = "decode") -> float:
+    """Weights one GPU holds: GEMM weights in the dtype policy, routed experts in the model's
+    `expert_dtype` where narrower (gpt-oss's MXFP4: 4.25 bits per weight with the E8M0 scale
+    per 32; builder.expert_weight_dtype), embeddings in bf16; `redundant_experts`: EPLB's extra
+    expert slots per MoE layer, spread over the ep GPUs."""
     w = bytes_per_element(dtype)
     layers = model.layers / pp
     attn = model.attention_params() / tp
@@ -116,7 +119,8 @@ def weight_bytes_per_gpu(model: ModelSpec, dtype: str, tp: int, ep: int, pp: int
         moe_layers = model.layers - model.dense_layers
         per_expert = model.ffn_matrices * model.hidden * model.expert_hidden
         # experts over ep GPUs, each split tp / ep ways when 1 < ep < tp (builder moe_tp)
-        routed = (model.experts + redundant_experts) * per_expert / (ep * max(1, tp // ep))
+        routed = ((model.experts + redundant_experts) * per_expert / (ep * max(1, tp // ep))
+                  * bytes_per_element(expert_weight_dtype(model, dtype, phase)) / w)
         shared = model.shared_experts * per_expert / tp
         dense = model.ffn_matrices * model.hidden * model.ffn_hidden / tp
         ffn_total = (moe_layers * (routed + shared) + model.dense_layers * dense) / pp
@@ -142,7 +146,8 @@ def serving_memory(model: ModelSpec, hw: Hardware, batch: int, context: int, tp:
     if not 0 < occupancy <= 1:
         raise InputError(f"occupancy: expected a share of the context in (0, 1], "
                          f"got {occupancy!r}")
-    kv = batch * context * kv_cache_bytes_per_token(model, tp, kv_dtype) / pp * occupancy
+    # sliding-window layers hold at most their window per sequence (builder.kv_cache_bytes)
+    kv = batch * kv_cache_bytes(model, context, tp, kv_dtype) / pp * occupancy
     act = max(batch, prefill_tokens) * (model.hidden + model.ffn_hidden / tp) * ACT_BYTES * 2
     return MemoryFit(weight_bytes_per_gpu(model, dtype, tp, ep, pp, redundant_experts), kv, act,
                      WORKSPACE_BYTES, 0.0, hw.hbm_capacity_bytes * HBM_USABLE_FRACTION)
@@ -159,7 +164,7 @@ def training_memory(model: ModelSpec, hw: Hardware, workload: Workload,
         raise InputError(f"zero: expected a ZeRO stage, one of {', '.join(map(str, ZERO_STAGES))},"
                          f" got {zero!r}")
     dp = w.dp * w.cp  # the optimizer's sharding group (module docstring)
-    params = weight_bytes_per_gpu(model, "bf16", w.tp, w.ep, w.pp) / ACT_BYTES
+    params = weight_bytes_per_gpu(model, "bf16", w.tp, w.ep, w.pp, phase="train") / ACT_BYTES
     weights = params * WEIGHT_BYTES_PER_PARAM / (dp if zero >= 3 else 1)
     if zero >= 3 and dp > 1:  # the gathered layers in use and prefetched
         weights += params / max(1.0, model.layers / w.pp) * ZERO3_LIVE_LAYERS \

@@ -18,7 +18,10 @@ multiple of tp dividing `gpus`; dense models ep = 1; only layouts whose replicas
 The workload describes the whole deployment's traffic: a rate of R requests/s gives each replica
 R / replicas (a Poisson stream split at random is Poisson); a concurrency of C gives each
 replica c = ceil(C / replicas) in flight, and the deployment's throughput is the replica's times
-C / c (the replicas that have work); offline gives every replica a full queue.
+C / c (the replicas that have work); offline gives every replica a full queue. A replica whose
+experts span more GPUs than its attention (ep > tp) runs ep / tp data-parallel attention groups,
+each its own scheduler (TensorRT-LLM's attention DP, SGLang's --enable-dp-attention): the
+simulated group gets its share, R / (replicas · groups) or ceil(C / (replicas · groups)).
 
 Simulated requests per replica (`requests` of the workload: its share, N / replicas; else):
   offline      B = min(the engine's max batch, KV tokens // mean(isl + osl)) requests a replica
@@ -27,7 +30,7 @@ Simulated requests per replica (`requests` of the workload: its share, N / repli
                and Qwen3-30B-A3B, where 2 × B is up to 13 % off), else 1 × B with fixed
                lengths (within 1 % of 4 × B: the batch runs in lockstep, there is no refill
                dynamics to wait for), 2 × B with varying lengths;
-  concurrency  2 × c;
+  concurrency  10 × c (InferenceX's prompts per run), a sweep point 4 × c;
   rate         4 × the expected requests in flight (the replica's rate × one request's
                unloaded latency, at least 1, at most B);
 clamped to [MIN_REQUESTS, MAX_REQUESTS]. Offline latencies (TTFT above all) grow with the
@@ -77,7 +80,12 @@ MIN_REQUESTS = 4
 MAX_REQUESTS = 4096
 OFFLINE_WAVES = 2           # batch-limited offline, varying lengths: a batch and a refill
 KV_LIMITED_WAVES = 4        # KV-limited offline: preemption and recompute settle by then
-CONCURRENCY_WAVES = 2
+# a closed loop sends 10 x its concurrency (InferenceX's benchmark_lib.sh run_benchmark_serving:
+# --num-prompts 10 x CONC): about ten waves, the first one's prefill collision and the last
+# one's ramp-down tail among them, as the benchmark measures them
+CONCURRENCY_WAVES = 10
+# a sweep point (five a layout) simulates fewer waves: its Pareto point, not a benchmark replay
+SWEEP_WAVES = 4
 RATE_WAVES = 4
 V0_MIN_BATCHED_TOKENS = 2048  # the simulator's token budget when an engine sets none
 
@@ -211,10 +219,17 @@ def _layout_fields(lay: Layout) -> dict[str, Any]:
             "gpus": lay.gpus}
 
 
+# the latency statistics of a serving row: mean, median (p50), p90, p99 of each metric, as the
+# benchmark clients report them (docs/cli.md "plan" defines each)
+LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
+LATENCY_STATS = ("mean", "p50", "p90", "p99")
 SERVING_NUMBERS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu",
                    "output_tokens_per_s_per_user", "replica_output_tokens_per_s",
-                   "ttft_p50_s", "ttft_p99_s", "tpot_mean_s", "tpot_p50_s", "tpot_p99_s",
-                   "e2e_p50_s", "e2e_p99_s", "preemptions", "requests", "concurrency")
+                   "total_tokens_per_s", "total_tokens_per_s_per_gpu", "requests_per_s",
+                   "steady_output_tokens_per_s", "steady_output_tokens_per_s_per_gpu",
+                   "steady_total_tokens_per_s_per_gpu", "steady_state",
+                   *(f"{m}_{s}_s" for m in LATENCY_METRICS for s in LATENCY_STATS),
+                   "preemptions", "requests", "concurrency")
 MEMORY_FIELDS = ("weights_bytes", "kv_cache_bytes", "activation_bytes", "workspace_bytes",
                  "usable_bytes", "kv_capacity_tokens")
 
@@ -244,6 +259,7 @@ class _Prepared:
     fusion: str = "none"         # the engine's fused kernels (Engine.kernel_fusion)
     attention_kernel: str | None = None  # the engine's GQA attention family
     moe_exchange: str = "alltoall"       # the engine's MoE dispatch (Engine.moe_exchange)
+    allreduce: str = "auto"              # the engine's all-reduce dispatch (Engine.allreduce)
 
     def requests(self, w) -> int:
         """Simulated requests of the workload's own point, before clamping (module
@@ -279,11 +295,12 @@ def _prepare(job: _Serving, lay: Layout) -> _Prepared:
                               moe_replication=job.moe_replication).redundant_experts(m)
     kv = kv_budget(m, h, lay.tp, lay.ep, lay.pp, job.dtype, job.kv_dtype, eng.block_tokens,
                    eng.gpu_memory_utilization, eng.fraction_of_free, budget_tokens,
-                   redundant_experts=redundant,
+                   redundant_experts=redundant, max_seqs=eng.max_batch,
                    **({"workspace_bytes": 0.0, "activations": False}
                       if eng.activations_in_reserve else {}))
     p = _Prepared(fp8_attention=eng.fp8_attention, fusion=eng.kernel_fusion,
                   attention_kernel=eng.attention_kernel, moe_exchange=eng.moe_exchange,
+                  allreduce=eng.allreduce,
                   memory={"weights_bytes": kv.weights_bytes, "kv_cache_bytes": kv.kv_bytes,
                           "activation_bytes": kv.activation_bytes,
                           "workspace_bytes": kv.workspace_bytes,
@@ -338,7 +355,7 @@ def _serve_layout(job: _Serving, lay: Layout) -> list[dict[str, Any]]:
         try:
             cost = step_cost(m, h, lay.tp, lay.ep, lay.pp, job.dtype, job.kv_dtype,
                              p.fp8_attention, p.fusion, p.attention_kernel, job.moe_loads,
-                             job.moe_replication, p.moe_exchange)
+                             job.moe_replication, p.moe_exchange, p.allreduce)
         except InputError as e:
             p.reason, p.valid = "not valid: " + "; ".join(e.problems), False
     if p.reason is not None:
@@ -358,23 +375,28 @@ def _serve_layout(job: _Serving, lay: Layout) -> list[dict[str, Any]]:
         _fill(row, r, scale, lay, concurrency, job)
 
     reps = lay.replicas
+    # the simulation is one data-parallel attention group of the replica (ep / tp of them when
+    # ep > tp: SimResult.attention_groups), so it carries its group's share of the traffic;
+    # `scale` takes its replica_output_tokens_per_s (the group's x the groups) to the deployment
+    groups = max(1, lay.ep // lay.tp)
     if w.mode == "offline":
-        wl, scale, conc = _per_replica(w, p.requests(w), reps), float(reps), None
+        wl, scale, conc = _per_replica(w, p.requests(w), reps * groups), float(reps), None
     elif w.mode == "concurrency":
-        c = -(-w.concurrency // reps)
-        wl = _per_replica(w, CONCURRENCY_WAVES * c, reps, concurrency=c)
-        scale, conc = w.concurrency / c, w.concurrency
+        c = -(-w.concurrency // (reps * groups))
+        wl = _per_replica(w, CONCURRENCY_WAVES * c, reps * groups, concurrency=c)
+        scale, conc = w.concurrency / (c * groups), w.concurrency
     else:  # expected requests in flight: the rate times one request's unloaded latency
         lone = cost.prefill_time_s(round(p.isl_mean)) + p.osl_mean * cost.decode_time_s(
             1, p.isl_mean + p.osl_mean / 2)
-        in_flight = min(p.batch, max(1.0, w.rate / reps * lone))
-        wl = _per_replica(w, math.ceil(RATE_WAVES * in_flight), reps, rate=w.rate / reps)
+        rate = w.rate / (reps * groups)
+        in_flight = min(p.batch, max(1.0, rate * lone))
+        wl = _per_replica(w, math.ceil(RATE_WAVES * in_flight), reps * groups, rate=rate)
         scale, conc = float(reps), None
     run(base, wl, scale, conc)
     for row, c in zip(sweep_rows, job.sweep):
-        wl = _per_replica(w, CONCURRENCY_WAVES * c, 1, "concurrency", concurrency=c,
-                          given=False)
-        run(row, wl, float(reps), c * reps)
+        cg = -(-c // groups)  # c in flight per replica: its groups' share
+        wl = _per_replica(w, SWEEP_WAVES * cg, 1, "concurrency", concurrency=cg, given=False)
+        run(row, wl, reps * c / (cg * groups), c * reps)
     return rows
 
 
@@ -430,13 +452,14 @@ def _serve_split(job: _Serving, split) -> dict[str, Any]:
     else:  # as search_serving: RATE_WAVES x the requests in flight at the unloaded latency
         cost = step_cost(job.model, job.hw, lay.tp, lay.ep, lay.pp, job.dtype, job.kv_dtype,
                          p.fp8_attention, p.fusion, p.attention_kernel, job.moe_loads,
-                         job.moe_replication, p.moe_exchange)
+                         job.moe_replication, p.moe_exchange, p.allreduce)
         lone = cost.prefill_time_s(round(p.isl_mean)) + p.osl_mean * cost.decode_time_s(
             1, p.isl_mean + p.osl_mean / 2)
         auto = RATE_WAVES * min(p.batch * lay.replicas, max(1.0, w.rate * lone))
     n = w.requests or int(min(MAX_REQUESTS, max(MIN_REQUESTS, math.ceil(auto))))
     from perfmodel.plan.simulator import Workload
-    wl = Workload(w.mode, n, w.isl, w.osl, w.pairs, w.rate, None, w.seed)
+    wl = Workload(w.mode, n, w.isl, w.osl, w.pairs, w.rate, None, w.seed,
+                  burstiness=w.burstiness)
     try:
         r = simulate_disaggregated(job.model, job.hw, wl, Pool(lay.tp, lay.ep, lay.pp,
                                                                n_prefill),
@@ -450,6 +473,10 @@ def _serve_split(job: _Serving, split) -> dict[str, Any]:
     row.update({
         "fits": True, "output_tokens_per_s": r.output_tokens_per_s,
         "output_tokens_per_s_per_gpu": r.output_tokens_per_s_per_gpu,
+        # the two pools' steady state is not separated from the benchmark window
+        "steady_output_tokens_per_s": r.output_tokens_per_s,
+        "steady_output_tokens_per_s_per_gpu": r.output_tokens_per_s_per_gpu,
+        "steady_state": False,
         "output_tokens_per_s_per_user": 1.0 / tpot if tpot > 0 else None,
         "replica_output_tokens_per_s": r.output_tokens_per_s / lay.replicas,
         "ttft_p50_s": s["ttft_s"]["p50"], "ttft_p99_s": s["ttft_s"]["p99"],
@@ -467,12 +494,14 @@ def _serve_split(job: _Serving, split) -> dict[str, Any]:
 def step_cost(model: ModelSpec, hw: Hardware, tp: int, ep: int, pp: int, dtype: str,
               kv_dtype: str, fp8_attention: bool = False, fusion: str = "none",
               attention_kernel: str | None = None, moe_loads: str | None = None,
-              moe_replication: float = 1.0, moe_exchange: str = "alltoall"):
+              moe_replication: float = 1.0, moe_exchange: str = "alltoall",
+              allreduce: str = "auto"):
     """The StepCost of one layout (its nodes are memoized across that layout's simulations)."""
     from perfmodel.plan.simulator import StepCost
     return StepCost(model, hw, tp, ep, pp, dtype, kv_dtype, fp8_attention=fp8_attention,
                     fusion=fusion, attention_kernel=attention_kernel, moe_loads=moe_loads,
-                    moe_replication=moe_replication, moe_exchange=moe_exchange)
+                    moe_replication=moe_replication, moe_exchange=moe_exchange,
+                    allreduce=allreduce)
 
 
 def _strip(text: str, prefix: str) -> str:
@@ -492,28 +521,38 @@ def _per_replica(w, auto_requests: int, replicas: int, mode: str | None = None,
         n = int(min(MAX_REQUESTS, max(MIN_REQUESTS, auto_requests)))
     return Workload(mode or w.mode, n, w.isl, w.osl, w.pairs,
                     rate if rate is not None else w.rate,
-                    concurrency if concurrency is not None else w.concurrency, w.seed)
+                    concurrency if concurrency is not None else w.concurrency, w.seed,
+                    burstiness=w.burstiness)
 
 
 def _fill(row: dict[str, Any], r, scale: float, lay: Layout, concurrency: int | None,
           job: _Serving) -> None:
-    from perfmodel.plan.simulator.result import distribution
-    # r.summary() less its ITL distribution (percentiles of every token gap: the costly part),
-    # which no row reports
-    s = {k: distribution(getattr(r, k)) for k in ("ttft_s", "tpot_s", "e2e_s")}
+    s = r.summary()
     total = r.replica_output_tokens_per_s * scale
+    groups = r.attention_groups * scale  # the deployment's schedulers: attention groups x replicas
+    steady = r.steady_output_tokens_per_s * groups
     tpot = s["tpot_s"]["mean"]
+    notes = list(r.extra.get("notes", ()))
+    if not r.steady_state and r.workload.get("mode") in ("rate", "concurrency"):
+        notes.append("too few requests for a steady state (the load never settles before the "
+                     "last arrival): the steady throughputs are the benchmark window's; raise "
+                     "--requests")
     row.update({
         "fits": True, "reason": None,
         "output_tokens_per_s": total,
         "output_tokens_per_s_per_gpu": total / lay.gpus,
         "output_tokens_per_s_per_user": 1.0 / tpot if tpot > 0 else None,
         "replica_output_tokens_per_s": r.replica_output_tokens_per_s,
-        "ttft_p50_s": s["ttft_s"]["p50"], "ttft_p99_s": s["ttft_s"]["p99"],
-        "tpot_mean_s": tpot, "tpot_p50_s": s["tpot_s"]["p50"], "tpot_p99_s": s["tpot_s"]["p99"],
-        "e2e_p50_s": s["e2e_s"]["p50"], "e2e_p99_s": s["e2e_s"]["p99"],
+        "total_tokens_per_s": r.total_tokens_per_s * groups,
+        "total_tokens_per_s_per_gpu": r.total_tokens_per_s * groups / lay.gpus,
+        "requests_per_s": r.requests_per_s * groups,
+        "steady_output_tokens_per_s": steady,
+        "steady_output_tokens_per_s_per_gpu": steady / lay.gpus,
+        "steady_total_tokens_per_s_per_gpu": r.steady_total_tokens_per_s * groups / lay.gpus,
+        "steady_state": r.steady_state,
+        **{f"{m}_{k}_s": s[f"{m}_s"][k] for m in LATENCY_METRICS for k in LATENCY_STATS},
         "preemptions": r.preemptions, "requests": len(r.isl), "concurrency": concurrency,
-        "notes": list(r.extra.get("notes", ()))})
+        "notes": notes})
     row["meets_slo"] = _meets(row, job.tpot_slo_s, job.ttft_slo_s)
     for k, v in list(row.items()):
         if isinstance(v, float) and not math.isfinite(v):
@@ -530,12 +569,13 @@ def _meets(row: dict[str, Any], tpot_slo_s: float | None, ttft_slo_s: float | No
 
 
 def rank_serving(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows that fit first, SLO-meeting ones before the rest, by tokens/s/GPU; then the ones
+    """Rows that fit first, SLO-meeting ones before the rest, by steady-state tokens/s/GPU
+    (SimResult.steady_output_tokens_per_s); then the ones
     that do not fit, then the not valid, each in enumeration order. Sets `rank` (1 = best)."""
     def key(ir):
         i, r = ir
         if r["fits"]:
-            return (0, not r["meets_slo"], -r["output_tokens_per_s_per_gpu"], i)
+            return (0, not r["meets_slo"], -r["steady_output_tokens_per_s_per_gpu"], i)
         return (1 if r["valid"] else 2, 0, 0.0, i)
     out = [r for _, r in sorted(enumerate(rows), key=key)]
     for k, r in enumerate(out, 1):
@@ -543,7 +583,7 @@ def rank_serving(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def best(rows: list[dict[str, Any]], key: str = "output_tokens_per_s_per_gpu"
+def best(rows: list[dict[str, Any]], key: str = "steady_output_tokens_per_s_per_gpu"
          ) -> dict[str, Any] | None:
     """The row with the highest `key` among those that fit and meet the SLOs (None if none);
     ties go to the more interactive row (serving) or the first."""

@@ -6,6 +6,14 @@ of one NVLink domain on H100, H200, B200, B300 and GB200) and its DeepEP MoE dis
 
     python -m perfmodel.validation.collectives    # error per GPU, group size and message size
 
+The engines' own all-reduce (validate/data/aiconfigurator_engine_allreduce.csv: vLLM 0.24.0
+(0.27.0 on GB300) and SGLang 0.5.14 custom all-reduce as their communicators dispatch it, BF16,
+2/4/8 GPUs, 16 on GB300, replayed from a CUDA graph and eager; and the TensorRT-LLM rows above,
+taken as graph-replayed) are judged against `allreduce` with the engine's dispatch
+(`algorithm` vllm / sglang / trtllm, perfmodel/ops/custom_allreduce.py): graph rows against
+the graph-captured prediction in mode graph, eager rows against the eager prediction in mode
+eager, beside the plain roofline of the same op. No constant is fitted to these rows.
+
 A row is the builder's tensor-parallel all-reduce (`allreduce`, algorithm `auto`: NCCL's
 algorithms and the one-shot custom kernel, the fastest kept) of the row's bytes over its GPUs,
 priced both as a decode step replays it from a CUDA graph (its host launch replaced by the GPU's
@@ -42,6 +50,11 @@ WIRE_BYTES = {"bfloat16": 2.0, "fp8": 1.0, "nvfp4": 0.5625, "fp4": 0.5625}
 # prefill-sized
 SIZE_BANDS = ((0, 64 << 10, "<= 64 KiB"), (64 << 10, 8 << 20, "64 KiB - 8 MiB"),
               (8 << 20, 1 << 40, "> 8 MiB"))
+ENGINE_ALLREDUCE_CSV = DATA_DIR / "aiconfigurator_engine_allreduce.csv"
+# the engine report's bands: below vLLM's and SGLang's smallest one-shot limits, the custom
+# kernels' range, NCCL's (mostly)
+ENGINE_SIZE_BANDS = ((0, 64 << 10, "< 64 KiB"), (64 << 10, (4 << 20) + 1, "64 KiB - 4 MiB"),
+                     ((4 << 20) + 1, 1 << 40, "> 4 MiB"))
 
 
 def load_rows(path=ALLREDUCE_CSV) -> list[dict]:
@@ -61,8 +74,59 @@ def predicted_s(row: dict, hw: Hardware | None = None, captured: bool = True) ->
     return captured_s(op, hw) if captured else predict_op(op, hw).time_s
 
 
-def band(nbytes: float) -> str:
-    return next(name for lo, hi, name in SIZE_BANDS if lo <= nbytes < hi)
+def band(nbytes: float, bands=SIZE_BANDS) -> str:
+    return next(name for lo, hi, name in bands if lo <= nbytes < hi)
+
+
+def load_engine_rows(path=ENGINE_ALLREDUCE_CSV, trtllm_path=ALLREDUCE_CSV) -> list[dict]:
+    """vLLM's and SGLang's all-reduce rows (engine, mode graph or eager) and, when
+    `trtllm_path` is given, TensorRT-LLM's (engine trtllm, mode graph)."""
+    out = []
+    for r in csv.DictReader(io.StringIO(yamlio.read_text(path))):
+        s = json.loads(r["shape_json"])
+        out.append({"id": r["id"], "hardware": r["hardware"], "gpus": s["gpus"],
+                    "bytes": float(s["bytes"]), "engine": s["engine"], "mode": s["mode"],
+                    "measured_s": float(r["value"]) * 1e-3})
+    if trtllm_path is not None:
+        out += [{**r, "engine": "trtllm", "mode": "graph"} for r in load_rows(trtllm_path)]
+    return out
+
+
+def engine_op(row: dict) -> ops.Allreduce:
+    """The row as the engine's own all-reduce dispatch in the row's mode."""
+    return ops.Allreduce(bytes=row["bytes"], gpus=row["gpus"], algorithm=row["engine"],
+                         mode=row["mode"])
+
+
+def engine_predicted_s(row: dict, hw: Hardware | None = None, level: str = "pipes") -> float:
+    """The engine's dispatch of the row: graph rows captured in a CUDA graph, eager rows
+    launched; `level` roofline: the plain roofline of the same op."""
+    hw = hw or hardware(row["hardware"])
+    op = engine_op(row)
+    if level == "roofline":
+        return predict_op(op, hw, level="roofline").time_s
+    return captured_s(op, hw) if row["mode"] == "graph" else predict_op(op, hw).time_s
+
+
+def engine_report(rows: list[dict]) -> str:
+    groups: dict[tuple, list[tuple[float, float]]] = {}
+    for r in rows:
+        hw = hardware(r["hardware"])
+        errs = (engine_predicted_s(r, hw) / r["measured_s"] - 1,
+                engine_predicted_s(r, hw, "roofline") / r["measured_s"] - 1)
+        key = (r["engine"], r["mode"], r["hardware"], r["gpus"],
+               band(r["bytes"], ENGINE_SIZE_BANDS))
+        groups.setdefault(key, []).append(errs)
+        groups.setdefault((r["engine"], r["mode"], "all", "", ""), []).append(errs)
+    lines = []
+    for key, es in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] == "all",
+                                                          kv[0][2:])):
+        model, roof = [e[0] for e in es], [e[1] for e in es]
+        lines.append((*key, len(es), f"{100 * sum(map(abs, model)) / len(model):.1f}%",
+                      f"{100 * sum(model) / len(model):+.1f}%",
+                      f"{100 * sum(map(abs, roof)) / len(roof):.1f}%"))
+    return format_table(["engine", "mode", "hardware", "GPUs", "message", "n", "MAPE", "bias",
+                         "roofline MAPE"], lines)
 
 
 def report(rows: list[dict]) -> str:
@@ -196,6 +260,12 @@ def main() -> None:
           "all-reduce, replayed from a CUDA graph and launched eagerly\n")
     print(report(rows))
     print(f"\n({len(rows)} rows, all judged)")
+    engine_rows = load_engine_rows()
+    print("\nThe engines' own all-reduce (AIConfigurator: vLLM, SGLang custom all-reduce; the "
+          "TensorRT-LLM rows above as graph-replayed) against each engine's dispatch "
+          "(perfmodel/ops/custom_allreduce.py), graph rows captured, eager rows eager\n")
+    print(engine_report(engine_rows))
+    print(f"\n({len(engine_rows)} rows, all judged)")
     a2a = load_a2a_rows()
     print("\nTensorRT-LLM's DeepEP dispatch and combine (AIConfigurator) against the deepep op "
           "(eager)\n")

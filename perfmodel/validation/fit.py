@@ -45,13 +45,14 @@ import sys
 import numpy as np
 from scipy.optimize import least_squares
 
-from perfmodel import fitted, yamlio
+from perfmodel import fitted, ops, yamlio
 from perfmodel.engine import estimate
 from perfmodel.hardware import Hardware
 from perfmodel.ops.attention import op as attention
 
 from perfmodel.validation import te_profile
-from perfmodel.validation.measurements import (AICONFIGURATOR_CSV, BLACKWELL_CSV,
+from perfmodel.validation.measurements import (AICONFIGURATOR_CSV, AICONFIGURATOR_NCCL_CSV,
+                                               BLACKWELL_CSV,
                                                BLACKWELL_MEASUREMENTS_CSV, PUBLIC_CSV, Case,
                                                load_cases)
 
@@ -114,6 +115,19 @@ SPECS = {
         f"launch after the previous grid drains; the host's launch is gone): the serving "
         f"simulator's captured steps keep it per kernel; hwspecs take it with "
         f"`fitted: graph_kernel_gap_s.{family}`") for family in ("hopper", "blackwell")},
+    **{f"nccl.ll_hop_s.{family}": (
+        (1.0e-7, 5.0e-6), 9,
+        f"one ring hop of NCCL's LL protocol over NVLink on {family} GPUs, measured (tuning.cc's "
+        f"hwLat[NVLINK][RING][LL] is 0.6 us): the LL128 and Simple hops and the tree's keep "
+        f"tuning.cc's ratios to the spec's; hwspecs take it with `fitted: nccl.ll_hop_s.{family}` "
+        f"(links.nvlink.ll_latency_s)") for family in ("hopper", "blackwell")},
+    **{f"nccl.ll_base_s.{family}": (
+        (1.0e-6, 2.0e-5), 9,
+        f"the fixed time of NCCL's ring LL collective over NVLink on {family} GPUs, measured "
+        f"back to back (tuning.cc's baseLat[RING][LL] is 6.6 us; every base latency scales with "
+        f"it, perfmodel/ops/nccl.py base_s); hwspecs take it with `fitted: "
+        f"nccl.ll_base_s.{family}` (links.nvlink.nccl_base_latency_s)")
+       for family in ("hopper", "blackwell")},
     "tensor_power_exponent.fp4": (
         (0.0, 1.0), 3,
         "tensor_power_exponent of the block-scaled 4-bit MMAs (NVFP4, MXFP4; their power per "
@@ -300,6 +314,16 @@ GRAPH_GAP_RULE = (
     "gap at which the mean log error of the block predicted under CUDA graphs "
     "(perfmodel.validation.modules) is zero ({fit:.3g} s). Judged on the other GPUs of the "
     "family, 128 heads, batch 32 and 128, FP8-block and NVFP4 GEMMs, and the serving rows")
+NCCL_LATENCY_RULE = (
+    "the AIConfigurator rows of NCCL 2.29.2's all-reduce on {gpu} of at most {limit} bytes "
+    "(aiconfigurator_nccl.csv; {n} rows over 2, 4 and 8 GPUs, FP16: latency-bound, NCCL's ring LL "
+    "pair): ordinary least squares of the measured time on the ring's 2(G-1) hops, time = base + "
+    "hops x hop (base {base:.3g} s, hop {hop:.3g} s). Judged on every other row: the larger "
+    "all-reduces, the all-gather, reduce-scatter and all-to-all rows (other hop counts), the other "
+    "GPUs of the family and the Azure GB200 nccl-tests rows")
+# the GPU each NCCL latency family is fitted on, and the largest message of its rows
+NCCL_FIT_GPU = {"hopper": "H100-SXM", "blackwell": "B200"}
+NCCL_FIT_MAX_BYTES = 4096
 # the GPU each gap family is fitted on (GRAPH_GAP_RULE)
 GRAPH_GAP_GPU = {"hopper": "H100-SXM", "blackwell": "B200"}
 GRAPH_GAP_MAX_BATCH = 8
@@ -360,6 +384,10 @@ PRIORS = {
     "tensor_sustained_fraction.b300": 1.0,
     "hbm_achievable_fraction.b200": 0.90,      # the GH200 measurement hwspecs carried before
     "serving.step_overhead_s.sglang": 0.0,     # no CPU time per step
+    "nccl.ll_hop_s.hopper": 0.6e-6,            # tuning.cc's hwLat[NVLINK][RING][LL]
+    "nccl.ll_hop_s.blackwell": 0.6e-6,
+    "nccl.ll_base_s.hopper": 6.6e-6,           # tuning.cc's baseLat[RING][LL]
+    "nccl.ll_base_s.blackwell": 6.6e-6,
     "training.sm_clock_fraction": 1.0,         # the kernel benchmarks' sustained clock
 }
 
@@ -429,6 +457,8 @@ HARDWARE_FIELDS = {"clocks.tensor_sustained_fraction": "tensor_sustained_fractio
                    "clocks.tensor_power_exponent": "tensor_power_exponent",
                    "clocks.tensor_power_exponent_fp4": "tensor_power_exponent_fp4",
                    "hbm.achievable_fraction": "hbm_achievable_fraction"}
+# fields of a spec link a fitted constant may give (the NCCL latencies measured per family)
+LINK_FIELDS = ("ll_latency_s", "nccl_base_latency_s")
 # hardware constants of the fit in progress (fit_all sets them before the fits that depend on them)
 _FRESH_HW: dict[str, float] = {}
 
@@ -442,6 +472,18 @@ def with_fitted(hw: Hardware, values: dict[str, float]) -> Hardware:
         key = q.provenance.get("fitted") if q is not None else None
         if key in values and values[key] is not None:
             changes[name] = values[key]
+    links = {}
+    for link_name, link in hw.links.items():  # a link's fitted NCCL latencies (LINK_FIELDS)
+        fields = {}
+        for name in LINK_FIELDS:
+            q = hw.quantities.get(f"links.{link_name}.{name}")
+            key = q.provenance.get("fitted") if q is not None else None
+            if key in values and values[key] is not None:
+                fields[name] = values[key]
+        if fields:
+            links[link_name] = dataclasses.replace(link, **fields)
+    if links:
+        changes["links"] = {**hw.links, **links}
     return dataclasses.replace(hw, **changes) if changes else hw
 
 
@@ -859,6 +901,28 @@ def fit_graph_gap(family: str, exclude: frozenset[str] = frozenset(), sustained=
     return _zero_of_rising(mean_log_error, *SPECS[key][0], tol), [r["id"] for r in rows]
 
 
+def nccl_latency_fit_rows(family: str) -> list:
+    """NCCL_LATENCY_RULE's rows for `family`: small all-reduces on the family's fit GPU."""
+    cases, _ = load_cases(AICONFIGURATOR_NCCL_CSV)
+    return [c for c in cases if c.hardware.name == NCCL_FIT_GPU[family]
+            and isinstance(c.op, ops.Allreduce) and c.op.bytes <= NCCL_FIT_MAX_BYTES]
+
+
+def fit_nccl_latency(family: str, exclude: frozenset[str] = frozenset()
+                     ) -> tuple[tuple[float, float], list[str]]:
+    """(ring LL base, ring LL hop) in seconds by least squares on the family's small all-reduce
+    rows (NCCL_LATENCY_RULE); tuning.cc's values (PRIORS) when the rows are held out."""
+    rows = [c for c in nccl_latency_fit_rows(family) if c.id not in exclude]
+    if len({c.op.gpus for c in rows}) < 2:
+        return (prior(f"nccl.ll_base_s.{family}"), prior(f"nccl.ll_hop_s.{family}")), []
+    xs = [2.0 * (c.op.gpus - 1) for c in rows]
+    ys = [c.measured_time_s for c in rows]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    hop = (sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+           / sum((x - mx) ** 2 for x in xs))
+    return (my - hop * mx, hop), [c.id for c in rows]
+
+
 def fit_deepep_round(tol: float = 1e-7) -> tuple[float, list[str]]:
     """DeepEP's copy round on SGLang's copy-bound H200 rows (DEEPEP_ROUND_RULE): the kernel
     time rises with it, so bisect the mean log error to zero."""
@@ -1080,6 +1144,12 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
                                     fit_hbm_fraction)
     _FRESH_HW["hbm_achievable_fraction.b200"] = round(
         raw_hbm, SPECS["hbm_achievable_fraction.b200"][1])
+    nccl_latency = {}
+    for family in NCCL_FIT_GPU:
+        (base, hop), rows = fit_nccl_latency(family, exclude)
+        nccl_latency[family] = (base, hop, rows)
+        for key, value in ((f"nccl.ll_base_s.{family}", base), (f"nccl.ll_hop_s.{family}", hop)):
+            _FRESH_HW[key] = round(value, SPECS[key][1])
     cases, _ = load_cases(PUBLIC_CSV)
     att = fit_attention([c for c in cases if c.id not in exclude], sustained)
     fa4, fa4_rows = _on_one_row("attention.softmax_overlap.fa4", FA4_ROW, exclude,
@@ -1160,6 +1230,11 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
         entries[key] = _entry(key, value, rows, rule, rms)
     from perfmodel.validation import collectives
     copy_round, round_rows = fit_deepep_round()
+    for family, (base, hop, rows) in nccl_latency.items():
+        rule = NCCL_LATENCY_RULE.format(gpu=NCCL_FIT_GPU[family], limit=NCCL_FIT_MAX_BYTES,
+                                        n=len(rows), base=base, hop=hop)
+        entries[f"nccl.ll_base_s.{family}"] = _entry(f"nccl.ll_base_s.{family}", base, rows, rule)
+        entries[f"nccl.ll_hop_s.{family}"] = _entry(f"nccl.ll_hop_s.{family}", hop, rows, rule)
     entries["deepep.copy_round_trips"] = _entry(
         "deepep.copy_round_trips", copy_round, round_rows, DEEPEP_ROUND_RULE.format(
             tokens=collectives.ROUND_FIT_MIN_TOKENS, sms=collectives.ROUND_FIT_MAX_SMS,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfmodel import fitted, ops, yamlio
+from perfmodel.units import collective_size_band
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.shipped import shipped_dir
@@ -40,7 +41,14 @@ BLACKWELL_MEASUREMENTS_CSV = DATA_DIR / "blackwell_measurements.csv"
 AICONFIGURATOR_CSV = DATA_DIR / "aiconfigurator_gemm.csv"
 # and its fused-MoE module (DeepSeek-V3's routed experts), judged only
 AICONFIGURATOR_MOE_CSV = DATA_DIR / "aiconfigurator_moe.csv"
+# and its NCCL collectives (all-reduce, all-gather, reduce-scatter, all-to-all; NCCL 2.29.2 on
+# 2-8 GPUs of one NVLink domain; validate/data/SOURCES.md "aiconfigurator_nccl.csv")
+AICONFIGURATOR_NCCL_CSV = DATA_DIR / "aiconfigurator_nccl.csv"
 RESULTS_DIR = _shipped("results")
+# the collective ops of the NCCL rows (their op class adds the message-size band:
+# units.collective_size_band)
+COLLECTIVE_OPS = {"allreduce": ops.Allreduce, "allgather": ops.Allgather,
+                  "reduce_scatter": ops.ReduceScatter, "alltoall": ops.Alltoall}
 
 # Rows that informed a constant: judged separately, never counted as validation. Derived from
 # perfmodel/fitted.yaml's `fitted_on` lists (written by `python -m perfmodel.validation.fit`):
@@ -221,6 +229,10 @@ def _case(row: dict) -> Case | Skipped:
     elif kind == "softmax_fwd":
         o = ops.Softmax(rows=s["M"], cols=s["N"], dtype=_dtype(row["dtype"]))
         t = o.demand(hw).hbm_bytes / value
+    elif kind in COLLECTIVE_OPS:  # a library's collective, timed per call: NCCL's own choice
+        o = COLLECTIVE_OPS[kind](bytes=float(s["bytes"]), gpus=int(s["gpus"]))
+        t = value
+        kind = f"{kind} {collective_size_band(float(s['bytes']))}"
     else:
         return Skipped(rid, kind, f"no op mapping for '{kind}'")
     if row.get("metric") == "time":  # our runs report the median time itself (as mla_decode rows)
@@ -302,4 +314,5 @@ def default_sources() -> list[Path]:
     """The public data (H100/A100, our B200 attention rows and the published Blackwell kernel
     benchmarks) plus every results CSV under validate/results/."""
     return [PUBLIC_CSV, BLACKWELL_CSV, BLACKWELL_MEASUREMENTS_CSV, AICONFIGURATOR_CSV,
-            AICONFIGURATOR_MOE_CSV, *sorted(RESULTS_DIR.glob("**/*.csv"))]
+            AICONFIGURATOR_MOE_CSV, AICONFIGURATOR_NCCL_CSV,
+            *sorted(RESULTS_DIR.glob("**/*.csv"))]

@@ -78,6 +78,9 @@ FUSIONS = ("none", "add_norm", "trtllm")
 # runs (AIConfigurator's TensorRT-LLM model prices its dispatch and combine from measured DeepEP
 # calls: validate/data/aiconfigurator_moe_a2a.csv)
 MOE_EXCHANGES = ("alltoall", "deepep")
+# who picks the tensor-parallel all-reduce (Workload.allreduce): the op's `auto`, or a serving
+# engine's own dispatch (perfmodel/ops/custom_allreduce.py ENGINES)
+ALLREDUCE_DISPATCH = ("auto", "vllm", "sglang", "trtllm")
 # the normal kernels' rank counts: the intranode templates and the internode configs (whole
 # 8-GPU nodes over the network), as the op defines them
 DEEPEP_RANKS = INTRANODE_RANKS + INTERNODE_RANKS
@@ -130,6 +133,11 @@ class Workload:
     # moves tokens to their experts (MOE_EXCHANGES): NCCL's all-to-all of top_k copies per
     # token, or DeepEP's intranode kernels (the `deepep` op: TensorRT-LLM's wide-EP dispatch)
     moe_exchange: str = "alltoall"
+    # serving: who picks the tensor-parallel all-reduce (ALLREDUCE_DISPATCH): "auto", NCCL or
+    # the generic one-shot kernel, the faster; or an engine's own dispatch (vllm, sglang,
+    # trtllm: its custom kernels where its rules take the message, else NCCL;
+    # perfmodel/ops/custom_allreduce.py)
+    allreduce: str = "auto"
 
     def check(self, model: ModelSpec, names: Mapping[str, str] | None = None) -> None:
         """Refuse a workload this model cannot run: InputError, one line per problem naming the
@@ -179,6 +187,12 @@ class Workload:
         elif self.moe_exchange == "deepep" and self.phase == "train":
             p.append(("moe_exchange", "DeepEP's exchange is priced for serving (prefill and "
                                       "decode); training dispatches with the all-to-all"))
+        if self.allreduce not in ALLREDUCE_DISPATCH:
+            p.append(("allreduce", f"expected one of {', '.join(ALLREDUCE_DISPATCH)}, got "
+                                   f"{self.allreduce!r}"))
+        elif self.allreduce != "auto" and self.phase == "train":
+            p.append(("allreduce", "an engine's all-reduce dispatch is a serving engine's "
+                                   "(prefill and decode); training graphs use auto"))
         if self.attention_kernel == "trtllm" and self.phase == "train":
             p.append(("attention_kernel", "TensorRT-LLM's attention kernels are inference "
                                           "kernels (forward only): prefill and decode"))
@@ -203,6 +217,9 @@ class Workload:
         if self.cp > 1 and self.phase != "train":
             p.append(("cp", "context parallelism applies to training (ring attention over the "
                             "sequence); serving graphs have none"))
+        elif self.cp > 1 and model.sliding_window:
+            p.append(("cp", "ring attention over a sliding window is not modelled (the "
+                            "chunks' masks differ); use cp 1 for a sliding-window model"))
         elif self.cp > 1 and self.seq % (2 * self.cp):
             # TE's load-balanced split: 2·cp chunks, rank r holds chunks r and 2·cp − 1 − r
             p.append(("cp", f"{self.cp} ranks split each sequence into {2 * self.cp} chunks: "
@@ -433,8 +450,10 @@ class _LayerBuilder:
     def allreduce(self, name: str):
         if self.tp > 1:
             # serving engines and Megatron pick the all-reduce algorithm by message size
+            # (an engine's dispatch: Workload.allreduce; priced as replayed from a CUDA graph,
+            # its buffers registered, the op's default mode)
             self.g.add(name, "allreduce", bytes=float(self.t * self.m.hidden * ACT_BYTES),
-                       gpus=self.tp, algorithm="auto")
+                       gpus=self.tp, algorithm=self.w.allreduce)
 
     def elementwise(self, name: str, elements: int, **kw):
         self.g.add(name, "elementwise", elements=elements, dtype=ACT, **kw)
@@ -452,7 +471,7 @@ class _LayerBuilder:
         if m.is_mla:
             self._mla(p)
         else:
-            self._gqa(p)
+            self._gqa(p, layer)
         self.allreduce(f"{p}attn_allreduce")
         if not fused:
             self.elementwise(f"{p}attn_residual", self.t * h, inputs=2)
@@ -489,6 +508,12 @@ class _LayerBuilder:
         decode = self.w.phase == "decode"
         seq_q = 1 if decode else self.w.seq
         seq_kv = (self.w.context or self.w.seq) if decode else self.w.seq
+        if decode and shape.get("window"):
+            # a sliding-window layer's query reads only the window's last keys: the cache
+            # keeps just those (ModelSpec.kv_tokens) and a paged decode kernel starts at the
+            # window's first block (FlashAttention's window_size, FlashInfer's
+            # window_left), so the op's keys are the window's
+            seq_kv = min(seq_kv, shape["window"])
         dtype = ACT
         if self.w.kv_dtype is not None:  # serving: K and V read from the cache in kv_dtype
             if self.fp8_attention:
@@ -537,12 +562,14 @@ class _LayerBuilder:
             self.g.add(f"{name}.cp_dkv_home", "sendrecv", bytes=block / 2,
                        placement=self.cp_placement)
 
-    def _gqa(self, p: str):
+    def _gqa(self, p: str, layer: int = 0):
         m, h = self.m, self.m.hidden
         hq, hkv = m.heads // self.tp, max(1, m.kv_heads // self.tp)
         self.gemm(f"{p}qkv", n=(hq + 2 * hkv) * m.head_dim, k=h)
         self.elementwise(f"{p}rope", self.t * (hq + hkv) * m.head_dim, flop_per_element=3)
-        self.attn_shape = dict(heads=hq, kv_heads=hkv, head_dim=m.head_dim)
+        window = m.window(layer)  # sliding-window layers (ModelSpec.window)
+        self.attn_shape = dict(heads=hq, kv_heads=hkv, head_dim=m.head_dim,
+                               **({"window": window} if window else {}))
         self._attention(p, **self.attn_shape)
         self.gemm(f"{p}o_proj", n=h, k=hq * m.head_dim,
                   quantized_input=self.w.fusion == "trtllm")
@@ -588,6 +615,9 @@ class _LayerBuilder:
         moe = dict(tokens=self.t * max(1, w.ep // self.tp), experts=m.experts, top_k=m.top_k,
                    hidden=h, expert_hidden=eh, dtype=w.dtype, gpus=w.ep, shared_experts=m.shared_experts,
                    routing=w.moe_routing, replication=w.moe_replication, skew=w.moe_skew)
+        weights = expert_weight_dtype(m, w.dtype, w.phase)
+        if weights != w.dtype:  # stored narrower (gpt-oss's MXFP4 experts), MMAs in w.dtype
+            moe["weight_dtype"] = weights
         a2a = self.dispatch_bytes
         if w.moe_loads is not None:  # this layer of the recorded loads, the model's gate
             groups, group_top_k = m.group_limit
@@ -716,7 +746,7 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
                 fp8_attention: bool = False, grad_reduce_dtype: str = ACT,
                 fusion: str = "none", attention_kernel: str | None = None,
                 moe_loads: str | None = None, moe_variation: float = 0.0,
-                moe_exchange: str = "alltoall") -> OpGraph:
+                moe_exchange: str = "alltoall", allreduce: str = "auto") -> OpGraph:
     """The op graph one GPU runs for one step of `phase` (see module docstring). `kv_dtype`:
     the KV cache's storage type in serving (None: the activation dtype); `recompute`
     (training): the forward work repeated before each layer's backward (RECOMPUTE); `cp`
@@ -726,7 +756,8 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
     (serving): the kernels the engine fuses (FUSIONS); `attention_kernel` (serving): the GQA
     attention's kernel family (Workload.attention_kernel); `moe_loads`, `moe_variation`: MoE
     routing from recorded expert loads (Workload.moe_loads); `moe_exchange` (serving): the MoE
-    dispatch and combine, NCCL's all-to-all or DeepEP's kernels (Workload.moe_exchange).
+    dispatch and combine, NCCL's all-to-all or DeepEP's kernels (Workload.moe_exchange);
+    `allreduce` (serving): who picks the tensor-parallel all-reduce (Workload.allreduce).
     `grad_reduce_dtype` (training): the dtype gradients are reduce-scattered in, bf16 (Megatron-
     Core's DistributedDataParallelConfig.grad_reduce_in_fp32 = False) or fp32 (PyTorch FSDP's
     MixedPrecision reduce_dtype as torchtitan and Composer set it)."""
@@ -734,7 +765,7 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
         raise InputError(f"grad_reduce_dtype: expected bf16 or fp32, got {grad_reduce_dtype!r}")
     w = Workload(phase, batch, seq, context, tp, ep, pp, dp, dtype, microbatches, virtual_stages,
                  moe_routing, moe_replication, moe_skew, kv_dtype, recompute, cp, fp8_attention,
-                 fusion, attention_kernel, moe_loads, moe_variation, moe_exchange)
+                 fusion, attention_kernel, moe_loads, moe_variation, moe_exchange, allreduce)
     w.check(model)
     mb = w.n_microbatches
     seqs = batch // mb
@@ -752,7 +783,7 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
 
     def layer_kind(i: int) -> tuple:
         return ((model.is_moe_layer(i), "bf16" if i in high else w.dtype)
-                + _loads_layer(model, w, i))
+                + _loads_layer(model, w, i) + _window_kind(model, i))
 
     builders = _forward_layers(out, model, w, tokens, seqs, stage_layers, layer_kind)
     if phase == "train":
@@ -839,6 +870,25 @@ def _loads_layer(model: ModelSpec, w: Workload, i: int) -> tuple:
     return (i,) if w.moe_loads is not None and model.is_moe_layer(i) else ()
 
 
+def _window_kind(model: ModelSpec, i: int) -> tuple:
+    """A layer kind's extra key: a sliding-window layer's attention differs from a full one's
+    (ModelSpec.window), so the two are separate kinds."""
+    w = model.window(i)
+    return ("window", w) if w else ()
+
+
+def expert_weight_dtype(model: ModelSpec, dtype: str, phase: str) -> str:
+    """The storage type of the routed experts' weights under the GEMM dtype policy `dtype`:
+    the model's `expert_dtype` where it is narrower than the policy in serving (gpt-oss ships
+    MXFP4 experts: the GEMMs read 4-bit weights and their E8M0 scales, converting them to the
+    MMA type in the mainloop), else the policy's. Training keeps the policy's weights."""
+    e = model.expert_dtype
+    if (e is None or phase == "train" or tensor_dtype(e) == tensor_dtype(dtype)
+            or bytes_per_element(e) >= bytes_per_element(dtype)):
+        return dtype
+    return e
+
+
 def _forward_layers(out: _GraphWriter, model: ModelSpec, w: Workload, tokens: int, seqs: int,
                     layers, layer_kind) -> dict[tuple, "_LayerBuilder"]:
     """The forward of `layers` (one layer builder per layer kind: dense / MoE, GEMM dtype),
@@ -884,7 +934,8 @@ def inference_op_counts(model: ModelSpec, phase: str, batch: int = 1, seq: int =
                         kv_dtype: str | None = None, fp8_attention: bool = False,
                         fusion: str = "none", attention_kernel: str | None = None,
                         moe_loads: str | None = None, moe_variation: float = 0.0,
-                        moe_exchange: str = "alltoall") -> list[tuple[str, Op, int]]:
+                        moe_exchange: str = "alltoall",
+                        allreduce: str = "auto") -> list[tuple[str, Op, int]]:
     """(node name, op, how many times it runs) for the ops of `build_graph(model, phase, ...)`
     with pp = 1, phase prefill or decode: the first layer of each kind stands for every layer
     of its kind, as build_graph replays it, so a caller that only sums op times (the serving
@@ -893,7 +944,7 @@ def inference_op_counts(model: ModelSpec, phase: str, batch: int = 1, seq: int =
         raise ValueError(f"inference_op_counts: phase prefill or decode, got {phase!r}")
     w = Workload(phase, batch, seq, context, tp, ep, 1, 1, dtype, None, 1, moe_routing,
                  moe_replication, moe_skew, kv_dtype, None, 1, fp8_attention, fusion,
-                 attention_kernel, moe_loads, moe_variation, moe_exchange)
+                 attention_kernel, moe_loads, moe_variation, moe_exchange, allreduce)
     w.check(model)
     seqs = batch
     tokens = seqs * (1 if phase == "decode" else seq)
@@ -901,7 +952,8 @@ def inference_op_counts(model: ModelSpec, phase: str, batch: int = 1, seq: int =
     out.add("embed", "elementwise", elements=tokens * model.hidden, dtype=ACT,
             flop_per_element=0)
     _forward_layers(out, model, w, tokens, seqs, range(model.layers),
-                    lambda i: (model.is_moe_layer(i), w.dtype) + _loads_layer(model, w, i))
+                    lambda i: ((model.is_moe_layer(i), w.dtype) + _loads_layer(model, w, i)
+                               + _window_kind(model, i)))
     counts = {id(n): out.layer_count[k] for k, ns in out.layer_nodes.items() for n in ns}
     return [(n.name, n.op, counts.get(id(n), 1)) for n in out.nodes]
 
@@ -998,11 +1050,29 @@ def _stage_params_split(model: ModelSpec, layers) -> tuple[float, float]:
     return total - routed, routed
 
 
-def kv_cache_bytes_per_token(model: ModelSpec, tp: int = 1, kv_dtype: str | None = None) -> float:
+def kv_cache_bytes_per_token(model: ModelSpec, tp: int = 1, kv_dtype: str | None = None,
+                             full_only: bool = False) -> float:
     """KV cache bytes per token per GPU in `kv_dtype` (None: the activation dtype, bf16; NVFP4
-    with its block scales): MLA keeps the 576-wide latent, GQA K and V."""
+    with its block scales): MLA keeps the 576-wide latent, GQA K and V. Every layer's, as a
+    cache without sliding windows holds them; `full_only`: the full-attention layers' only
+    (a sliding-window layer keeps at most its window per sequence: kv_cache_bytes)."""
+    layers = model.layers - (model.window_layers() if full_only else 0)
+    return _kv_bytes_per_layer_token(model, tp, kv_dtype) * layers
+
+
+def _kv_bytes_per_layer_token(model: ModelSpec, tp: int, kv_dtype: str | None) -> float:
     if model.is_mla:
         per_layer = model.kv_lora_rank + model.qk_rope_head_dim  # not sharded by TP
     else:
         per_layer = 2 * max(1, model.kv_heads // tp) * model.head_dim
-    return per_layer * model.layers * bytes_per_element(kv_dtype or ACT)
+    return per_layer * bytes_per_element(kv_dtype or ACT)
+
+
+def kv_cache_bytes(model: ModelSpec, context: int, tp: int = 1, kv_dtype: str | None = None,
+                   layers=None) -> float:
+    """KV cache bytes per GPU of one sequence of `context` tokens over `layers` (default all):
+    a full-attention layer keeps every token, a sliding-window layer the window's last ones
+    (ModelSpec.kv_tokens)."""
+    layers = range(model.layers) if layers is None else layers
+    tokens = sum(model.kv_tokens(i, context) for i in layers)
+    return _kv_bytes_per_layer_token(model, tp, kv_dtype) * tokens

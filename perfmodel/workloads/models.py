@@ -23,8 +23,14 @@ INT_KEYS = {  # key: (required, minimum)
     "shared_experts": (False, 0), "dense_layers": (False, 0),
     "q_lora_rank": (False, 0), "kv_lora_rank": (False, 0), "qk_nope_head_dim": (False, 0),
     "qk_rope_head_dim": (False, 0), "v_head_dim": (False, 0),
-    "expert_groups": (False, 0), "group_top_k": (False, 0),
+    "expert_groups": (False, 0), "group_top_k": (False, 0), "sliding_window": (False, 0),
 }
+# Which layers a `sliding_window` applies to (`sliding_window_layers`): every layer, or those of
+# even / odd index (0-based; gpt-oss: even, its config.json layer_types starting with
+# "sliding_attention")
+WINDOW_LAYERS = ("all", "even", "odd")
+# Storage types of routed-expert weights (`expert_dtype`): the moe op's weight types
+EXPERT_DTYPES = ("bf16", "fp16", "fp8", "mxfp8", "nvfp4", "mxfp4")
 # Weight matrices of one layer (the keys whose product is one tensor's elements): each at most
 # MAX_ELEMENTS, as every size is (perfmodel.ops.base)
 MODEL_TENSORS = (("vocab", "hidden"), ("hidden", "ffn_hidden"), ("heads", "head_dim", "hidden"),
@@ -69,6 +75,14 @@ class ModelSpec:
     # not group-limited)
     expert_groups: int = 0
     group_top_k: int = 0
+    # sliding-window attention (Mistral-style local attention; gpt-oss's alternating layers):
+    # `sliding_window` keys per query (0: full attention everywhere) on the layers
+    # `sliding_window_layers` names (WINDOW_LAYERS)
+    sliding_window: int = 0
+    sliding_window_layers: str = "all"
+    # the routed experts' weight storage type when it differs from the run's GEMM dtype policy
+    # (gpt-oss: mxfp4, its checkpoint's quantization_config); None: the policy's
+    expert_dtype: str | None = None
     path: str = ""
 
     @property
@@ -89,6 +103,27 @@ class ModelSpec:
 
     def is_moe_layer(self, layer: int) -> bool:
         return self.is_moe and layer >= self.dense_layers
+
+    def window(self, layer: int) -> int | None:
+        """The sliding window (keys per query) of layer `layer`'s attention; None: full."""
+        if not self.sliding_window:
+            return None
+        sel = self.sliding_window_layers
+        if sel == "all" or (sel == "even") == (layer % 2 == 0):
+            return self.sliding_window
+        return None
+
+    def window_layers(self, layers=None) -> int:
+        """How many of `layers` (default all) attend through a sliding window."""
+        layers = range(self.layers) if layers is None else layers
+        return sum(self.window(i) is not None for i in layers)
+
+    def kv_tokens(self, layer: int, context: int) -> int:
+        """Tokens of a `context`-token sequence layer `layer` keeps in its KV cache: the
+        window's last keys on a sliding-window layer (an engine frees the blocks behind it),
+        else all of them."""
+        w = self.window(layer)
+        return min(context, w) if w else context
 
     @property
     def ffn_matrices(self) -> int:
@@ -143,7 +178,7 @@ def parse_model(raw: Any, file: str = "<model>") -> ModelSpec:
         raise InputError(f"{file}: expected a mapping of model architecture keys")
     problems: list[str] = []
     allowed = set(INT_KEYS) | {"schema_version", "name", "source", "params_total", "activation",
-                               "tie_embeddings"}
+                               "tie_embeddings", "sliding_window_layers", "expert_dtype"}
     for k in raw:
         if k not in allowed:
             problems.append(f"{file}: {k}: unknown key (expected one of {sorted(allowed)})")
@@ -184,7 +219,24 @@ def parse_model(raw: Any, file: str = "<model>") -> ModelSpec:
     act = raw.get("activation", "swiglu")
     if act not in ACTIVATIONS:
         problems.append(f"{file}: activation: expected one of {ACTIVATIONS}, got {act!r}")
+    window_layers = raw.get("sliding_window_layers", "all")
+    if window_layers not in WINDOW_LAYERS:
+        problems.append(f"{file}: sliding_window_layers: expected one of "
+                        f"{', '.join(WINDOW_LAYERS)}, got {show(window_layers)}")
+    elif "sliding_window_layers" in raw and not values.get("sliding_window"):
+        problems.append(f"{file}: sliding_window_layers: needs sliding_window (the window's "
+                        f"keys per query)")
+    expert_dtype = raw.get("expert_dtype")
+    if expert_dtype is not None and expert_dtype not in EXPERT_DTYPES:
+        problems.append(f"{file}: expert_dtype: expected one of {', '.join(EXPERT_DTYPES)}, "
+                        f"got {show(expert_dtype)}")
+    elif expert_dtype is not None and not values.get("experts"):
+        problems.append(f"{file}: expert_dtype: applies to routed experts; the model has none "
+                        f"(experts: 0)")
     if not problems:
+        if values.get("sliding_window") and values.get("kv_lora_rank"):
+            problems.append(f"{file}: sliding_window: not modelled with multi-head latent "
+                            f"attention (kv_lora_rank > 0)")
         if values["heads"] % values["kv_heads"]:
             problems.append(f"{file}: kv_heads: must divide heads ({values['heads']})")
         if values.get("experts") and not 0 < values.get("top_k", 0) <= values["experts"]:
@@ -222,7 +274,8 @@ def parse_model(raw: Any, file: str = "<model>") -> ModelSpec:
         raise InputError(problems)
     return ModelSpec(name=str(raw.get("name") or Path(file).stem), source=src["url"],
                      params_total_stated=float(stated["value"]), activation=act,
-                     tie_embeddings=tie, path=file, **values)
+                     tie_embeddings=tie, sliding_window_layers=window_layers,
+                     expert_dtype=expert_dtype, path=file, **values)
 
 
 def load_model(name_or_path: str | Path) -> ModelSpec:

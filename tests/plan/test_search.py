@@ -84,9 +84,14 @@ def test_best_is_the_fastest_per_gpu_that_meets_the_slo(small_rows):
 
 
 def test_best_on_rows():
-    rows = [{"fits": True, "meets_slo": False, "output_tokens_per_s_per_gpu": 9.0},
-            {"fits": True, "meets_slo": True, "output_tokens_per_s_per_gpu": 5.0},
-            {"fits": False, "meets_slo": False, "output_tokens_per_s_per_gpu": None}]
+    """The best row meets the SLOs and has the most steady-state tokens/s per GPU (not the
+    benchmark window's, which depends on how many requests were sent)."""
+    rows = [{"fits": True, "meets_slo": False, "steady_output_tokens_per_s_per_gpu": 9.0},
+            {"fits": True, "meets_slo": True, "steady_output_tokens_per_s_per_gpu": 5.0,
+             "output_tokens_per_s_per_gpu": 4.0},
+            {"fits": True, "meets_slo": True, "steady_output_tokens_per_s_per_gpu": 4.5,
+             "output_tokens_per_s_per_gpu": 6.0},
+            {"fits": False, "meets_slo": False, "steady_output_tokens_per_s_per_gpu": None}]
     assert best(rows) is rows[1]
     assert best(rows[:1]) is None
 
@@ -109,7 +114,7 @@ def test_sweep_points(small_rows):
     points = {(r["layout"], r["point"]): r for r in small_rows}
     r = points[("TP1", "c=64")]
     assert r["mode"] == "concurrency" and r["concurrency"] == 128  # 64 per replica x 2
-    assert r["requests"] == 128 and r["replicas"] == 2
+    assert r["requests"] == 4 * 64 and r["replicas"] == 2  # SWEEP_WAVES x c per replica
     assert r["output_tokens_per_s"] == pytest.approx(2 * r["replica_output_tokens_per_s"])
 
 
@@ -165,3 +170,15 @@ def test_training_search():
     assert best(rows, "tokens_per_s") is fit[0]
     odd = search_training("llama3-8b", "H100", 4, batch=3, seq=2048, dp=4, jobs=1)[0]
     assert odd["reason"] == "not valid: the global batch 3 does not split over dp 4"
+
+
+def test_attention_groups_share_the_deployments_concurrency():
+    """An expert-parallel replica with ep > tp runs ep / tp attention groups, each its own
+    scheduler: 64 in flight over TP1 x EP8 is 8 per group, not 64 each. Little's law bounds
+    the output: C requests in flight each emitting one token per TPOT make at most C / TPOT
+    tokens/s."""
+    rows = search_serving("qwen3-30b-a3b", "H100", 8, Workload("concurrency", None, 256, 64,
+                                                               concurrency=64), tp=1, ep=8)
+    (r,) = [x for x in rows if x["fits"]]
+    assert r["requests"] == 10 * 8  # ten waves of the group's 8
+    assert r["output_tokens_per_s"] <= 64 / r["tpot_mean_s"] * 1.02

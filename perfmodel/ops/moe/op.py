@@ -62,7 +62,7 @@ PLACEMENTS = ("auto", "contiguous", "balanced", "eplb")
 # and the trace/loads files' size and modification time: a new op of the same routing, or of
 # another layer shape, does not draw again. Entries are shared, so read only.
 ROUTING_CACHE = 1024
-ROUTING_FREE_PARAMS = ("hidden", "expert_hidden", "dtype", "shared_experts")
+ROUTING_FREE_PARAMS = ("hidden", "expert_hidden", "dtype", "weight_dtype", "shared_experts")
 _ROUTINGS: OrderedDict = OrderedDict()
 
 
@@ -109,6 +109,13 @@ class Moe(Op):
         "dtype": Param("dtype", required=True, choices=("bf16", "fp16", "fp8", "fp8_e4m3",
                                                         "mxfp8", "nvfp4", "mxfp4")),
         "gpus": positive("GPUs", "expert-parallel GPUs", hi=MAX_GPUS, hi_why=GPUS_WHY),
+        "weight_dtype": Param("dtype", default=None, nullable=True,
+                              choices=("bf16", "fp16", "fp8", "fp8_e4m3", "mxfp8", "nvfp4",
+                                       "mxfp4"),
+                              doc="expert weights' storage type (= dtype); narrower than dtype "
+                                  "means dequant in the GEMM mainloop (e.g. gpt-oss's MXFP4 "
+                                  "experts with BF16 activations: dtype bf16, weight_dtype "
+                                  "mxfp4)"),
         "replication": Param("float", default=1.0, lo=1.0, hi=8.0,
                              doc="expert replicas / experts"),
         "routing": Param("choice", default="token_balanced", choices=POLICIES),
@@ -142,6 +149,10 @@ class Moe(Op):
         e, g = v["experts"], v["gpus"]
         if v["top_k"] > e:
             out.append(("top_k", f"top_k ({v['top_k']}) exceeds experts ({e})"))
+        wd = v["weight_dtype"]
+        if wd is not None and bytes_per_element(wd) > bytes_per_element(v["dtype"]):
+            out.append(("weight_dtype", f"{wd} weights wider than the MMA dtype {v['dtype']}: "
+                                        f"weights are stored in dtype or narrower"))
         if v["trace"] and v["loads"]:
             out.append(("loads", "give a routing trace or an expert-loads file, not both"))
         if not v["loads"]:
@@ -296,11 +307,15 @@ class Moe(Op):
         gated activation (cast again) and the finalize back to token order."""
         h, f = self.hidden, self.expert_hidden
         w = bytes_per_element(self.dtype)
+        # the weights as stored (block scales included): a narrower type is converted to the
+        # MMA type tile by tile in the mainloop (a mixed-input grouped GEMM: vLLM's Marlin and
+        # Triton MXFP4 MoE kernels on Hopper)
+        wb = bytes_per_element(self.weight_dtype or self.dtype)
         act = 2.0  # activations in BF16
         shared = self.shared_experts  # each runs this GPU's share of the tokens
         shared_rows = math.ceil(self.tokens / self.gpus) if shared else 0
         tokens = float(sum(rows) + shared * shared_rows)
-        weights = (len(rows) + shared) * 3.0 * h * f * w
+        weights = (len(rows) + shared) * 3.0 * h * f * wb
         row_tiles = sum(math.ceil(t / MMA_ROWS) for t in rows) \
             + shared * math.ceil(shared_rows / MMA_ROWS)
         padded = row_tiles * MMA_ROWS
@@ -313,6 +328,10 @@ class Moe(Op):
         n_granule = fp4_mma_n(hw, tensor_dtype(self.dtype), TILE_N) / TILE_N
         work = {f"tensor:{tensor_dtype(self.dtype)}": 2.0 * padded * 3 * h * f * n_granule,
                 "l2": hbm, "hbm": hbm}
+        if wb < w:
+            # each row tile converts the weight tiles it multiplies (convert + scale per
+            # element on the FMA pipe, as ops.gemm's mixed-input mainloop)
+            work["fma"] = row_tiles * 3.0 * h * f * 2
         launch = LaunchShape(ctas=max(1, tiles), threads_per_cta=384, registers_per_thread=168,
                              smem_per_cta_bytes=smem_bytes,
                              bytes_in_flight_per_cta=smem_bytes * 4 // 5)

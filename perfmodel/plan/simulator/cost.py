@@ -108,7 +108,7 @@ class StepCost:
                  fp8_attention: bool = False, fusion: str = "none",
                  attention_kernel: str | None = None, moe_loads: str | None = None,
                  moe_replication: float = 1.0, moe_variation: float = 0.0,
-                 moe_exchange: str = "alltoall"):
+                 moe_exchange: str = "alltoall", allreduce: str = "auto"):
         self.model, self.hw = as_model(model), hardware(hw)
         self.tp, self.ep, self.pp, self.dtype, self.level = tp, ep, pp, dtype, level
         check_kv_dtype(kv_dtype)
@@ -142,6 +142,10 @@ class StepCost:
         self.moe_exchange = moe_exchange
         if moe_exchange != "alltoall":
             self._graph_kw["moe_exchange"] = moe_exchange
+        # the engine's tensor-parallel all-reduce dispatch (builder.ALLREDUCE_DISPATCH)
+        self.allreduce = allreduce
+        if allreduce != "auto":
+            self._graph_kw["allreduce"] = allreduce
         self._op_kw = {k: v for k, v in self._graph_kw.items() if k != "pp"}
         # the share of a kernel's launch a CUDA graph removes: the host's; each replayed kernel
         # keeps the GPU's own graph_kernel_gap_s (the grid launched after the previous drains)
@@ -157,8 +161,13 @@ class StepCost:
         self.prefill_only = frozenset(pre_roles - dec_roles - skip)
         self.decode_only = frozenset(dec_roles - pre_roles - skip)
         self.attention_layers = sum(role(n.name) == ATTENTION_ROLE for n in pre.nodes)
-        self._prefill_attn = next(n.op for n in pre.nodes if role(n.name) == ATTENTION_ROLE)
-        self._decode_attn = next(n.op for n in dec.nodes if role(n.name) == ATTENTION_ROLE)
+        # (op, layers) of each attention kind, full attention first: a sliding-window layer
+        # (ModelSpec.window) attends over the window's last keys only, so the attention tables
+        # hold the mean per layer over the kinds (_attention_mean)
+        self._prefill_attn_kinds = _attention_kinds(pre.nodes)
+        self._decode_attn_kinds = _attention_kinds(dec.nodes)
+        self._prefill_attn = self._prefill_attn_kinds[0][0]
+        self._decode_attn = self._decode_attn_kinds[0][0]
         self._head_ops = [n.op for n in pre.nodes if n.name in HEAD_ROLES]
         tokens_axis = TileAxis(per_octave)
         attn_axis = Axis(attn_per_octave)
@@ -182,7 +191,8 @@ class StepCost:
         self._decode_fixed: dict[tuple[int, str, int], tuple[float, float]] = {}
         self._share((self.model, self.hw, tp, ep, dtype, kv_dtype, level, per_octave,
                      attn_per_octave, exact, moe_routing, self.fp8_attention, fusion,
-                     attention_kernel, moe_loads, moe_replication, moe_variation, moe_exchange))
+                     attention_kernel, moe_loads, moe_replication, moe_variation, moe_exchange,
+                     allreduce))
 
     @classmethod
     def for_engine(cls, model: ModelSpec | str, hw: Hardware | str, engine="vllm", tp: int = 1,
@@ -195,7 +205,8 @@ class StepCost:
         eng = engine_preset(engine, hw, tp, pp) if isinstance(engine, str) else engine
         return cls(model, hw, tp, ep, pp, dtype, kv_dtype, level,
                    fp8_attention=eng.fp8_attention, fusion=eng.kernel_fusion,
-                   attention_kernel=eng.attention_kernel, moe_exchange=eng.moe_exchange, **kw)
+                   attention_kernel=eng.attention_kernel, moe_exchange=eng.moe_exchange,
+                   allreduce=eng.allreduce, **kw)
 
     @staticmethod
     def uses_attention_kernel(hw: Hardware, kernel: str | None) -> str | None:
@@ -305,12 +316,28 @@ class StepCost:
             t, lt = t + e[0], lt + e[1]
         return t, lt
 
+    def _attention_mean(self, kinds, params) -> tuple[float, float]:
+        """(time, launch) per attention layer, the mean over the layer kinds (op, layers):
+        `params(keys)` gives an op's parameters from the keys a query sees before the window
+        (`keys(n)`: n on a full layer, min(n, window) on a sliding-window one)."""
+        if len(kinds) == 1:
+            return self._est(kinds[0][0].with_params(**params(lambda n: n)))
+        t = lt = 0.0
+        for o, n in kinds:
+            w = o.window
+            e = self._est(o.with_params(**params(lambda k, w=w: min(k, w) if w else k)))
+            t, lt = t + n * e[0], lt + n * e[1]
+        layers = sum(n for _, n in kinds)
+        return t / layers, lt / layers
+
     def _eval_decode_attention(self, batch: int, context: int) -> tuple[float, float]:
-        return self._est(self._decode_attn.with_params(batch=batch, seq_kv=context))
+        return self._attention_mean(self._decode_attn_kinds,
+                                    lambda keys: dict(batch=batch, seq_kv=keys(context)))
 
     def _eval_chunk_attention(self, chunk: int, prior: int) -> tuple[float, float]:
-        return self._est(self._prefill_attn.with_params(batch=1, seq_q=chunk,
-                                                        seq_kv=prior + chunk, causal=True))
+        # a sliding-window layer's chunk reads the window's keys before it, not the whole prior
+        return self._attention_mean(self._prefill_attn_kinds, lambda keys: dict(
+            batch=1, seq_q=chunk, seq_kv=keys(prior) + chunk, causal=True))
 
     # -- one step ------------------------------------------------------------------------------
     def step_times(self, decode: int, decode_context_sum: float = 0.0,
@@ -418,8 +445,9 @@ class StepCost:
         table = self._verify.get(queries)
         if table is None:
             def fn(batch: int, context: int) -> tuple[float, float]:
-                return self._est(self._decode_attn.with_params(
-                    batch=batch, seq_q=queries, seq_kv=context + queries - 1, causal=True))
+                return self._attention_mean(self._decode_attn_kinds, lambda keys: dict(
+                    batch=batch, seq_q=queries, seq_kv=keys(context) + queries - 1,
+                    causal=True))
             table = self._verify[queries] = Table2(fn, self.decode_attention.ax,
                                                    self.decode_attention.ay, self.exact)
         return table
@@ -493,3 +521,12 @@ class StepCost:
                 self.decode_attention.at_node(b, c)
 
 
+def _attention_kinds(nodes) -> list[tuple[object, int]]:
+    """(op, layers) of the attention kinds among a graph's `nodes`: full attention first, then
+    each sliding window (one op per kind, as the builder writes it for each layer kind)."""
+    kinds: dict[object, list] = {}
+    for n in nodes:
+        if role(n.name) == ATTENTION_ROLE:
+            k = kinds.setdefault(n.op.window, [n.op, 0])
+            k[1] += 1
+    return sorted(((o, c) for o, c in kinds.values()), key=lambda x: x[0].window or 0)

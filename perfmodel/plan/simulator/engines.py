@@ -88,7 +88,7 @@ from perfmodel import fitted
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.units import GiB
-from perfmodel.workloads.builder import MOE_EXCHANGES
+from perfmodel.workloads.builder import ALLREDUCE_DISPATCH, MOE_EXCHANGES
 
 GRAPH_MODES = ("none", "full_decode", "piecewise", "full_and_piecewise")
 ADMISSIONS = ("reserve", "sglang")
@@ -181,6 +181,13 @@ class Engine:
                              `deepep` op; workloads.builder MOE_EXCHANGES): TensorRT-LLM's
                              wide-EP MoE runs DeepEP, which AIConfigurator prices from its
                              measured DeepEP calls; vLLM and SGLang keep the all-to-all
+    allreduce                who picks the tensor-parallel all-reduce (workloads.builder
+                             ALLREDUCE_DISPATCH): the engine's own dispatch, its custom kernels
+                             where its source's rules take the message and NCCL otherwise
+                             (vllm, sglang, trtllm: perfmodel/ops/custom_allreduce.py, read
+                             from vLLM 0.24.0, SGLang 0.5.14 and FlashInfer 0.7.4's port of
+                             TensorRT-LLM's kernels); "auto": NCCL or a generic one-shot kernel,
+                             the faster (the builder's default)
     """
 
     name: str
@@ -206,6 +213,7 @@ class Engine:
     kernel_fusion: str = "none"
     attention_kernel: str | None = None
     moe_exchange: str = "alltoall"
+    allreduce: str = "auto"
 
     def check(self) -> None:
         p = []
@@ -230,6 +238,9 @@ class Engine:
         if self.moe_exchange not in MOE_EXCHANGES:
             p.append(f"moe_exchange: expected one of {', '.join(MOE_EXCHANGES)}, got "
                      f"{self.moe_exchange!r}")
+        if self.allreduce not in ALLREDUCE_DISPATCH:
+            p.append(f"allreduce: expected one of {', '.join(ALLREDUCE_DISPATCH)}, got "
+                     f"{self.allreduce!r}")
         if self.cuda_graph_mode not in GRAPH_MODES:
             p.append(f"cuda_graph_mode: expected one of {', '.join(GRAPH_MODES)}, got "
                      f"{self.cuda_graph_mode!r}")
@@ -288,7 +299,7 @@ def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> En
                       mixed_batching=True, block_tokens=16, gpu_memory_utilization=0.9,
                       cuda_graph_sizes=vllm_graph_sizes(min(2 * seqs, 512)),
                       cuda_graph_mode="piecewise", fp8_attention=True,
-                      kernel_fusion="add_norm")
+                      kernel_fusion="add_norm", allreduce="vllm")
     if name == "vllm-v0":
         return Engine(name, max_batch=256, max_tokens_per_step=None, chunked_prefill=False,
                       mixed_batching=False, block_tokens=16, gpu_memory_utilization=0.9,
@@ -314,7 +325,7 @@ def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> En
                       activations_in_reserve=True, admission="sglang",
                       cuda_graph_sizes=graphs, cuda_graph_mode="full_decode",
                       step_overhead_s=SGLANG_STEP_OVERHEAD_S, overlap_schedule=True,
-                      kernel_fusion="add_norm", fp8_attention=True)
+                      kernel_fusion="add_norm", fp8_attention=True, allreduce="sglang")
     if name == "sglang-0.4.1":
         fraction = next(f for least, f in SGLANG_041_MEM_FRACTION if tp >= least)
         return Engine(name, max_batch=None, max_tokens_per_step=8192, chunked_prefill=True,
@@ -332,5 +343,5 @@ def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> En
                                                                8)),
                       cuda_graph_mode="full_decode", fp8_attention=True,
                       kernel_fusion="trtllm", attention_kernel="trtllm",
-                      moe_exchange="deepep")
+                      moe_exchange="deepep", allreduce="trtllm")
     raise InputError(f"engine: expected one of {', '.join(ENGINES)}, got {name!r}")

@@ -5,8 +5,18 @@ per request (NaN for one-token outputs); ITL = every gap between a request's con
 Throughputs are over the window from the first arrival to the last completion, of the simulated
 scheduler (`output_tokens_per_s`, `total_tokens_per_s`: input + output), and of the replica
 (`replica_output_tokens_per_s`: × its data-parallel attention groups, ep / tp when ep > tp; per
-GPU over max(tp, ep) · pp GPUs). `metrics()` flattens them under the names the serving validation
-rows use (perfmodel.validation.serving.METRICS).
+GPU over max(tp, ep) · pp GPUs). That window is the benchmark clients' (vLLM's benchmark_serving,
+SGLang's bench_serving, InferenceX: first send to last completion), so it holds the ramp-down tail
+after the last request is sent, and its throughput depends on how many requests were sent.
+The steady-state throughputs (`steady_*`) count only the tokens produced while the offered load
+is on and the requests in flight have ramped up: from the first arrival plus the median decode
+time (E2E − TTFT: a request's lifetime once served, over which the batch fills; queueing left
+out, so an overloaded queue does not push the window past its end) to the last arrival (a
+closed loop's last send, when its queue empties; a Poisson stream's last arrival). A request's
+first token counts at its time, the rest spread evenly over its decode (first token to last),
+its prompt's tokens at its first token. Where that window is empty (offline; too few requests
+for the load to settle) the steady figures are the benchmark's. `metrics()` flattens them under the names the serving validation rows use
+(perfmodel.validation.serving.METRICS).
 """
 from __future__ import annotations
 
@@ -103,6 +113,54 @@ class SimResult:
     def output_tokens_per_s_per_gpu(self) -> float:
         return self.replica_output_tokens_per_s / self.gpus
 
+    def steady_window_s(self) -> tuple[float, float]:
+        """(start, end) of the steady state (module docstring); the benchmark's window where
+        the load has none."""
+        first = float(self.arrival_s.min())
+        start = first + float(np.median(self.e2e_s - self.ttft_s))
+        end = float(self.arrival_s.max())
+        if end <= start:
+            return first, first + self.duration_s
+        return start, end
+
+    @property
+    def steady_state(self) -> bool:
+        """Whether the steady window exists (else the steady figures are the benchmark's)."""
+        start, end = self.steady_window_s()
+        return not (start == float(self.arrival_s.min())
+                    and end == start + self.duration_s)
+
+    def _tokens_in(self, start: float, end: float) -> tuple[float, float]:
+        """(output, input) tokens produced in [start, end] (module docstring)."""
+        first = self.arrival_s + self.ttft_s
+        last = self.arrival_s + self.e2e_s
+        in_window = (first >= start) & (first <= end)
+        out = in_window.astype(float)  # the first token
+        rest = np.maximum(self.generated - 1, 0).astype(float)
+        span = last - first
+        overlap = np.clip(np.minimum(last, end) - np.maximum(first, start), 0.0, None)
+        share = np.where(span > 0, overlap / np.where(span > 0, span, 1.0), in_window)
+        out += rest * share
+        return float(out.sum()), float(self.isl[in_window].sum())
+
+    @property
+    def steady_output_tokens_per_s(self) -> float:
+        start, end = self.steady_window_s()
+        return self._tokens_in(start, end)[0] / (end - start)
+
+    @property
+    def steady_total_tokens_per_s(self) -> float:
+        start, end = self.steady_window_s()
+        out, inp = self._tokens_in(start, end)
+        return (out + inp) / (end - start)
+
+    @property
+    def steady_requests_per_s(self) -> float:
+        """Completions in the steady window per second."""
+        start, end = self.steady_window_s()
+        done = self.arrival_s + self.e2e_s
+        return float(((done >= start) & (done <= end)).sum()) / (end - start)
+
     def summary(self) -> dict[str, dict[str, float]]:
         """mean, p50, p90, p99 of TTFT, TPOT, ITL and E2E in seconds."""
         return {k: distribution(getattr(self, k)) for k in ("ttft_s", "tpot_s", "itl_s", "e2e_s")}
@@ -143,6 +201,11 @@ class SimResult:
             "requests_per_s": self.requests_per_s,
             "replica_output_tokens_per_s": self.replica_output_tokens_per_s,
             "output_tokens_per_s_per_gpu": self.output_tokens_per_s_per_gpu,
+            "steady_state": self.steady_state,
+            "steady_window_s": list(self.steady_window_s()),
+            "steady_output_tokens_per_s": self.steady_output_tokens_per_s,
+            "steady_total_tokens_per_s": self.steady_total_tokens_per_s,
+            "steady_requests_per_s": self.steady_requests_per_s,
             "steps": self.steps, "decode_steps": self.decode_steps,
             "prefill_steps": self.prefill_steps, "mixed_steps": self.mixed_steps,
             "preemptions": self.preemptions, "peak_kv_blocks": self.peak_kv_blocks,

@@ -281,7 +281,7 @@ def simulate(model: ModelSpec | str, hw: Hardware | str, workload: Workload | No
                  .redundant_experts(m))
     kv = kv_budget(m, h, tp, ep, pp, dtype, kv_dtype, eng.block_tokens,
                    eng.gpu_memory_utilization, eng.fraction_of_free, budget_tokens,
-                   redundant_experts=redundant,
+                   redundant_experts=redundant, max_seqs=eng.max_batch,
                    **({"workspace_bytes": 0.0, "activations": False} if in_reserve else {}))
     check_fits(kv, what)
     blocks = eng.kv_blocks_override or kv.blocks

@@ -2,12 +2,16 @@
 
 Lengths (prompt = input sequence length `isl`, output `osl`, in tokens), each one of:
   an int                 fixed;
-  ("uniform", lo, hi)    integers uniform in [lo, hi];
+  ("uniform", lo, hi)    integers uniform in [lo, hi] (`range_lengths`: the benchmark clients'
+                         range ratio);
   ("normal", mean, std)  rounded, clipped to ≥ 1;
 or `pairs`, a list of (isl, osl) replayed in order (cycled if `requests` asks for more).
 Arrivals (`mode`):
   offline       every request at t = 0: the maximum-throughput test (MLPerf Inference Offline);
-  rate          a Poisson process of `rate` requests/s (exponential gaps, first at t = 0 + gap);
+  rate          `rate` requests/s: gaps drawn from Gamma(shape = burstiness, scale =
+                1 / (rate · burstiness)), first at t = 0 + gap; burstiness 1 (the default) is a
+                Poisson process, below 1 burstier, above 1 steadier (vLLM's benchmark_serving
+                `get_request`, as InferenceX's client runs it);
   concurrency   `concurrency` requests in flight: the first ones at t = 0, then a new one the
                 moment one completes (vLLM's benchmark_serving --max-concurrency with an
                 unbounded request rate);
@@ -66,6 +70,19 @@ class Lengths:
         return np.maximum(1, np.rint(rng.normal(self.a, self.b, size=n))).astype(np.int64)
 
 
+def range_lengths(length: int, ratio: float | None, what: str) -> Any:
+    """A length with a range ratio as InferenceX's and SGLang's benchmark clients draw it:
+    integers uniform in [⌊ratio·L⌋, L] (InferenceX utils/bench_serving benchmark_serving.py
+    sample_random_requests; SGLang bench_serving: the same with the lower bound at least 1),
+    mean (⌊ratio·L⌋ + L) / 2; None or 1: the fixed length L. (vLLM's own `vllm bench serve`
+    draws [⌊L(1−r)⌋, ⌈L(1+r)⌉] instead: give those bounds as ("uniform", lo, hi).)"""
+    if ratio is None or ratio == 1:
+        return length
+    if not (isinstance(ratio, (int, float)) and 0 <= ratio <= 1):
+        raise InputError(f"{what}: expected a range ratio in [0, 1], got {ratio!r}")
+    return ("uniform", max(1, math.floor(ratio * length)), length)
+
+
 @dataclass(frozen=True)
 class Workload:
     """A seeded request stream (see the module docstring)."""
@@ -80,6 +97,7 @@ class Workload:
     seed: int = 0
     arrivals: Sequence[float] | None = None
     prefilled: bool = False
+    burstiness: float = 1.0
 
     def __post_init__(self):
         p = []
@@ -87,6 +105,9 @@ class Workload:
             p.append(f"mode: expected one of {', '.join(MODES)}, got {self.mode!r}")
         if self.mode == "rate" and not (self.rate and self.rate > 0):
             p.append(f"rate: mode 'rate' needs a positive rate in requests/s, got {self.rate!r}")
+        if not (isinstance(self.burstiness, (int, float)) and 0 < self.burstiness < math.inf):
+            p.append(f"burstiness: expected a positive number (1: Poisson), got "
+                     f"{self.burstiness!r}")
         if self.mode == "concurrency" and not (isinstance(self.concurrency, int)
                                                and self.concurrency >= 1):
             p.append(f"concurrency: mode 'concurrency' needs a positive integer, got "
@@ -132,8 +153,11 @@ class Workload:
             arrivals = np.asarray(self.arrivals, dtype=float)[np.arange(n) % len(self.pairs)]
         elif self.mode == "offline":
             arrivals = np.zeros(n)
-        elif self.mode == "rate":
+        elif self.mode == "rate" and self.burstiness == 1.0:
             arrivals = np.cumsum(rng.exponential(1.0 / self.rate, size=n))
+        elif self.mode == "rate":
+            k = float(self.burstiness)
+            arrivals = np.cumsum(rng.gamma(k, 1.0 / (self.rate * k), size=n))
         else:
             arrivals = None
         return isl, osl, arrivals
@@ -146,6 +170,8 @@ class Workload:
             d["isl"], d["osl"] = _length_dict(self.isl), _length_dict(self.osl)
         if self.mode == "rate":
             d["rate"] = self.rate
+            if self.burstiness != 1.0:
+                d["burstiness"] = self.burstiness
         if self.mode == "concurrency":
             d["concurrency"] = self.concurrency
         if self.prefilled:

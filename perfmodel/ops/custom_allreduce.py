@@ -1,0 +1,233 @@
+"""The inference engines' own all-reduce kernels and the rules by which each engine picks one.
+
+vLLM, SGLang and TensorRT-LLM replace NCCL's all-reduce of the tensor-parallel group with kernels
+of their own over NVLink peer memory, below a size limit their source sets, and call NCCL above
+it. Each kernel here is one Demand (work per resource, link steps, launches); `dispatch` returns
+the kernel an engine's rules pick for a message, or nothing where the engine calls NCCL (comm.py
+then offers NCCL's algorithms and protocols, the fastest kept). With G GPUs in one NVLink domain
+and S bytes per GPU:
+
+  oneshot    every GPU reads (or pushes) every peer's whole buffer and reduces it locally:
+             (G−1)·S bytes over its NVLink, one barrier round (one link step), one launch.
+             vLLM's one-stage kernel, SGLang's 1-shot push and pull, TensorRT-LLM's Lamport
+             one-shot.
+  twoshot    a reduce-scatter then an all-gather through the peers' buffers: each GPU reduces
+             its 1/G shard from every peer and every peer reads the reduced shards back,
+             2·(G−1)/G·S over its NVLink, two barrier rounds (two link steps), one launch.
+             vLLM's two-stage kernel, SGLang's 2-shot pull, TensorRT-LLM's two-shot.
+  multimem   PyTorch's symmetric-memory `multimem_all_reduce_` (vLLM's fallback before NCCL on
+             NVSwitch systems): the switch reduces each GPU's 1/G shard (multimem.ld_reduce) and
+             multicasts it back (multimem.st), (G+1)/G·S each way as NCCL's NVLS (comm.py), a
+             barrier before and after (two link steps); the input is copied into the symmetric
+             buffer and the result out of it (two copy kernels, 2·S of HBM each).
+
+HBM: a kernel's link bytes are read from one GPU's HBM and written into another's, and the
+reduction reads its operands once more, 3 × the bytes sent, as comm.py counts NCCL's pairs.
+Launches: a custom kernel counts its own launch (NCCL's pairs count none: their base latency
+holds it), as the generic `oneshot` always has.
+
+Graph and eager (`mode`). Inside a CUDA graph the engines register the graph's input buffers
+with their peers once, at capture. Eagerly, vLLM's custom all-reduce first copies the input into
+its pre-registered IPC buffer (custom_all_reduce.py `custom_all_reduce`: "outside of cuda graph
+context, custom allreduce incurs a cost of cudaMemcpy"; ops.all_reduce with reg_buffer), and
+SGLang's pull kernels copy the input into their buffer and, for the 2-shot kernel, the result
+back (custom_all_reduce_pull.cuh lines 186-192: "1.copy the input to the buffer ... 3. copy the
+reduced result back"); SGLang's push kernel writes into the peers' buffers from the input
+directly and copies nothing. Each copy is one more kernel and 2·S of HBM. The host-side cost of
+an eager call (Python dispatch, stream bookkeeping) is not modelled: AIConfigurator's eager
+rows carry a 20-30 µs floor that the model does not have (validate/data/SOURCES.md).
+
+The engines' rules, read from their released wheels (pip download --no-deps):
+
+vLLM 0.24.0 (the version AIConfigurator measured; the tables are the same in 0.19.0):
+  vllm/distributed/device_communicators/cuda_communicator.py `CudaCommunicator.all_reduce`:
+  NCCL symmetric memory (VLLM_USE_NCCL_SYMM_MEM, default 0: envs.py), QuickReduce (ROCm),
+  FlashInfer (VLLM_ALLREDUCE_USE_FLASHINFER, default 0), the custom all-reduce
+  (`should_custom_ar`), torch symmetric memory (VLLM_ALLREDUCE_USE_SYMM_MEM, default 1:
+  `should_use_symm_mem`), then PyNCCL. With the defaults: custom, symm-mem, NCCL.
+  custom_all_reduce.py `CustomAllreduce`: world sizes {2, 4, 6, 8}
+  (_SUPPORTED_WORLD_SIZES), one node, every pair on NVLink for more than 2 GPUs;
+  max_size 8 MiB (8192 * 1024), capped by all_reduce_utils.py CUSTOM_ALL_REDUCE_MAX_SIZES of
+  the GPU's compute capability when symm-mem is enabled; `should_custom_ar`: bytes < max_size.
+  symm_mem.py `SymmMemCommunicator`: BF16 only, compute capabilities and world sizes of
+  SYMM_MEM_ALL_REDUCE_MAX_SIZES (all_reduce_utils.py), disabled without a multicast pointer (no
+  NVSwitch multicast: `topology.nvls` here); `should_use_symm_mem`: bytes <= max_size;
+  multimem_all_reduce_ for the world sizes of _WORLD_SIZES_MULTIMEM, else
+  two_shot_all_reduce_; input copied in and the output copied out (`all_reduce`).
+  The kernel choice is in csrc/custom_all_reduce.cuh (not in the wheel; the project's research
+  notes on communication, §3.1, vLLM commit c9eabec7,
+  `CustomAllreduce::allreduce`): 2 GPUs always one-stage; full NVLink and (G <= 4 and bytes <
+  512 KiB) or (G <= 8 and bytes < 256 KiB): one-stage; else two-stage.
+SGLang 0.5.14 (the version AIConfigurator measured):
+  sglang/srt/distributed/parallel_state.py `GroupCoordinator.all_reduce`: NCCL symmetric memory
+  (enable_symm_mem, default False: server_args.py), the custom all-reduce
+  (`should_custom_ar`), QuickReduce (ROCm), MSCCL++ (enable_mscclpp, off), torch symm-mem
+  (enable_torch_symm_mem, default False), then NCCL. The custom all-reduce is
+  custom_all_reduce_v2.py `CustomAllReduceV2` (SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2 default
+  True: environ.py): world sizes 2-8 (THRESHOLD_2_SHOT_MAP), one node, full NVLink
+  (custom_all_reduce_utils.py `can_use_custom_all_reduce_with_nvlink`); max_size =
+  max(max_pull_size 16 MiB, one-shot push threshold); `should_custom_ar`: bytes <= max_size;
+  `_determine_algo`: bytes <= push threshold → 1-shot push, <= pull threshold → 1-shot pull,
+  else 2-shot pull; thresholds per world size from `_maybe_init_config` (B200-tuned table on
+  compute capability 10.x, `is_sm100_supported`: utils/common.py; H200-tuned table otherwise).
+TensorRT-LLM (its wheels are not on PyPI; FlashInfer's port of its Lamport fusion all-reduce,
+  flashinfer-python 0.7.4): flashinfer/comm/trtllm_ar.py `_should_use_oneshot`: one-shot when
+  tokens·hidden·2·G·itemsize = 2·G·S <= _use_oneshot_heuristics[G] MiB (G 2: 512, 4: 64,
+  8: 42), else two-shot; world sizes 2, 4, 8 (the table's keys). TensorRT-LLM's own AUTO
+  strategy (cpp/tensorrt_llm/common/customAllReduceUtils.h, the research notes §3.3) calls NCCL
+  above its 64 MiB fusion workspace and otherwise looks the strategy up in a table measured per
+  GPU, TP size, hidden size and token count, NCCL included; the table is not in any source
+  read here, so below the workspace the engine keeps the faster of the Lamport kernel and NCCL.
+
+What is not modelled: the engines' node check (vLLM and SGLang disable their kernels for a
+group that spans hosts; on an NVL72 rack a host holds 4 GPUs, and the spec has no host size, so
+a group of 8 in one rack is priced as if on one host), the 16-byte alignment rule, vLLM's and
+SGLang's NCCL symmetric-memory and FlashInfer paths (off by default), and the kernels' block
+counts (a kernel is priced at the link's achievable rate whatever its CTAs).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from perfmodel.demand import Demand
+
+KiB, MiB = 1 << 10, 1 << 20
+ENGINES = ("vllm", "sglang", "trtllm")
+MODES = ("graph", "eager")
+KERNELS = ("oneshot", "twoshot", "multimem")
+LINK_STEPS = {"oneshot": 1, "twoshot": 2, "multimem": 2}  # barrier rounds (module docstring)
+
+# -- vLLM 0.24.0 -----------------------------------------------------------------------------
+VLLM_WORLD_SIZES = (2, 4, 6, 8)      # custom_all_reduce.py CustomAllreduce._SUPPORTED_WORLD_SIZES
+VLLM_MAX_SIZE = 8192 * 1024          # custom_all_reduce.py CustomAllreduce.__init__ max_size
+# all_reduce_utils.py CUSTOM_ALL_REDUCE_MAX_SIZES (applied when torch symm-mem is enabled)
+VLLM_CUSTOM_MAX_SIZES = {
+    "9.0": {2: 64 * MiB, 4: 32 * MiB, 6: MiB // 2, 8: MiB // 4},
+    "10.0": {2: 2 * MiB, 4: 2 * MiB, 6: 1 * MiB, 8: 1 * MiB},
+    "10.3": {2: 4 * MiB, 4: 4 * MiB, 6: 8 * MiB, 8: 4 * MiB},
+}
+# all_reduce_utils.py SYMM_MEM_ALL_REDUCE_MAX_SIZES
+VLLM_SYMM_MEM_MAX_SIZES = {
+    "9.0": {2: 64 * MiB, 4: 32 * MiB, 6: 64 * MiB, 8: 64 * MiB},
+    "10.0": {2: 8 * MiB, 4: 32 * MiB, 6: 128 * MiB, 8: 128 * MiB},
+    "10.3": {2: 4 * MiB, 4: 32 * MiB, 6: 32 * MiB, 8: 64 * MiB},
+}
+# symm_mem.py SymmMemCommunicator._WORLD_SIZES_MULTIMEM
+VLLM_MULTIMEM_WORLD_SIZES = {"9.0": (4, 6, 8), "10.0": (6, 8), "10.3": (6, 8)}
+# csrc/custom_all_reduce.cuh (vLLM c9eabec7, research notes §3.1): one-stage below these
+VLLM_ONESTAGE_MAX = ((4, 512 * KiB), (8, 256 * KiB))  # (largest world size, bytes below)
+
+# -- SGLang 0.5.14 ---------------------------------------------------------------------------
+SGLANG_MAX_PULL_SIZE = 16 * MiB      # custom_all_reduce_v2.py CustomAllReduceV2 max_pull_size
+INF = 1 << 60
+# custom_all_reduce_v2.py _maybe_init_config: world size → (1-shot push, 1-shot pull) thresholds
+SGLANG_THRESHOLDS_SM100 = {          # "based on benchmarks on B200 GPUs"
+    2: (4 * MiB, INF), 3: (4 * MiB, 4 * MiB), 4: (2 * MiB, 2 * MiB), 5: (2 * MiB, 2 * MiB),
+    6: (1 * MiB, 1 * MiB), 7: (896 * KiB, 896 * KiB), 8: (720 * KiB, 720 * KiB)}
+SGLANG_THRESHOLDS_OTHER = {          # "based on benchmarks on H200 GPUs"
+    2: (2 * MiB, INF), 3: (512 * KiB, 512 * KiB), 4: (384 * KiB, 256 * KiB),
+    5: (256 * KiB, 256 * KiB), 6: (192 * KiB, 192 * KiB), 7: (192 * KiB, 192 * KiB),
+    8: (160 * KiB, 160 * KiB)}
+
+# -- TensorRT-LLM (FlashInfer 0.7.4's port) --------------------------------------------------
+TRTLLM_ONESHOT_MIB = {2: 512, 4: 64, 8: 42}  # flashinfer/comm/trtllm_ar.py _use_oneshot_heuristics
+TRTLLM_WORKSPACE = 64 * MiB  # customAllReduceUtils.h fusion workspace (research notes §3.3)
+
+
+def kernel_demand(hw, algorithm: str, gpus: int, nbytes: float, link: str = "nvlink",
+                  engine: str | None = None, copies: int = 0, path: str | None = None,
+                  reduces: bool = True) -> Demand:
+    """One custom all-reduce kernel of `gpus` GPUs on `link` (module docstring), plus `copies`
+    copy kernels of the buffer in HBM (the eager copy into a registered buffer, symm-mem's copy
+    in and out)."""
+    g, s = gpus, nbytes
+    if algorithm == "oneshot":
+        sent = (g - 1) * s
+    elif algorithm == "twoshot":
+        sent = 2.0 * (g - 1) / g * s
+    elif algorithm == "multimem":
+        sent = (g + 1) / g * s
+    else:
+        raise ValueError(f"unknown custom all-reduce kernel {algorithm!r}")
+    wire_link = hw.link(link)
+    # the switch reduces multimem's operands; the others read them once more from HBM
+    hbm = 2 * sent + (sent if reduces and algorithm != "multimem" else 0.0) + copies * 2 * s
+    steps = LINK_STEPS[algorithm]
+    details = {"bytes_sent_per_gpu": sent, "steps": steps, "hops": {link: steps},
+               "algorithm": algorithm, "protocol": None}
+    if engine is not None:
+        details.update(engine=engine, path=path, copies=copies)
+    return Demand(work={f"link:{link}": sent / wire_link.achievable_fraction, "hbm": hbm},
+                  launch=None, flop=0.0, hbm_bytes=hbm, kernels=1 + copies,
+                  link_steps={link: steps}, details=details)
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """An engine's pick for one message: its kernel (None: NCCL) and whether NCCL's pairs stay
+    offered beside it (the engine keeps the faster: TensorRT-LLM's measured table)."""
+
+    kernel: Demand | None
+    with_nccl: bool = False
+
+
+def dispatch(engine: str, hw, gpus: int, nbytes: float, mode: str = "graph",
+             link: str = "nvlink") -> Dispatch:
+    """What `engine` runs for an all-reduce of `nbytes` per GPU over `gpus` GPUs that sit in one
+    NVLink domain on `link` (the caller checks that; a group across domains is always NCCL)."""
+    if engine == "vllm":
+        return _vllm(hw, gpus, nbytes, mode, link)
+    if engine == "sglang":
+        return _sglang(hw, gpus, nbytes, mode, link)
+    if engine == "trtllm":
+        return _trtllm(hw, gpus, nbytes, link)
+    raise ValueError(f"unknown engine {engine!r} (expected one of {', '.join(ENGINES)})")
+
+
+def _vllm(hw, g: int, s: float, mode: str, link: str) -> Dispatch:
+    cc = hw.compute_capability
+    # torch symm-mem (default on) runs where its tables name the GPU and group and the switch
+    # multicasts
+    symm = hw.nvls and g in VLLM_SYMM_MEM_MAX_SIZES.get(cc, {})
+    if g in VLLM_WORLD_SIZES:
+        max_size = VLLM_MAX_SIZE
+        if symm and cc in VLLM_CUSTOM_MAX_SIZES:
+            max_size = min(VLLM_CUSTOM_MAX_SIZES[cc][g], max_size)
+        if s < max_size:  # should_custom_ar
+            one = g == 2 or any(g <= ws and s < below for ws, below in VLLM_ONESTAGE_MAX)
+            return Dispatch(kernel_demand(hw, "oneshot" if one else "twoshot", g, s, link,
+                                          "vllm", copies=int(mode == "eager"),
+                                          path="custom_allreduce"))
+    if symm and s <= VLLM_SYMM_MEM_MAX_SIZES[cc][g]:  # should_use_symm_mem
+        kernel = "multimem" if g in VLLM_MULTIMEM_WORLD_SIZES.get(cc, ()) else "twoshot"
+        return Dispatch(kernel_demand(hw, kernel, g, s, link, "vllm", copies=2,
+                                      path="torch_symm_mem"))
+    return Dispatch(None)
+
+
+def _sglang(hw, g: int, s: float, mode: str, link: str) -> Dispatch:
+    table = (SGLANG_THRESHOLDS_SM100 if hw.compute_capability.split(".")[0] == "10"
+             else SGLANG_THRESHOLDS_OTHER)
+    if g not in table:
+        return Dispatch(None)
+    push, pull = table[g]
+    max_push = push  # max_push_size defaults to the push threshold
+    push, pull = min(push, max_push), min(pull, SGLANG_MAX_PULL_SIZE)  # override_shot clips
+    if s > max(SGLANG_MAX_PULL_SIZE, max_push):  # should_custom_ar
+        return Dispatch(None)
+    eager = mode == "eager"
+    if s <= push:
+        return Dispatch(kernel_demand(hw, "oneshot", g, s, link, "sglang", path="push"))
+    if s <= pull:
+        return Dispatch(kernel_demand(hw, "oneshot", g, s, link, "sglang", copies=int(eager),
+                                      path="pull"))
+    return Dispatch(kernel_demand(hw, "twoshot", g, s, link, "sglang", copies=2 * int(eager),
+                                  path="pull"))
+
+
+def _trtllm(hw, g: int, s: float, link: str) -> Dispatch:
+    if g not in TRTLLM_ONESHOT_MIB or s > TRTLLM_WORKSPACE:
+        return Dispatch(None)
+    one = 2 * g * s / MiB <= TRTLLM_ONESHOT_MIB[g]
+    return Dispatch(kernel_demand(hw, "oneshot" if one else "twoshot", g, s, link, "trtllm",
+                                  path="lamport"), with_nccl=True)

@@ -1,0 +1,143 @@
+"""The engines' own all-reduce dispatch (perfmodel/ops/custom_allreduce.py): thresholds worked by
+hand from vLLM 0.24.0, SGLang 0.5.14 and FlashInfer 0.7.4's sources."""
+import pytest
+
+import perfmodel as pm
+from perfmodel.ops import custom_allreduce as car
+
+KiB, MiB = 1024, 1024 * 1024
+
+
+def _pick(hw, engine, nbytes, gpus=8, mode="graph", **kw):
+    est = pm.predict_op(pm.ops.Allreduce(bytes=float(nbytes), gpus=gpus, algorithm=engine,
+                                         mode=mode, **kw), hw)
+    return est.details
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return pm.hardware("H100-SXM")
+
+
+@pytest.fixture(scope="module")
+def b200():
+    return pm.hardware("B200")
+
+
+def test_vllm_on_sm90_at_eight_gpus_switches_at_256_kib(h100):
+    # CUSTOM_ALL_REDUCE_MAX_SIZES["9.0"][8] = 256 KiB, `inp_size < max_size`; then torch
+    # symm-mem (multimem on 9.0 for 4, 6, 8 GPUs) up to 64 MiB, then NCCL
+    below = _pick(h100, "vllm", 256 * KiB - 16)
+    assert (below["algorithm"], below["engine"], below["path"]) == \
+        ("oneshot", "vllm", "custom_allreduce")
+    at = _pick(h100, "vllm", 256 * KiB)
+    assert (at["algorithm"], at["path"]) == ("multimem", "torch_symm_mem")
+    assert _pick(h100, "vllm", 64 * MiB)["path"] == "torch_symm_mem"  # `<=` 64 MiB
+    assert _pick(h100, "vllm", 64 * MiB + 16)["algorithm"] in ("ring", "tree", "nvls")
+
+
+def test_vllm_kernel_choice_one_stage_below_its_cutoffs_else_two_stage(h100, b200):
+    # four GPUs on SM90: custom up to 32 MiB; one-stage below 512 KiB, two-stage above
+    assert _pick(h100, "vllm", 512 * KiB - 16, gpus=4)["algorithm"] == "oneshot"
+    assert _pick(h100, "vllm", 512 * KiB, gpus=4)["algorithm"] == "twoshot"
+    # two GPUs are always one-stage, below min(64 MiB cap, 8 MiB max_size); then symm-mem's
+    # two-shot (no multimem at 2 GPUs on 9.0)
+    assert _pick(h100, "vllm", 8 * MiB - 16, gpus=2)["algorithm"] == "oneshot"
+    at = _pick(h100, "vllm", 8 * MiB, gpus=2)
+    assert (at["algorithm"], at["path"]) == ("twoshot", "torch_symm_mem")
+    # SM 10.0, eight GPUs: custom below 1 MiB, two-stage from 256 KiB, then symm-mem
+    assert _pick(b200, "vllm", 128 * KiB)["algorithm"] == "oneshot"
+    assert _pick(b200, "vllm", 512 * KiB)["algorithm"] == "twoshot"
+    assert _pick(b200, "vllm", 1 * MiB)["path"] == "torch_symm_mem"
+
+
+def test_vllm_eager_copies_into_its_ipc_buffer_graphs_do_not(h100):
+    graph = pm.predict_op(pm.ops.Allreduce(bytes=64e3, gpus=8, algorithm="vllm"), h100)
+    eager = pm.predict_op(pm.ops.Allreduce(bytes=64e3, gpus=8, algorithm="vllm",
+                                           mode="eager"), h100)
+    assert eager.details["copies"] == 1 and graph.details["copies"] == 0
+    assert eager.time_s > graph.time_s
+
+
+def test_sglang_push_pull_and_two_shot_thresholds(h100, b200):
+    # H200-tuned table, 8 GPUs: push and pull both <= 160 KiB, else 2-shot pull up to 16 MiB
+    assert _pick(h100, "sglang", 160 * KiB)["path"] == "push"
+    assert _pick(h100, "sglang", 160 * KiB + 16)["algorithm"] == "twoshot"
+    assert _pick(h100, "sglang", 16 * MiB)["algorithm"] == "twoshot"
+    assert _pick(h100, "sglang", 16 * MiB + 16)["algorithm"] in ("ring", "tree", "nvls")
+    # 4 GPUs: push <= 384 KiB, pull threshold 256 KiB below it: 2-shot above 384 KiB
+    assert _pick(h100, "sglang", 384 * KiB, gpus=4)["path"] == "push"
+    assert _pick(h100, "sglang", 384 * KiB + 16, gpus=4)["algorithm"] == "twoshot"
+    # B200 (compute capability 10.x) table, 8 GPUs: one-shot up to 720 KiB
+    assert _pick(b200, "sglang", 720 * KiB)["algorithm"] == "oneshot"
+    assert _pick(b200, "sglang", 720 * KiB + 16)["algorithm"] == "twoshot"
+    # the push kernel copies nothing eagerly; the 2-shot pull copies in and out
+    assert _pick(h100, "sglang", 64 * KiB, mode="eager")["copies"] == 0
+    assert _pick(h100, "sglang", 1 * MiB, mode="eager")["copies"] == 2
+
+
+def test_trtllm_one_shot_by_flashinfers_byte_rule_within_its_workspace(h100):
+    # one-shot while 2·G·S <= 42 MiB at 8 GPUs: S <= 2.625 MiB; the engine keeps the faster of
+    # its kernel and NCCL below the 64 MiB workspace
+    small = pm.ops.Allreduce(bytes=64e3, gpus=8, algorithm="trtllm").demand(h100)
+    assert small.options[0].details["algorithm"] == "oneshot"
+    mid = pm.ops.Allreduce(bytes=float(3 * MiB), gpus=8, algorithm="trtllm").demand(h100)
+    assert mid.options[0].details["algorithm"] == "twoshot"
+    big = pm.ops.Allreduce(bytes=float(64 * MiB + 16), gpus=8, algorithm="trtllm").demand(h100)
+    assert all(o.details.get("engine") is None for o in big.options)
+
+
+def test_a_group_spanning_two_nvlink_domains_never_runs_a_custom_kernel(h100):
+    for engine in car.ENGINES:
+        for nbytes in (4 * KiB, 256 * KiB, 4 * MiB):
+            est = pm.predict_op(pm.ops.Allreduce(bytes=float(nbytes), gpus=16,
+                                                 algorithm=engine), h100)
+            assert est.details["algorithm"] in ("ring", "tree"), (engine, nbytes)
+            assert "engine" not in est.details
+
+
+def test_unsupported_world_sizes_fall_back_to_nccl(h100):
+    # vLLM: {2, 4, 6, 8}, torch symm-mem the same; a group of 3 runs NCCL
+    assert _pick(h100, "vllm", 4 * KiB, gpus=3)["algorithm"] in ("ring", "tree", "nvls")
+    # TensorRT-LLM's one-shot table has 2, 4 and 8 only
+    assert _pick(h100, "trtllm", 4 * KiB, gpus=6)["algorithm"] in ("ring", "tree", "nvls")
+
+
+def test_the_generic_kernels_keep_their_bytes(h100):
+    one = pm.ops.Allreduce(bytes=1e6, gpus=8, algorithm="oneshot").demand(h100)
+    two = pm.ops.Allreduce(bytes=1e6, gpus=8, algorithm="twoshot").demand(h100)
+    assert one.details["bytes_sent_per_gpu"] == pytest.approx(7e6)
+    assert two.details["bytes_sent_per_gpu"] == pytest.approx(2 * 7 / 8 * 1e6)
+    assert (one.link_steps, two.link_steps) == ({"nvlink": 1}, {"nvlink": 2})
+    assert one.kernels == two.kernels == 1
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(algorithm="vllm-custom"), "algorithm: expected one of"),
+    (dict(algorithm="sglang", protocol="ll"), "protocol: the sglang all-reduce is not NCCL"),
+    (dict(algorithm="vllm", mode="replay"), "mode: expected one of graph, eager"),
+])
+def test_bad_names_are_input_errors_naming_the_parameter(params, message):
+    with pytest.raises(pm.InputError) as e:
+        pm.ops.Allreduce(bytes=1e6, gpus=8, **params)
+    assert message in str(e.value)
+
+
+def test_engine_dispatch_is_all_reduce_only():
+    with pytest.raises(pm.InputError, match="'vllm' is not an algorithm of allgather"):
+        pm.ops.Allgather(bytes=1e6, gpus=8, algorithm="vllm")
+
+
+def test_serving_presets_name_their_dispatch_and_the_builder_default_is_auto():
+    from perfmodel.plan.simulator.engines import engine_preset
+    from perfmodel.workloads.builder import build_graph
+    assert {e: engine_preset(e, "H100-SXM", tp=8).allreduce
+            for e in ("vllm", "sglang", "trtllm")} == \
+        {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm"}
+    model = pm.load_model("llama3-8b")
+    plain = build_graph(model, "decode", batch=8, context=128, tp=8)
+    assert {n.op.algorithm for n in plain.nodes if n.op.name == "allreduce"} == {"auto"}
+    engine = build_graph(model, "decode", batch=8, context=128, tp=8, allreduce="sglang")
+    assert {n.op.algorithm for n in engine.nodes if n.op.name == "allreduce"} == {"sglang"}
+    with pytest.raises(pm.InputError, match="allreduce"):
+        build_graph(model, "decode", batch=8, context=128, tp=8, allreduce="nccl-custom")

@@ -1,0 +1,128 @@
+"""The benchmark client as the simulator replays it: length ranges, closed-loop and gamma
+arrivals, the clients' statistics and the steady-state throughput (docs/cli.md "plan")."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import perfmodel as pm
+from perfmodel.plan.simulator import StepCost, Workload, simulate
+from perfmodel.plan.simulator.workload import range_lengths
+
+
+def test_a_uniform_length_range_is_the_clients_floor_r_l_to_l():
+    """InferenceX / SGLang: integers uniform in [floor(0.8 L), L]: 1024 -> [819, 1024], mean
+    921.5; the draws' mean is within three standard errors of it."""
+    assert range_lengths(1024, 0.8, "--isl-range") == ("uniform", 819, 1024)
+    assert range_lengths(1024, None, "--isl-range") == 1024
+    assert range_lengths(1024, 1.0, "--isl-range") == 1024
+    isl, osl, _ = Workload("offline", 20000, range_lengths(1024, 0.8, "isl"),
+                           range_lengths(1000, 0.5, "osl")).draw()
+    assert isl.min() == 819 and isl.max() == 1024
+    assert osl.min() == 500 and osl.max() == 1000
+    sd = math.sqrt(((1024 - 819 + 1) ** 2 - 1) / 12) / math.sqrt(len(isl))
+    assert abs(isl.mean() - 921.5) < 3 * sd
+    with pytest.raises(pm.InputError, match="--isl-range: expected a range ratio in"):
+        range_lengths(1024, 1.5, "--isl-range")
+
+
+def test_gamma_arrivals_keep_the_rate_and_scale_the_spread_by_the_burstiness():
+    """Gaps from Gamma(k, 1 / (rate k)): mean 1 / rate whatever k, coefficient of variation
+    1 / sqrt(k) (k = 1 is Poisson)."""
+    for k in (0.25, 1.0, 4.0):
+        _, _, arrivals = Workload("rate", 40000, 100, 10, rate=5.0, burstiness=k).draw()
+        gaps = np.diff(np.concatenate([[0.0], arrivals]))
+        assert gaps.mean() == pytest.approx(0.2, rel=0.03)
+        assert gaps.std() / gaps.mean() == pytest.approx(1 / math.sqrt(k), rel=0.05)
+    with pytest.raises(pm.InputError, match="burstiness: expected a positive number"):
+        Workload("rate", 10, 100, 10, rate=5.0, burstiness=0.0)
+
+
+def test_closed_loop_ttft_at_concurrency_one_is_one_prefill():
+    """One client: each request arrives at an idle replica, so its TTFT is exactly the
+    prefill of its prompt alone (StepCost.prefill_time_s) under the engine's scheduler, and its
+    TPOT a decode step of one sequence."""
+    cost = StepCost.for_engine("llama3-8b", "H100-SXM", "trtllm")
+    r = simulate("llama3-8b", "H100-SXM", Workload("concurrency", 6, 512, 32, concurrency=1),
+                 "trtllm", cost=cost)
+    first_prefill = cost.prefill_time_s(512)
+    assert np.allclose(r.ttft_s, r.ttft_s[0], rtol=1e-9)
+    # TensorRT-LLM's overlap scheduler forms the next batch while a step runs; an idle replica
+    # runs the prompt's step at once, so the first token comes after that one step
+    assert r.ttft_s[0] == pytest.approx(first_prefill, rel=1e-9)
+    # arrivals: each request the moment the previous one finished (the closed loop)
+    assert np.allclose(r.arrival_s[1:], (r.arrival_s + r.e2e_s)[:-1])
+
+
+def test_tpot_rises_with_concurrency():
+    """More requests in flight: bigger decode batches (more KV to read per step) and more
+    prefills interleaved with decodes, so every added client slows every other one."""
+    tpot = []
+    for c in (1, 4, 16, 64):
+        r = simulate("llama3-8b", "H100-SXM",
+                     Workload("concurrency", 4 * c, ("uniform", 819, 1024), ("uniform", 200, 256),
+                              concurrency=c), "vllm")
+        tpot.append(r.summary()["tpot_s"]["mean"])
+    assert all(a < b for a, b in zip(tpot, tpot[1:])), tpot
+
+
+def test_a_mixed_step_costs_more_than_its_decodes_and_less_than_both_alone():
+    """A step of 32 decodes and one 512-token prefill chunk runs the weights once for both
+    (one pass over the layer GEMMs at 544 tokens), so it costs more than the decode step alone
+    and less than the decode step plus the chunk as a step of its own."""
+    cost = StepCost("llama3-8b", "H100-SXM")
+    decode = cost.step_time_s(32, 32 * 1000.0)
+    chunk = cost.step_time_s(0, 0.0, ((512, 0),))
+    mixed = cost.step_time_s(32, 32 * 1000.0, ((512, 0),))
+    assert decode < mixed < decode + chunk
+
+
+def test_steady_state_throughput_does_not_depend_on_the_requests_sent():
+    """Under a Poisson rate below capacity, the benchmark window's output tokens/s grows with
+    the requests sent (the ramp-up is a larger share of a short run), the steady state's stays
+    near the offered load (10 requests/s x 1000 tokens)."""
+    window, steady = [], []
+    for n in (200, 1000, 3000):
+        r = simulate("llama3-70b", "H200", Workload("rate", n, 1024, 1000, rate=10.0), "vllm",
+                     tp=8)
+        assert r.steady_state
+        window.append(r.output_tokens_per_s)
+        steady.append(r.steady_output_tokens_per_s)
+    assert window[0] < 0.8 * window[2]
+    assert max(steady) / min(steady) < 1.1
+    assert all(abs(s / 10000 - 1) < 0.1 for s in steady), steady
+
+
+def test_every_statistic_is_reported_and_json_carries_them():
+    out = subprocess.run(
+        [sys.executable, "-m", "perfmodel.cli", "plan", "serve", "llama3-8b", "--hw", "H100",
+         "--gpus", "1", "--concurrency", "8", "--isl", "512", "--isl-range", "0.8", "--osl",
+         "64", "--osl-range", "0.8", "--format", "json"], capture_output=True, text=True,
+        check=True)
+    row = json.loads(out.stdout)["best"]
+    for metric in ("ttft", "tpot", "itl", "e2e"):
+        stats = [row[f"{metric}_{k}_s"] for k in ("mean", "p50", "p90", "p99")]
+        assert all(v > 0 for v in stats)
+        assert stats[1] <= stats[2] <= stats[3]
+    for key in ("requests_per_s", "total_tokens_per_s", "total_tokens_per_s_per_gpu",
+                "steady_output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user"):
+        assert row[key] > 0
+    assert row["requests"] == 80  # 10 x the concurrency, as InferenceX sends
+    assert row["total_tokens_per_s"] > row["output_tokens_per_s"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--requests", "100000000"], "--requests: at most 100,000 requests are simulated"),
+    (["--isl-range", "1.2"], "--isl-range: expected a range ratio in (0, 1]"),
+    (["--rate", "2", "--burstiness", "-1"], "--burstiness: expected a positive number"),
+])
+def test_unbounded_or_absurd_client_flags_are_one_line_errors(args, message):
+    out = subprocess.run([sys.executable, "-m", "perfmodel.cli", "plan", "serve", "llama3-8b",
+                          "--hw", "H100", "--gpus", "1", *args], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert message in out.stderr and "Traceback" not in out.stderr

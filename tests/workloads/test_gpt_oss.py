@@ -1,0 +1,130 @@
+"""gpt-oss-120b / 20b: sliding-window layers (attention over the window, KV sized to it) and
+MXFP4 expert weights (models/gpt-oss-*.yaml, docs/model-format.md)."""
+from __future__ import annotations
+
+import pytest
+
+import perfmodel as pm
+from perfmodel.plan.memory import serving_memory, weight_bytes_per_gpu
+from perfmodel.plan.simulator.kv import kv_budget
+from perfmodel.units import GB
+from perfmodel.workloads.builder import kv_cache_bytes, kv_cache_bytes_per_token
+from perfmodel.workloads.models import parse_model
+
+
+@pytest.mark.parametrize("name, total", [("gpt-oss-120b", 116.8e9), ("gpt-oss-20b", 20.9e9)])
+def test_gpt_oss_loads_with_its_parameter_count(name, total):
+    m = pm.load_model(name)
+    assert m.params() == pytest.approx(total, rel=0.02)
+    assert m.sliding_window == 128 and m.expert_dtype == "mxfp4"
+    assert [m.window(i) for i in range(4)] == [128, None, 128, None]  # even layers slide
+    assert m.window_layers() == m.layers // 2
+
+
+def _attention(graph, layer):
+    return next(n.op for n in graph.nodes if n.name == f"l{layer}.attn")
+
+
+def test_decode_reads_the_window_on_sliding_layers_and_the_context_on_full_ones():
+    m = pm.load_model("gpt-oss-120b")
+    g = pm.build_graph(m, "decode", batch=8, context=8192)
+    sliding, full = _attention(g, 0), _attention(g, 1)
+    assert sliding.window == 128 and sliding.seq_kv <= 128
+    assert full.window is None and full.seq_kv == 8192
+    hw = pm.hardware("H200")
+    kv_bytes = lambda o: pm.predict_op(o, hw).demand.hbm_bytes  # noqa: E731
+    # K and V of 8 KV heads x 64 dims in BF16 per key: the sliding layer reads 128 keys
+    assert sliding.demand(hw).hbm_bytes < 8 * 8 * 2 * 64 * 2 * 200
+    assert full.demand(hw).hbm_bytes > 8 * 8 * 2 * 64 * 2 * 8192
+    # a short context is not padded to the window
+    short = _attention(pm.build_graph(m, "decode", batch=8, context=100), 0)
+    assert short.seq_kv == 100
+
+
+def test_prefill_masks_the_window():
+    m = pm.load_model("gpt-oss-20b")
+    g = pm.build_graph(m, "prefill", batch=1, seq=4096)
+    sliding, full = _attention(g, 0), _attention(g, 1)
+    assert sliding.window == 128 and sliding.seq_kv in (None, 4096) and sliding.causal
+    hw = pm.hardware("H100-SXM")
+    assert pm.predict_op(sliding, hw).time_s < pm.predict_op(full, hw).time_s / 4
+
+
+def test_experts_read_mxfp4_weights_and_weights_total_61_to_65_gb():
+    m = pm.load_model("gpt-oss-120b")
+    g = pm.build_graph(m, "decode", batch=64, context=2048)
+    experts = next(n.op for n in g.nodes if n.name == "l0.experts")
+    assert experts.dtype == "bf16" and experts.weight_dtype == "mxfp4"
+    qkv = next(n.op for n in g.nodes if n.name == "l0.qkv")
+    assert qkv.dtype == "bf16"  # attention stays in the run's dtype
+    w = weight_bytes_per_gpu(m, "bf16", 1, 1, 1)
+    assert 61e9 <= w <= 65.5e9
+    # experts at 4.25 bits: the same model with BF16 experts holds ~3.7x the bytes
+    bf16 = weight_bytes_per_gpu(parse_model({**_raw("gpt-oss-120b"), "expert_dtype": "bf16"}),
+                                "bf16", 1, 1, 1)
+    assert bf16 / w == pytest.approx(3.6, rel=0.05)
+    # a decode step's experts read 4.25-bit weights: the MXFP4 op moves ~1/3.8 of the bytes
+    hw = pm.hardware("H200")
+    wide = experts.with_params(weight_dtype=None)
+    ratio = (max(d.hbm_bytes for d in wide.demand(hw).options)
+             / max(d.hbm_bytes for d in experts.demand(hw).options))
+    assert 3.0 < ratio < 3.8
+    # training keeps the policy's weights
+    train = pm.build_graph(pm.load_model("gpt-oss-20b"), "train", batch=1, seq=256)
+    assert next(n.op for n in train.nodes if n.name == "l0.experts").weight_dtype is None
+
+
+def _raw(name):
+    from perfmodel import yamlio
+    from perfmodel.workloads.models import builtin_model_dir
+    return yamlio.load(builtin_model_dir() / f"{name}.yaml", "model file")
+
+
+def test_kv_cache_counts_sliding_layers_at_the_window():
+    m = pm.load_model("gpt-oss-120b")
+    per_layer = 2 * 8 * 64 * 2  # K and V, 8 KV heads x 64, BF16
+    assert kv_cache_bytes(m, 8192) == per_layer * (18 * 8192 + 18 * 128)
+    assert kv_cache_bytes(m, 100) == per_layer * 36 * 100
+    assert kv_cache_bytes_per_token(m, full_only=True) == per_layer * 18
+    fit = serving_memory(m, pm.hardware("H200"), batch=64, context=8192)
+    assert fit.kv_cache_bytes == 64 * kv_cache_bytes(m, 8192)
+    # the simulator's budget: blocks of the full layers, the windows reserved per sequence
+    plain = kv_budget(m, "H200")
+    hybrid = kv_budget(m, "H200", max_seqs=256)
+    assert hybrid.kv_bytes_per_token == plain.kv_bytes_per_token / 2
+    assert hybrid.window_reserve_bytes == 256 * (128 // 16 + 1) * 16 * per_layer * 18
+    assert hybrid.tokens > 1.9 * plain.tokens
+
+
+@pytest.mark.parametrize("tp", [1, 8])
+def test_plan_serve_runs_gpt_oss_on_h200(tp):
+    from perfmodel.plan.simulator import Workload, simulate
+    r = simulate("gpt-oss-120b", "H200", Workload("offline", 32, 512, 128, seed=0),
+                 engine="vllm", tp=tp)
+    assert r.output_tokens_per_s > 0
+
+
+def test_cli_predict_gpt_oss(capsys):
+    from perfmodel.cli.main import main
+    assert main(["predict", "gpt-oss-120b", "--phase", "decode", "--batch", "64",
+                 "--context", "2048", "--hw", "H100-SXM"]) in (0, None)
+    assert "gpt-oss-120b-decode-b64-ctx2048" in capsys.readouterr().out
+
+
+BASE = {"schema_version": 1, "source": {"title": "t", "url": "u"},
+        "params_total": {"value": 1e9, "source": "s"}, "hidden": 64, "layers": 2, "heads": 4,
+        "kv_heads": 2, "head_dim": 16, "ffn_hidden": 128, "vocab": 100}
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"sliding_window": -1}, "m.yaml: sliding_window: expected an integer >= 0"),
+    ({"sliding_window": 8, "sliding_window_layers": "third"},
+     "m.yaml: sliding_window_layers: expected one of all, even, odd"),
+    ({"sliding_window_layers": "even"}, "m.yaml: sliding_window_layers: needs sliding_window"),
+    ({"expert_dtype": "int3"}, "m.yaml: expert_dtype: expected one of"),
+    ({"expert_dtype": "mxfp4"}, "m.yaml: expert_dtype: applies to routed experts"),
+])
+def test_bad_new_keys_are_one_line_errors(extra, message):
+    with pytest.raises(pm.InputError) as e:
+        parse_model({**BASE, **extra}, "m.yaml")
+    assert len(e.value.problems) == 1 and e.value.problems[0].startswith(message)
