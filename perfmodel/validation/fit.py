@@ -148,6 +148,13 @@ SPECS = {
         "(read + write, refresh and bank/turnaround losses); B200 and GB200 take it with "
         "`fitted: hbm_achievable_fraction.b200`, B300 and GB300 (the same 8 TB/s HBM3e) carry it "
         "over"),
+    **{f"serving.request_overhead_s.{e}": (
+        (0.0, 0.2), 4,
+        f"{e}'s per-request host path as a benchmark client times it (its send to the scheduler "
+        f"and the first token back: connection, HTTP, tokenization, the hand-off to the "
+        f"scheduler, detokenization, streaming), added to TTFT and E2E: no source states it "
+        f"(plan/simulator/engines.py); the {e} preset takes it")
+       for e in ("vllm", "sglang", "trtllm")},
     "serving.step_overhead_s.sglang": (
         (0.0, 0.05), 5,
         "SGLang's CPU time per engine step (scheduling, batch preparation, sampling, "
@@ -353,6 +360,13 @@ STEP_OVERHEAD_RULE = (
     "(serving_measurements.csv; Llama 3.3 70B TP4 and Llama 3.1 405B TP8 on H200, where queueing "
     "is negligible and a token's latency is one engine step): regula falsi for the overhead at "
     "which the mean log error of the simulated medians is zero. Every other serving row is judged")
+REQUEST_OVERHEAD_RULE = (
+    "the InferenceX H200 rows of {model} on {engine} at TP8 without attention DP, 1k/1k, "
+    "concurrency <= {conc} (inferencex_h200.csv; {n} rows: nothing queues and a 1k prompt's "
+    "prefill is small beside the path), their {metric}: the overhead at which the simulated "
+    "statistic's mean error is zero ({fit:.4f} s; Newton steps, the TTFT rising one for one "
+    "with it), the engine's other constants at their fitted values. Every other InferenceX "
+    "row (other models, TP sizes, lengths, loads) and every other serving row is judged")
 TRAINING_CLOCK_RULE = (
     "the published runs of the Megatron-Core frameworks (training_measurements.csv: NeMo, "
     "NeMo Framework, dgxc-benchmarking and Megatron-LM, the sources {sources}; {n} "
@@ -384,6 +398,9 @@ PRIORS = {
     "tensor_sustained_fraction.b300": 1.0,
     "hbm_achievable_fraction.b200": 0.90,      # the GH200 measurement hwspecs carried before
     "serving.step_overhead_s.sglang": 0.0,     # no CPU time per step
+    "serving.request_overhead_s.vllm": 0.0,    # no host path per request
+    "serving.request_overhead_s.sglang": 0.0,
+    "serving.request_overhead_s.trtllm": 0.0,
     "nccl.ll_hop_s.hopper": 0.6e-6,            # tuning.cc's hwLat[NVLINK][RING][LL]
     "nccl.ll_hop_s.blackwell": 0.6e-6,
     "nccl.ll_base_s.hopper": 6.6e-6,           # tuning.cc's baseLat[RING][LL]
@@ -1015,6 +1032,44 @@ def fit_sglang_step_overhead(sustained: float | None = None,
     return x, [c.id for c in rows]
 
 
+REQUEST_OVERHEAD_ENGINES = ("vllm", "sglang", "trtllm")
+
+
+def _request_rule(engine: str, fit: tuple[float, list[str]]) -> str:
+    from perfmodel.validation import inferencex as ix
+    model, metric = ix.REQUEST_OVERHEAD_FIT[engine]
+    return REQUEST_OVERHEAD_RULE.format(model=model, engine=engine, n=len(fit[1]), metric=metric,
+                                        conc=ix.REQUEST_OVERHEAD_FIT_MAX_CONC, fit=fit[0])
+
+
+def fit_request_overhead(engine: str, step_overhead_s: float | None = None,
+                         tol: float = 1e-5) -> tuple[float, list[str]]:
+    """An engine's per-request path on its InferenceX rows (REQUEST_OVERHEAD_RULE): the
+    simulated TTFT rises one for one with it, so Newton steps on the mean error (seconds) reach
+    zero in two or three simulations of each row. `step_overhead_s`: SGLang's per-step overhead
+    as this fit run has it (fitted before), else the preset's."""
+    from perfmodel.validation import inferencex as ix
+    _, metric = ix.REQUEST_OVERHEAD_FIT[engine]
+    rows = ix.request_overhead_fit_rows(engine)
+    extra = (("step_overhead_s", step_overhead_s),) if (engine == "sglang" and step_overhead_s
+                                                        is not None) else ()
+    lo, hi = SPECS[f"serving.request_overhead_s.{engine}"][0]
+
+    def mean_error(x: float) -> float:
+        over = (("request_overhead_s", x),) + extra
+        return sum(ix.simulate_deployment(c.deployment, over)[metric] - c.measured[metric]
+                   for c in rows) / len(rows)
+    x = lo
+    for _ in range(8):
+        step = -mean_error(x)
+        x_new = min(hi, max(lo, x + step))
+        if abs(x_new - x) < tol:
+            x = x_new
+            break
+        x = x_new
+    return x, [c.id for c in rows]
+
+
 def training_clock_fit_rows(exclude: frozenset[str] = frozenset()) -> list:
     """The training rows the step's clock fraction is fitted on (TRAINING_CLOCK_RULE): one per
     configuration of a Megatron-Core framework that the planner predicts, none in `exclude`."""
@@ -1182,6 +1237,7 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
             seen = now
         if serving:
             overhead, overhead_rows = fit_sglang_step_overhead(sustained)
+            request = {e: fit_request_overhead(e, overhead) for e in REQUEST_OVERHEAD_ENGINES}
             clock, clock_rows = fit_training_clock(sustained)
             clock_rule = TRAINING_CLOCK_RULE.format(
                 sources=", ".join(training_clock_sources(clock_rows)), n=len(clock_rows),
@@ -1189,6 +1245,9 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
         else:
             c = fitted.CONSTANTS["serving.step_overhead_s.sglang"]
             overhead, overhead_rows = c.value, list(c.fitted_on)
+            request = {e: (fitted.CONSTANTS[f"serving.request_overhead_s.{e}"].value,
+                           list(fitted.CONSTANTS[f"serving.request_overhead_s.{e}"].fitted_on))
+                       for e in REQUEST_OVERHEAD_ENGINES}
             c = fitted.CONSTANTS["training.sm_clock_fraction"]
             clock, clock_rows, clock_rule = c.value, list(c.fitted_on), c.rule
     entries = {"tensor_sustained_fraction": _entry(
@@ -1214,6 +1273,9 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
         B300_RULE.format(fit=raw_b300)),
         "serving.step_overhead_s.sglang": _entry(
         "serving.step_overhead_s.sglang", overhead, overhead_rows, STEP_OVERHEAD_RULE),
+        **{f"serving.request_overhead_s.{e}": _entry(
+            f"serving.request_overhead_s.{e}", request[e][0], request[e][1],
+            _request_rule(e, request[e])) for e in REQUEST_OVERHEAD_ENGINES},
         "training.sm_clock_fraction": _entry(
         "training.sm_clock_fraction", clock, clock_rows, clock_rule)}
     for name, key in ATTENTION_KEYS.items():

@@ -47,8 +47,12 @@ throughputs span the first arrival to the last completion, ramp-down included, a
 duration does). ITL is not compared: InferenceX's is per streamed chunk (stream_interval 10 or
 20 tokens), not per token.
 
-No constant is fitted on these rows; the simulator's only fitted serving constant (SGLang's step
-overhead, perfmodel/fitted.yaml) came from other rows.
+Constants fitted on these rows: each engine's per-request host path
+(perfmodel/fitted.yaml `serving.request_overhead_s.{vllm,sglang,trtllm}`), on its lightest-load
+TP8 1k/1k rows of one model (REQUEST_OVERHEAD_FIT: Llama-70B for vLLM and TensorRT-LLM,
+DeepSeek-R1 for SGLang). The tables report those rows apart (`rows` fitted); every other row is
+judged: the other models of the engine, TP sizes, lengths and loads. SGLang's step overhead
+came from other rows (DataCrunch's).
 """
 from __future__ import annotations
 
@@ -63,6 +67,7 @@ from pathlib import Path
 from statistics import median
 from typing import Callable
 
+from perfmodel import fitted
 from perfmodel.errors import InputError
 from perfmodel.plan.simulator import Workload, simulate
 from perfmodel.plan.simulator.engines import vllm_graph_sizes
@@ -72,6 +77,8 @@ from perfmodel.validation.measurements import DATA_DIR
 from perfmodel.workloads.models import list_models, load_model
 
 INFERENCEX_CSV = DATA_DIR / "inferencex_h200.csv"
+# rows that informed a fitted constant (perfmodel/fitted.yaml fitted_on)
+FITTED_ROWS = frozenset(fitted.fitted_rows())
 HARDWARE = "H200-SXM"
 
 # (pattern on the lower-cased `model` column, built-in model)
@@ -127,11 +134,12 @@ def sglang_graph_sizes(max_bs: int) -> tuple[int, ...]:
 
 
 def recipe(model: str, engine: str, conc: int, isl: int, osl: int, attention_dp: bool,
-           groups: int) -> tuple[str, dict]:
+           groups: int, tp: int = 8) -> tuple[str, dict]:
     """(kv_dtype, engine settings) of InferenceX's H200 launch recipe for the row (SemiAnalysis
     InferenceX benchmarks/*.sh and configs, as summarised in the serving-engine fact sheet's
     "InferenceX launch recipes": Llama-70B @c198b20e, DeepSeek-R1 and gpt-oss @843c6254).
-    `conc` is the load of one simulated scheduler (an attention group's share under DP)."""
+    `conc` is the load of one simulated scheduler (an attention group's share under DP); `tp`
+    the row's tensor parallelism."""
     if model == "llama3-70b" and engine == "vllm":
         # vllm 0.10.2: --kv-cache-dtype fp8, --max-num-batched-tokens 8192,
         # --gpu-memory-utilization 0.9, --max-num-seqs CONC, PIECEWISE graphs ≤ min(2·CONC, 512)
@@ -139,8 +147,12 @@ def recipe(model: str, engine: str, conc: int, isl: int, osl: int, attention_dp:
                        "cuda_graph_sizes": vllm_graph_sizes(min(2 * conc, 512))}
     if model == "llama3-70b" and engine == "trtllm":
         # trtllm-serve 1.1.0rc2: --max_num_tokens 16384; cuda_graph_config enable_padding,
-        # max_batch_size 1024; kv_cache_config dtype fp8
-        return "fp8", {"max_tokens_per_step": 16384, "cuda_graph_sizes": trtllm_graph_sizes(1024)}
+        # max_batch_size 1024; kv_cache_config dtype fp8; for 1k/1k below TP8
+        # batch_wait_timeout_iters 20, batch_wait_max_tokens_ratio 0.9
+        wait = ({"batch_wait_iters": 20, "batch_wait_tokens_ratio": 0.9}
+                if (isl, osl) == (1024, 1024) and tp < 8 else {})
+        return "fp8", {"max_tokens_per_step": 16384, "cuda_graph_sizes": trtllm_graph_sizes(1024),
+                       **wait}
     if model == "deepseek-v3" and engine == "sglang":
         # sglang (v0.5.x) dsr1_fp8_h200: --max-running-requests and --cuda-graph-max-bs 512 for
         # 1k/1k else 256, --chunked-prefill-size 32768, --mem-fraction-static 0.82; no KV dtype
@@ -243,6 +255,11 @@ class Comparison:
     @property
     def error(self) -> float | None:
         return None if self.predicted is None else self.predicted / self.measured - 1.0
+
+    @property
+    def rows(self) -> str:
+        """"fitted" where the row informed a constant (perfmodel/fitted.yaml), else "judged"."""
+        return "fitted" if self.case.id in FITTED_ROWS else "judged"
 
 
 def model_of(text: str) -> str | None:
@@ -381,7 +398,7 @@ def deployment_of(row: dict) -> tuple[Deployment, tuple[str, ...]]:
     c = max(1, round(conc / groups))
     if c * groups != conc:
         notes.append(f"concurrency {conc} over {groups} attention groups taken as {c} each")
-    kv, settings = recipe(model, engine, c, isl, osl, attention_dp, groups)
+    kv, settings = recipe(model, engine, c, isl, osl, attention_dp, groups, tp)
     requests = min(MAX_REQUESTS, PROMPTS_PER_CONC * c)
     if requests < PROMPTS_PER_CONC * c:
         notes.append(f"{requests} requests simulated of {PROMPTS_PER_CONC * c}")
@@ -427,12 +444,33 @@ def load_cases(path: str | Path = INFERENCEX_CSV,
     return list(cases.values()), skipped
 
 
+# The rows each engine's per-request path is fitted on (perfmodel/fitted.yaml
+# serving.request_overhead_s.*): its model's TP8 rows (no attention DP) of 1k/1k at the lightest
+# loads, where nothing queues and a 1k prompt's prefill is small beside the path; the metric is
+# the TTFT statistic the rows carry. Every other row is judged.
+REQUEST_OVERHEAD_FIT = {"vllm": ("llama3-70b", "ttft_mean_s"),
+                        "trtllm": ("llama3-70b", "ttft_mean_s"),
+                        "sglang": ("deepseek-v3", "ttft_median_s")}
+REQUEST_OVERHEAD_FIT_MAX_CONC = 8
+
+
+def request_overhead_fit_rows(engine: str, cases: list[Case] | None = None) -> list[Case]:
+    """REQUEST_OVERHEAD_FIT's rows of `engine`."""
+    model, metric = REQUEST_OVERHEAD_FIT[engine]
+    cases = load_cases()[0] if cases is None else cases
+    return [c for c in cases if c.engine == engine and c.model == model and c.tp == 8
+            and not c.attention_dp and (c.isl, c.osl) == (1024, 1024)
+            and c.concurrency <= REQUEST_OVERHEAD_FIT_MAX_CONC and metric in c.measured]
+
+
 @functools.lru_cache(maxsize=None)
-def simulate_deployment(dep: Deployment) -> dict[str, float] | str:
-    """The simulator's metrics for one deployment, or the first line of its refusal."""
+def simulate_deployment(dep: Deployment, overrides: tuple = ()) -> dict[str, float] | str:
+    """The simulator's metrics for one deployment (engine settings `overrides`, (name, value)
+    pairs, over the recipe's), or the first line of its refusal."""
     try:
         r = simulate(dep.model, HARDWARE, dep.workload(), engine=dep.engine, tp=dep.tp, ep=dep.ep,
-                     dtype=dep.dtype, kv_dtype=dep.kv_dtype, **dict(dep.settings))
+                     dtype=dep.dtype, kv_dtype=dep.kv_dtype,
+                     **{**dict(dep.settings), **dict(overrides)})
     except InputError as e:
         return str(e).strip().splitlines()[0]
     return r.metrics()
@@ -479,22 +517,25 @@ BAND_ORDER = {b: i for i, (b, _, _) in enumerate(BANDS)}
 
 def report(comparisons: list[Comparison]) -> str:
     order = {m: i for i, m in enumerate(METRICS)}
-    by_metric = summarize(comparisons, lambda c: (c.case.model, c.case.engine, c.metric))
-    by_metric.sort(key=lambda r: (r[0], r[1], order[r[2]]))
-    lat = [c for c in comparisons if c.metric in LATENCY_METRICS]
+    by_metric = summarize(comparisons, lambda c: (c.case.model, c.case.engine, c.metric,
+                                                  c.rows))
+    by_metric.sort(key=lambda r: (r[0], r[1], order[r[2]], r[3]))
+    judged = [c for c in comparisons if c.rows == "judged"]
+    lat = [c for c in judged if c.metric in LATENCY_METRICS]
     by_band = summarize(lat, lambda c: (c.case.model, c.case.engine, c.metric, c.case.band))
     by_band.sort(key=lambda r: (r[0], r[1], order[r[2]], BAND_ORDER[r[3]]))
-    by_layout = summarize(comparisons, lambda c: (c.case.model, c.case.engine, c.case.layout,
-                                                  c.metric))
+    by_layout = summarize(judged, lambda c: (c.case.model, c.case.engine, c.case.layout,
+                                             c.metric))
     by_layout.sort(key=lambda r: (r[0], r[1], r[2], order[r[3]]))
     by_len = summarize(lat, lambda c: (c.case.model, c.case.engine, c.metric, c.case.lengths))
     by_len.sort(key=lambda r: (r[0], r[1], order[r[2]], r[3]))
     return "\n\n".join([
-        "By model, engine and metric:\n" + _table(["model", "engine", "metric"], by_metric),
-        "TPOT and TTFT by concurrency band (the client's CONC):\n"
+        "By model, engine and metric (rows that informed a constant apart):\n"
+        + _table(["model", "engine", "metric", "rows"], by_metric),
+        "Judged rows' TPOT and TTFT by concurrency band (the client's CONC):\n"
         + _table(["model", "engine", "metric", "conc"], by_band),
-        "TPOT and TTFT by ISL/OSL:\n" + _table(["model", "engine", "metric", "isl/osl"], by_len),
-        "By layout (the row's TP, EP, attention DP):\n"
+        "Judged rows' TPOT and TTFT by ISL/OSL:\n" + _table(["model", "engine", "metric", "isl/osl"], by_len),
+        "Judged rows by layout (the row's TP, EP, attention DP):\n"
         + _table(["model", "engine", "layout", "metric"], by_layout),
     ])
 
@@ -517,8 +558,8 @@ def main() -> None:
     elapsed = time.perf_counter() - t0
     n_rows = len(cases) + len(skipped)
     sims = len({c.deployment for c in cases})
-    print(f"InferenceX H200 rows replayed on the serving simulator ({HARDWARE}); no constant is "
-          f"fitted on them\n")
+    print(f"InferenceX H200 rows replayed on the serving simulator ({HARDWARE}); the rows of "
+          f"each engine's fitted per-request path are reported apart\n")
     print(report(comparisons))
     print("\nLargest errors:")
     print(worst(comparisons))

@@ -45,18 +45,39 @@ def test_gamma_arrivals_keep_the_rate_and_scale_the_spread_by_the_burstiness():
 
 def test_closed_loop_ttft_at_concurrency_one_is_one_prefill():
     """One client: each request arrives at an idle replica, so its TTFT is exactly the
-    prefill of its prompt alone (StepCost.prefill_time_s) under the engine's scheduler, and its
-    TPOT a decode step of one sequence."""
+    prefill of its prompt alone (StepCost.prefill_time_s) under the engine's scheduler, plus
+    the request's host path (Engine.request_overhead_s), which a closed loop pays between one
+    request's completion and the next one's prefill."""
     cost = StepCost.for_engine("llama3-8b", "H100-SXM", "trtllm")
-    r = simulate("llama3-8b", "H100-SXM", Workload("concurrency", 6, 512, 32, concurrency=1),
-                 "trtllm", cost=cost)
-    first_prefill = cost.prefill_time_s(512)
-    assert np.allclose(r.ttft_s, r.ttft_s[0], rtol=1e-9)
-    # TensorRT-LLM's overlap scheduler forms the next batch while a step runs; an idle replica
-    # runs the prompt's step at once, so the first token comes after that one step
-    assert r.ttft_s[0] == pytest.approx(first_prefill, rel=1e-9)
-    # arrivals: each request the moment the previous one finished (the closed loop)
-    assert np.allclose(r.arrival_s[1:], (r.arrival_s + r.e2e_s)[:-1])
+    for path in (0.0, 0.025):
+        r = simulate("llama3-8b", "H100-SXM", Workload("concurrency", 6, 512, 32, concurrency=1),
+                     "trtllm", cost=cost, request_overhead_s=path)
+        assert np.allclose(r.ttft_s, r.ttft_s[0], rtol=1e-9)
+        assert r.ttft_s[0] == pytest.approx(cost.prefill_time_s(512) + path, rel=1e-9)
+        # sends: each request the moment the previous one finished (the closed loop)
+        assert np.allclose(r.arrival_s[1:], (r.arrival_s + r.e2e_s)[:-1])
+        # the GPU idles for the path between requests: the window is the requests' lifetimes
+        assert r.duration_s == pytest.approx(r.e2e_s.sum())
+
+
+def test_batch_waiting_holds_new_prompts_back_for_its_steps():
+    """TensorRT-LLM's batch waiting (batch_wait_timeout_iters 20, ratio 0.9 of max_num_tokens):
+    at light load a new prompt beside running decodes waits 20 steps before its prefill, so the
+    TTFT rises by about 20 decode steps; decodes are untouched, and with no decode running (one
+    client) nothing waits."""
+    common = dict(tp=4, dtype="fp8", kv_dtype="fp8", max_tokens_per_step=16384)
+    w = Workload("concurrency", 40, ("uniform", 819, 1024), ("uniform", 819, 1024), concurrency=4)
+    plain = simulate("llama3-70b", "H200", w, "trtllm", **common)
+    wait = simulate("llama3-70b", "H200", w, "trtllm", batch_wait_iters=20,
+                    batch_wait_tokens_ratio=0.9, **common)
+    step = plain.summary()["tpot_s"]["mean"]
+    extra = wait.summary()["ttft_s"]["p50"] - plain.summary()["ttft_s"]["p50"]
+    assert 17 * step < extra < 22 * step
+    assert wait.summary()["tpot_s"]["mean"] == pytest.approx(step, rel=0.02)
+    one = Workload("concurrency", 4, 1024, 64, concurrency=1)
+    assert simulate("llama3-70b", "H200", one, "trtllm", batch_wait_iters=20,
+                    batch_wait_tokens_ratio=0.9, **common).ttft_s == pytest.approx(
+        simulate("llama3-70b", "H200", one, "trtllm", **common).ttft_s)
 
 
 def test_tpot_rises_with_concurrency():
@@ -126,3 +147,14 @@ def test_unbounded_or_absurd_client_flags_are_one_line_errors(args, message):
                           "--hw", "H100", "--gpus", "1", *args], capture_output=True, text=True)
     assert out.returncode == 2
     assert message in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(batch_wait_iters=-1), "batch_wait_iters: expected an integer in [0, 10000]"),
+    (dict(batch_wait_tokens_ratio=1.5), "batch_wait_tokens_ratio: expected a fraction"),
+    (dict(request_overhead_s=-0.1), "request_overhead_s: expected seconds in [0, 10]"),
+])
+def test_client_engine_settings_are_checked(settings, message):
+    with pytest.raises(pm.InputError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        simulate("llama3-8b", "H100-SXM", Workload("concurrency", 4, 64, 8, concurrency=2),
+                 "trtllm", **settings)

@@ -293,7 +293,9 @@ def test_low_rate_gives_one_prefill_ttft_and_one_decode_step_tpot():
             cuda_graph_sizes=())
     s = r.summary()
     c = cost(fusion=engine_preset("vllm", HW).kernel_fusion)  # the engine's kernels
-    assert math.isclose(s["ttft_s"]["p50"], c.prefill_time_s(isl), rel_tol=0.01)
+    # one prefill, plus the preset's per-request host path (Engine.request_overhead_s)
+    path = engine_preset("vllm", HW).request_overhead_s
+    assert math.isclose(s["ttft_s"]["p50"], c.prefill_time_s(isl) + path, rel_tol=0.01)
     assert math.isclose(s["tpot_s"]["p50"], c.decode_time_s(1, isl + osl / 2), rel_tol=0.03)
     graphs = sim(Workload("rate", requests=20, isl=isl, osl=osl, rate=0.5, seed=1))
     assert graphs.summary()["tpot_s"]["p50"] < s["tpot_s"]["p50"]
@@ -318,8 +320,9 @@ def test_pipeline_parallel_keeps_stages_busy():
     low = sim(Workload("rate", requests=10, isl=256, osl=8, rate=0.5), pp=2,
               cuda_graph_sizes=())
     fusion = engine_preset("vllm", HW).kernel_fusion
+    path = engine_preset("vllm", HW).request_overhead_s
     assert math.isclose(low.summary()["ttft_s"]["p50"],
-                        cost(pp=2, fusion=fusion).prefill_time_s(256), rel_tol=0.01)
+                        cost(pp=2, fusion=fusion).prefill_time_s(256) + path, rel_tol=0.01)
 
 
 def test_metrics_use_the_validation_names():

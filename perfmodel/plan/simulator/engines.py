@@ -77,6 +77,17 @@ detokenization on the CPU, serial with the GPU unless the engine overlaps it): n
 sources states a number. SGLang's is fitted on two light-load published rows
 (perfmodel/fitted.yaml `serving.step_overhead_s.sglang`); vLLM's and TensorRT-LLM's stay 0
 until rows that isolate them are fitted.
+
+Per-request path (`request_overhead_s`): what a benchmark client's TTFT holds beside the engine's
+steps, from its send to the scheduler and from the first token back: the client's connection
+(InferenceX's client opens a new aiohttp session per request: utils/bench_serving
+backend_request_func.py), the HTTP server, tokenization, the hand-off to the scheduler process
+(vLLM V1's AsyncLLM -> EngineCore over ZMQ; SGLang's TokenizerManager -> Scheduler;
+trtllm-serve's executor queue), detokenization and the server-sent event. No source states a
+number; each engine's is fitted on its lightest-load InferenceX H200 rows (perfmodel/fitted.yaml
+`serving.request_overhead_s.*`, rows named there), where queueing is nil and the prefill of a
+1k prompt at TP8 is small beside it. The simulator holds each request back from the scheduler by
+it and counts it in TTFT and E2E; a closed loop's client sends its next request on completion.
 """
 from __future__ import annotations
 
@@ -110,6 +121,10 @@ VLLM_LARGE_GPU_BYTES = 70 * GiB
 SGLANG_MAX_REQUEST_POOL = 4096
 TRTLLM_GRAPH_MAX_BATCH = 128  # assumed, see the module docstring
 SGLANG_STEP_OVERHEAD_S = fitted.value("serving.step_overhead_s.sglang")  # see the docstring
+# each engine's per-request path (the docstring; fitted.yaml serving.request_overhead_s.*)
+REQUEST_OVERHEAD_ENGINES = ("vllm", "sglang", "trtllm")
+REQUEST_OVERHEAD_S = {e: fitted.value(f"serving.request_overhead_s.{e}")
+                      for e in REQUEST_OVERHEAD_ENGINES}
 
 
 def vllm_graph_sizes(largest: int) -> tuple[int, ...]:
@@ -140,6 +155,9 @@ class Engine:
                              step of a captured size runs all but attention in graphs;
                              full_and_piecewise: both
     step_overhead_s          CPU time per step, serial with the GPU (0: see the docstring)
+    request_overhead_s       a request's host path, from the client's send to the scheduler and
+                             its first token back (see the docstring): added to TTFT and E2E,
+                             the request reaching the scheduler that much after its send
     admission                "reserve": a request is admitted while its KV blocks and
                              `reserve_output_fraction` of every running request's remaining
                              output fit; "sglang": SGLang's PrefillAdder for requests that
@@ -155,6 +173,13 @@ class Engine:
                              (SGLang's event_loop_overlap, on by default since 0.4: scheduler.py
                              event_loop_overlap, disable_overlap_schedule False): a request
                              arriving during a step joins the step after the next
+    batch_wait_iters         TensorRT-LLM's batch waiting (TorchLlmArgs batch_wait_timeout_iters,
+    batch_wait_tokens_ratio  batch_wait_max_tokens_ratio; default 0, off): while generation
+                             requests run, new context requests are held back for up to this
+                             many steps until the step's tokens reach the ratio x
+                             max_num_tokens (PyExecutor `_waiting_requests`); InferenceX's
+                             trtllm-serve recipes set 20 / 0.9 (Llama-3.3-70B 1k/1k, TP < 8)
+                             and 40 / 0.8 (DeepSeek-R1 FP8 on B200, 1k/1k, conc >= 64)
     kv_blocks_override       KV blocks of the replica instead of those memory leaves (vLLM's
                              num_gpu_blocks_override; for what-ifs and tests)
     admission_watermark      share of the blocks a new request must leave free (vLLM V0's
@@ -203,8 +228,11 @@ class Engine:
     cuda_graph_sizes: tuple[int, ...] = ()
     cuda_graph_mode: str = "full_decode"
     step_overhead_s: float = 0.0
+    request_overhead_s: float = 0.0
     admission: str = "reserve"
     overlap_schedule: bool = False
+    batch_wait_iters: int = 0
+    batch_wait_tokens_ratio: float = 0.0
     kv_blocks_override: int | None = None
     admission_watermark: float = 0.0
     spec_tokens: int = 0
@@ -232,6 +260,18 @@ class Engine:
         if not 0 <= self.admission_watermark < 1:
             p.append(f"admission_watermark: expected a fraction in [0, 1), got "
                      f"{self.admission_watermark!r}")
+        if not isinstance(self.batch_wait_iters, int) or not 0 <= self.batch_wait_iters <= 10000:
+            p.append(f"batch_wait_iters: expected an integer in [0, 10000], got "
+                     f"{self.batch_wait_iters!r}")
+        if not 0 <= self.batch_wait_tokens_ratio <= 1:
+            p.append(f"batch_wait_tokens_ratio: expected a fraction in [0, 1], got "
+                     f"{self.batch_wait_tokens_ratio!r}")
+        if self.batch_wait_iters and not self.mixed_batching:
+            p.append("batch_wait_iters: batch waiting holds contexts back beside running "
+                     "decodes, which needs mixed batching (mixed_batching True)")
+        if not 0 <= self.request_overhead_s <= 10:
+            p.append(f"request_overhead_s: expected seconds in [0, 10], got "
+                     f"{self.request_overhead_s!r}")
         if not 0 <= self.reserve_output_fraction <= 1:
             p.append(f"reserve_output_fraction: expected a fraction in [0, 1], got "
                      f"{self.reserve_output_fraction!r}")
@@ -299,7 +339,8 @@ def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> En
                       mixed_batching=True, block_tokens=16, gpu_memory_utilization=0.9,
                       cuda_graph_sizes=vllm_graph_sizes(min(2 * seqs, 512)),
                       cuda_graph_mode="piecewise", fp8_attention=True,
-                      kernel_fusion="add_norm", allreduce="vllm")
+                      kernel_fusion="add_norm", allreduce="vllm",
+                      request_overhead_s=REQUEST_OVERHEAD_S["vllm"])
     if name == "vllm-v0":
         return Engine(name, max_batch=256, max_tokens_per_step=None, chunked_prefill=False,
                       mixed_batching=False, block_tokens=16, gpu_memory_utilization=0.9,
@@ -325,7 +366,8 @@ def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> En
                       activations_in_reserve=True, admission="sglang",
                       cuda_graph_sizes=graphs, cuda_graph_mode="full_decode",
                       step_overhead_s=SGLANG_STEP_OVERHEAD_S, overlap_schedule=True,
-                      kernel_fusion="add_norm", fp8_attention=True, allreduce="sglang")
+                      kernel_fusion="add_norm", fp8_attention=True, allreduce="sglang",
+                      request_overhead_s=REQUEST_OVERHEAD_S["sglang"])
     if name == "sglang-0.4.1":
         fraction = next(f for least, f in SGLANG_041_MEM_FRACTION if tp >= least)
         return Engine(name, max_batch=None, max_tokens_per_step=8192, chunked_prefill=True,
@@ -343,5 +385,6 @@ def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> En
                                                                8)),
                       cuda_graph_mode="full_decode", fp8_attention=True,
                       kernel_fusion="trtllm", attention_kernel="trtllm",
-                      moe_exchange="deepep", allreduce="trtllm")
+                      moe_exchange="deepep", allreduce="trtllm",
+                      request_overhead_s=REQUEST_OVERHEAD_S["trtllm"])
     raise InputError(f"engine: expected one of {', '.join(ENGINES)}, got {name!r}")

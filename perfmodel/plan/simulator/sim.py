@@ -121,6 +121,8 @@ class Lane:
         self.decode_end_s: list[float] = []
         self.ready_s = 0.0
         self.wake_s = 0.0                       # arrival that ended its last idle spell
+        self.batch_wait = 0                     # steps new contexts have waited (Engine
+        #                                         batch_wait_iters)
         self.formed_s = 0.0                     # when its next batch is formed (Engine
                                                 # overlap_schedule: the last step's start)
         self.token_ratio = SGLANG_INIT_NEW_TOKEN_RATIO  # SGLang's new_token_ratio
@@ -351,12 +353,19 @@ class Simulation:
                 r.generated = 1
         self.pending: list[tuple[float, int]] = []
         self.concurrency_queue: deque[int] = deque()
+        # a client's request reaches the scheduler `request_overhead_s` after its send (the
+        # pending times are the scheduler's; a request's `arrival` stays its send, so TTFT and
+        # E2E hold the overhead): not for requests another pool hands over (trace, prefilled)
+        self.request_overhead = (eng.request_overhead_s
+                                 if workload.mode in ("offline", "rate", "concurrency")
+                                 and not workload.prefilled else 0.0)
+        lag = self.request_overhead
         if arrivals is None:  # concurrency mode
             first = min(workload.concurrency, len(isl))
-            self.pending = [(0.0, i) for i in range(first)]
+            self.pending = [(lag, i) for i in range(first)]
             self.concurrency_queue = deque(range(first, len(isl)))
         else:
-            self.pending = [(float(a), i) for i, a in enumerate(arrivals)]
+            self.pending = [(float(a) + lag, i) for i, a in enumerate(arrivals)]
         heapq.heapify(self.pending)
         self.graph_sizes = sorted(eng.cuda_graph_sizes)
         self.expected_tokens = expected_tokens_per_step(eng.spec_tokens, eng.spec_acceptance)
@@ -372,7 +381,7 @@ class Simulation:
         while self.pending and self.pending[0][0] <= until:
             t, i = heapq.heappop(self.pending)
             r = self.requests[i]
-            r.arrival = t
+            r.arrival = t - self.request_overhead  # its send
             k = min(range(len(self.lanes)), key=lambda x: self.lanes[x].unfinished)
             ln = self.lanes[k]
             if not (ln.running or ln.waiting):
@@ -451,8 +460,9 @@ class Simulation:
             decode = ln.n
             ln.used += need if decode else 0
             if eng.mixed_batching:
-                chunks = self.schedule_prefill(ln, budget - decode * (1 + eng.spec_tokens),
-                                               not preempted)
+                left = budget - decode * (1 + eng.spec_tokens)
+                admit = not preempted and not (decode and self.batch_waits(ln, decode, left))
+                chunks = self.schedule_prefill(ln, left, admit)
         if not decode and not chunks:
             if self.admitted_decoders:  # prefilled requests just joined: they decode next
                 self.admitted_decoders = 0
@@ -650,6 +660,27 @@ class Simulation:
         s = ln.decode_steps
         return max(1, math.floor((s + 1) * e + 1e-9) - math.floor(s * e + 1e-9))
 
+    def batch_waits(self, ln: Lane, decode: int, budget: int) -> bool:
+        """Whether TensorRT-LLM's batch waiting holds this step's new context requests back
+        (Engine.batch_wait_iters / batch_wait_tokens_ratio; PyExecutor `_waiting_requests`,
+        applied only while generation requests run): held while fewer than batch_wait_iters
+        steps have waited and the step's tokens, the decodes' and the contexts' it would admit,
+        stay below batch_wait_tokens_ratio x max_num_tokens; admitting resets the count."""
+        eng = self.eng
+        if not eng.batch_wait_iters or not ln.waiting:
+            return False
+        tokens = decode
+        for r in ln.waiting:  # the prompts the budget would admit, in order
+            if tokens - decode >= budget:
+                break
+            tokens += min(r.prompt + r.generated, budget - (tokens - decode))
+        if (ln.batch_wait < eng.batch_wait_iters
+                and tokens < eng.batch_wait_tokens_ratio * self.budget):
+            ln.batch_wait += 1
+            return True
+        ln.batch_wait = 0
+        return False
+
     def schedule_prefill(self, ln: Lane, budget: int, allow_admission: bool
                          ) -> list[tuple[Request, int]]:
         eng, bt = self.eng, ln.bt
@@ -747,7 +778,9 @@ class Simulation:
         ln.unfinished -= 1
         self.done += 1
         if self.concurrency_queue:
-            heapq.heappush(self.pending, (end, self.concurrency_queue.popleft()))
+            # the client sends its next request as this one completes
+            heapq.heappush(self.pending, (end + self.request_overhead,
+                                          self.concurrency_queue.popleft()))
 
     # -- results --------------------------------------------------------------------------------
     def result(self, m, h, tp, ep, pp, dtype, kv_dtype) -> SimResult:
