@@ -8,17 +8,17 @@ then offers NCCL's algorithms and protocols, the fastest kept). With G GPUs in o
 and S bytes per GPU:
 
   oneshot    every GPU reads (or pushes) every peer's whole buffer and reduces it locally:
-             (G−1)·S bytes over its NVLink, one barrier round (one link step), one launch.
+             (G−1)·S bytes over its NVLink, its barrier and load trips (NVLINK_TRIPS), one launch.
              vLLM's one-stage kernel, SGLang's 1-shot push and pull, TensorRT-LLM's Lamport
              one-shot.
   twoshot    a reduce-scatter then an all-gather through the peers' buffers: each GPU reduces
              its 1/G shard from every peer and every peer reads the reduced shards back,
-             2·(G−1)/G·S over its NVLink, two barrier rounds (two link steps), one launch.
+             2·(G−1)/G·S over its NVLink, its trips (NVLINK_TRIPS), one launch.
              vLLM's two-stage kernel, SGLang's 2-shot pull, TensorRT-LLM's two-shot.
   multimem   PyTorch's symmetric-memory `multimem_all_reduce_` (vLLM's fallback before NCCL on
              NVSwitch systems): the switch reduces each GPU's 1/G shard (multimem.ld_reduce) and
              multicasts it back (multimem.st), (G+1)/G·S each way as NCCL's NVLS (comm.py), a
-             barrier before and after (two link steps); the input is copied into the symmetric
+             barrier before and after (NVLINK_TRIPS); the input is copied into the symmetric
              buffer and the result out of it (two copy kernels, 2·S of HBM each).
 
 HBM: a kernel's link bytes are read from one GPU's HBM and written into another's, and the
@@ -95,7 +95,27 @@ KiB, MiB = 1 << 10, 1 << 20
 ENGINES = ("vllm", "sglang", "trtllm")
 MODES = ("graph", "eager")
 KERNELS = ("oneshot", "twoshot", "multimem")
-LINK_STEPS = {"oneshot": 1, "twoshot": 2, "multimem": 2}  # barrier rounds (module docstring)
+# The NVLink one-way trips each kernel waits on in turn (its latency floor), by (path, kernel),
+# from the kernels' structure: vLLM's one-stage kernel signals a start barrier to every peer
+# (one trip), loads the peers' buffers (a round trip: two) and signals an end barrier (one); its
+# two-stage kernel adds a second load round and a middle barrier (csrc/custom_all_reduce.cuh
+# cross_device_reduce_1stage / _2stage, multi_gpu_barrier); PyTorch's multimem all-reduce
+# barriers, reduces through the switch (multimem.ld_reduce: a round trip) and multicasts
+# (multimem.st: one) before its end barrier; SGLang's push kernel writes into the peers'
+# buffers and polls its own (one trip each way of a flag), its pull kernels load as vLLM's;
+# TensorRT-LLM's Lamport kernels push data whose words are their own flags and spin until the
+# last peer's lands (FlashInfer trtllm_allreduce_fusion.cuh: no barrier), counted as a round
+# trip per stage like the other kernels' loads: the push alone (one trip) leaves the measured
+# small calls (validate/data/aiconfigurator_allreduce.csv) 40 % too fast on Blackwell, a round
+# trip 1 % on Hopper and 27 % on Blackwell. A trip is the NVLink's one-way latency
+# as NCCL's LL protocol measures it: a store and the peer's poll (the spec's measured
+# `ll_latency`, perfmodel/ops/nccl.py), 1.6x Hopper's on Blackwell's NVLink 5 switches.
+NVLINK_TRIPS = {("custom_allreduce", "oneshot"): 4, ("custom_allreduce", "twoshot"): 7,
+                ("torch_symm_mem", "multimem"): 5, ("torch_symm_mem", "twoshot"): 7,
+                ("push", "oneshot"): 2, ("pull", "oneshot"): 4, ("pull", "twoshot"): 7,
+                ("lamport", "oneshot"): 2, ("lamport", "twoshot"): 4,
+                (None, "oneshot"): 4, (None, "twoshot"): 7, (None, "multimem"): 5}
+LINK_STEPS = {"oneshot": 1, "twoshot": 2, "multimem": 2}  # barrier rounds (the op's details)
 
 # -- vLLM 0.24.0 -----------------------------------------------------------------------------
 VLLM_WORLD_SIZES = (2, 4, 6, 8)      # custom_all_reduce.py CustomAllreduce._SUPPORTED_WORLD_SIZES
@@ -157,9 +177,11 @@ def kernel_demand(hw, algorithm: str, gpus: int, nbytes: float, link: str = "nvl
                "algorithm": algorithm, "protocol": None}
     if engine is not None:
         details.update(engine=engine, path=path, copies=copies)
+    trips = NVLINK_TRIPS[(path, algorithm)]
+    details["nvlink_trips"] = trips
     return Demand(work={f"link:{link}": sent / wire_link.achievable_fraction, "hbm": hbm},
                   launch=None, flop=0.0, hbm_bytes=hbm, kernels=1 + copies,
-                  link_steps={link: steps}, details=details)
+                  link_steps={link: trips * wire_link.protocol_step("ll")}, details=details)
 
 
 @dataclass(frozen=True)

@@ -108,8 +108,24 @@ def test_the_generic_kernels_keep_their_bytes(h100):
     two = pm.ops.Allreduce(bytes=1e6, gpus=8, algorithm="twoshot").demand(h100)
     assert one.details["bytes_sent_per_gpu"] == pytest.approx(7e6)
     assert two.details["bytes_sent_per_gpu"] == pytest.approx(2 * 7 / 8 * 1e6)
-    assert (one.link_steps, two.link_steps) == ({"nvlink": 1}, {"nvlink": 2})
     assert one.kernels == two.kernels == 1
+    # the latency floor: each kernel's NVLink one-way trips at the family's measured LL hop
+    # (custom_allreduce.NVLINK_TRIPS: a barrier, a load round trip, a barrier; two-stage adds a
+    # load round and a barrier)
+    hop = h100.link("nvlink").ll_latency_s
+    for demand, trips in ((one, 4), (two, 7)):
+        assert demand.details["nvlink_trips"] == trips
+        assert demand.link_steps["nvlink"] * h100.link("nvlink").latency_s == \
+            pytest.approx(trips * hop)
+
+
+def test_a_blackwell_custom_kernel_waits_longer_on_its_nvlink():
+    """NVLink 5's measured LL hop (1.27 us on B200 against 0.79 us on H100: fitted.yaml
+    nccl.ll_hop_s.*) makes the same small one-shot all-reduce slower on B200, as the engines'
+    measured small calls are (AIConfigurator: vLLM 7.4 us on 8 B200, 4.7 us on 8 H100)."""
+    small = pm.ops.Allreduce(bytes=256, gpus=8, algorithm="oneshot")
+    assert pm.predict_op(small, "B200").resource_time_s["latency"] > \
+        1.5 * pm.predict_op(small, "H100-SXM").resource_time_s["latency"]
 
 
 @pytest.mark.parametrize("params, message", [

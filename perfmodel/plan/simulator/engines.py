@@ -171,8 +171,13 @@ class Engine:
                              decode steps: global_config.py)
     overlap_schedule         the scheduler forms the next batch while the GPU runs this one
                              (SGLang's event_loop_overlap, on by default since 0.4: scheduler.py
-                             event_loop_overlap, disable_overlap_schedule False): a request
-                             arriving during a step joins the step after the next
+                             event_loop_overlap, disable_overlap_schedule False; vLLM V1's
+                             async scheduling, max_concurrent_batches = PP + 1, on by default in
+                             recent releases and set by InferenceX's recipes: v1/engine/core.py,
+                             config/vllm.py; TensorRT-LLM's overlap scheduler, on by default:
+                             TorchLlmArgs disable_overlap_scheduler False, docs
+                             features/overlap-scheduler): a request arriving during a step joins
+                             the step after the next
     batch_wait_iters         TensorRT-LLM's batch waiting (TorchLlmArgs batch_wait_timeout_iters,
     batch_wait_tokens_ratio  batch_wait_max_tokens_ratio; default 0, off): while generation
                              requests run, new context requests are held back for up to this
@@ -340,7 +345,7 @@ def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> En
                       cuda_graph_sizes=vllm_graph_sizes(min(2 * seqs, 512)),
                       cuda_graph_mode="piecewise", fp8_attention=True,
                       kernel_fusion="add_norm", allreduce="vllm",
-                      request_overhead_s=REQUEST_OVERHEAD_S["vllm"])
+                      request_overhead_s=REQUEST_OVERHEAD_S["vllm"], overlap_schedule=True)
     if name == "vllm-v0":
         return Engine(name, max_batch=256, max_tokens_per_step=None, chunked_prefill=False,
                       mixed_batching=False, block_tokens=16, gpu_memory_utilization=0.9,
@@ -386,5 +391,5 @@ def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> En
                       cuda_graph_mode="full_decode", fp8_attention=True,
                       kernel_fusion="trtllm", attention_kernel="trtllm",
                       moe_exchange="deepep", allreduce="trtllm",
-                      request_overhead_s=REQUEST_OVERHEAD_S["trtllm"])
+                      request_overhead_s=REQUEST_OVERHEAD_S["trtllm"], overlap_schedule=True)
     raise InputError(f"engine: expected one of {', '.join(ENGINES)}, got {name!r}")
