@@ -47,6 +47,13 @@ ALLREDUCE_OUT = OUT.with_name("aiconfigurator_allreduce.csv")
 MOE_A2A_OUT = OUT.with_name("aiconfigurator_moe_a2a.csv")
 SGLANG_DEEPEP_OUT = OUT.with_name("aiconfigurator_sglang_deepep.csv")
 NCCL_OUT = OUT.with_name("aiconfigurator_nccl.csv")
+MXFP4_MOE_OUT = OUT.with_name("aiconfigurator_moe_mxfp4.csv")
+# gpt-oss-120b's routed experts with MXFP4 weights and BF16 activations (moe_dtype w4a16_mxfp4:
+# hidden 2880, expert width 2880, top-4 of 128) as vLLM 0.24.0 (the OpenAI Triton MXFP4 experts)
+# and TensorRT-LLM 1.3.0rc20 run them on H100/H200, balanced routing, experts over EP ranks
+MXFP4_MOE_TABLES = (("vllm", "0.24.0", "vLLM"), ("trtllm", "1.3.0rc20", "TensorRT-LLM"))
+MXFP4_MOE_GPUS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200-SXM"}
+MXFP4_MOE_EP, MXFP4_MOE_TOKENS = (1, 8), (1, 4, 16, 64, 256, 1024, 4096, 16384)
 ENGINE_ALLREDUCE_OUT = OUT.with_name("aiconfigurator_engine_allreduce.csv")
 # NCCL's collectives (nccl_perf) at the newest NCCL version each GPU's table has, GB300 included;
 # FP16 buffers (the table's `half`; its int8 rows repeat the same byte counts)
@@ -125,6 +132,7 @@ def main(root: str) -> None:
     _write(MOE_A2A_OUT, moe_a2a_rows(base))
     _write(SGLANG_DEEPEP_OUT, sglang_deepep_rows(base))
     _write(NCCL_OUT, nccl_rows(base))
+    _write(MXFP4_MOE_OUT, mxfp4_moe_rows(base))
     _write(ENGINE_ALLREDUCE_OUT, engine_allreduce_rows(base))
 
 
@@ -133,6 +141,36 @@ def _newest(folder: Path) -> Path:
     def key(p: Path):
         return [int(x) if x.isdigit() else x for x in re.split(r"[.]|(?<=\d)(?=[a-z])", p.name)]
     return max((p for p in folder.iterdir() if p.is_dir()), key=key)
+
+
+def mxfp4_moe_rows(base: Path) -> list[dict]:
+    """gpt-oss-120b's MXFP4 experts (MXFP4_MOE_TABLES) at MXFP4_MOE_EP x MXFP4_MOE_TOKENS,
+    balanced routing, no expert TP."""
+    import pandas as pd
+    rows = []
+    for folder, gpu in MXFP4_MOE_GPUS.items():
+        for engine, version, name in MXFP4_MOE_TABLES:
+            table = f"{folder}/moe/{engine}/{version}/moe_perf.parquet"
+            if not (base / table).is_file():
+                continue
+            d = pd.read_parquet(base / table)
+            d = d[(d.moe_dtype == "w4a16_mxfp4") & (d.hidden_size == 2880)
+                  & (d.inter_size == 2880) & (d.num_experts == 128) & (d.topk == 4)
+                  & (d.distribution == "balanced") & (d.moe_tp_size == 1)
+                  & d.moe_ep_size.isin(MXFP4_MOE_EP) & d.num_tokens.isin(MXFP4_MOE_TOKENS)]
+            for n, r in enumerate(d.sort_values(["moe_ep_size", "num_tokens"]).itertuples(),
+                                  start=1):
+                rows.append(_row(
+                    f"AICMXFP4-{engine}-{gpu}-{n:03d}", gpu, table,
+                    f"{name} {version} fused MoE ({r.kernel_source})", "moe_module",
+                    "w4a16_mxfp4", {"tokens": int(r.num_tokens), "hidden": int(r.hidden_size),
+                                    "expert_hidden": int(r.inter_size),
+                                    "experts": int(r.num_experts), "top_k": int(r.topk),
+                                    "ep": int(r.moe_ep_size), "routing": "balanced"},
+                    r.latency,
+                    f"AIConfigurator measured latency of {name}'s fused MoE module with MXFP4 "
+                    f"weights and BF16 activations (gpt-oss-120b's experts) on {r.device}"))
+    return rows
 
 
 def nccl_rows(base: Path) -> list[dict]:

@@ -44,6 +44,7 @@ from perfmodel.report.progress import Progress
 from perfmodel.report.tables import format_table
 from perfmodel.validation import fit
 from perfmodel.validation.measurements import (AICONFIGURATOR_CSV, AICONFIGURATOR_MOE_CSV,
+                                               AICONFIGURATOR_MOE_MXFP4_CSV,
                                                AICONFIGURATOR_NCCL_CSV, BLACKWELL_CSV, BLACKWELL_MEASUREMENTS_CSV,
                                                PUBLIC_CSV, Case, load_cases)
 
@@ -64,7 +65,7 @@ def kernel_cases() -> list[Case]:
     judged by `perfmodel validate`, not fitted here."""
     out = []
     for path in (PUBLIC_CSV, BLACKWELL_CSV, BLACKWELL_MEASUREMENTS_CSV, AICONFIGURATOR_CSV,
-                 AICONFIGURATOR_MOE_CSV, AICONFIGURATOR_NCCL_CSV):
+                 AICONFIGURATOR_MOE_CSV, AICONFIGURATOR_MOE_MXFP4_CSV, AICONFIGURATOR_NCCL_CSV):
         out += load_cases(path)[0]
     return out
 

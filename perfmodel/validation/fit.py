@@ -46,13 +46,13 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from perfmodel import fitted, ops, yamlio
-from perfmodel.engine import estimate
+from perfmodel.engine import estimate, resolve
 from perfmodel.hardware import Hardware
 from perfmodel.ops.attention import op as attention
 
 from perfmodel.validation import te_profile
-from perfmodel.validation.measurements import (AICONFIGURATOR_CSV, AICONFIGURATOR_NCCL_CSV,
-                                               BLACKWELL_CSV,
+from perfmodel.validation.measurements import (AICONFIGURATOR_CSV, AICONFIGURATOR_MOE_MXFP4_CSV,
+                                               AICONFIGURATOR_NCCL_CSV, BLACKWELL_CSV,
                                                BLACKWELL_MEASUREMENTS_CSV, PUBLIC_CSV, Case,
                                                load_cases)
 
@@ -148,6 +148,11 @@ SPECS = {
         "(read + write, refresh and bank/turnaround losses); B200 and GB200 take it with "
         "`fitted: hbm_achievable_fraction.b200`, B300 and GB300 (the same 8 TB/s HBM3e) carry it "
         "over"),
+    "moe.convert_ops.mxfp4": (
+        (1.0, 32.0), 2,
+        "FMA-pipe thread operations a mixed-input MoE mainloop spends per MXFP4 weight element it "
+        "converts to the MMA type (E2M1 nibbles unpacked, widened, scaled by the block's E8M0 "
+        "exponent): ops.moe CONVERT_OPS; the generic convert + scale counts 2"),
     **{f"serving.request_overhead_s.{e}": (
         (0.0, 0.2), 4,
         f"{e}'s per-request host path as a benchmark client times it (its send to the scheduler "
@@ -360,6 +365,15 @@ STEP_OVERHEAD_RULE = (
     "(serving_measurements.csv; Llama 3.3 70B TP4 and Llama 3.1 405B TP8 on H200, where queueing "
     "is negligible and a token's latency is one engine step): regula falsi for the overhead at "
     "which the mean log error of the simulated medians is zero. Every other serving row is judged")
+MXFP4_CONVERT_RULE = (
+    "the AIConfigurator rows of vLLM 0.24.0's MXFP4 experts of gpt-oss-120b on H200 SXM "
+    "(aiconfigurator_moe_mxfp4.csv: the OpenAI Triton MXFP4 kernel, BF16 activations, "
+    "balanced routing) at EP1 and at most {tokens} tokens ({n} rows: decode-sized, where the "
+    "weights' conversion binds the grouped GEMMs): bisection for the operations per element at "
+    "which the mean log error is zero ({fit:.3f}), kept to 2 decimals. Judged on the rest: "
+    "TensorRT-LLM's rows, H100, EP8, larger token counts, and the InferenceX gpt-oss rows")
+MXFP4_CONVERT_GPU = "H200-SXM"
+MXFP4_CONVERT_MAX_TOKENS = 64
 REQUEST_OVERHEAD_RULE = (
     "the InferenceX H200 rows of {model} on {engine} at TP8 without attention DP, 1k/1k, "
     "concurrency <= {conc} (inferencex_h200.csv; {n} rows: nothing queues and a 1k prompt's "
@@ -398,6 +412,7 @@ PRIORS = {
     "tensor_sustained_fraction.b300": 1.0,
     "hbm_achievable_fraction.b200": 0.90,      # the GH200 measurement hwspecs carried before
     "serving.step_overhead_s.sglang": 0.0,     # no CPU time per step
+    "moe.convert_ops.mxfp4": 2.0,              # the generic convert + scale
     "serving.request_overhead_s.vllm": 0.0,    # no host path per request
     "serving.request_overhead_s.sglang": 0.0,
     "serving.request_overhead_s.trtllm": 0.0,
@@ -553,12 +568,16 @@ def _set_trtllm(values: dict[str, float]) -> None:
 
 @contextlib.contextmanager
 def applied(entries: dict[str, dict]):
-    """The attention module's fitted values set to `entries` (fit_all's result) for the block,
-    as if fitted.yaml held them; yields the values by key, for `with_fitted` on each case's
+    """The attention module's fitted values (and the MoE op's MXFP4 conversion) set to `entries`
+    (fit_all's result) for the block, as if fitted.yaml held them; yields the values by key, for `with_fitted` on each case's
     hardware (perfmodel.validation.calibrate predicts its cross-validation folds so)."""
+    from perfmodel.ops.moe import op as moe_op
     values = {k: e["value"] for k, e in entries.items()}
     saved = _saved_attention()
+    saved_convert = dict(moe_op.CONVERT_OPS)
     try:
+        if "moe.convert_ops.mxfp4" in values:  # the MoE op's MXFP4 conversion (module constant)
+            moe_op.CONVERT_OPS["mxfp4"] = values["moe.convert_ops.mxfp4"]
         _set_attention({name: values[key] for name, key in ATTENTION_KEYS.items()})
         attention.SOFTMAX_OVERLAP["fa4"] = values["attention.softmax_overlap.fa4"]
         attention.MMA_SYNC_FRACTION_TCGEN05 = values["attention.mma_sync_fraction.tcgen05"]
@@ -568,6 +587,8 @@ def applied(entries: dict[str, dict]):
         yield values
     finally:
         _restore_attention(saved)
+        moe_op.CONVERT_OPS.clear()
+        moe_op.CONVERT_OPS.update(saved_convert)
 
 
 def fit_attention(cases: list[Case], sustained: float | None = None) -> dict:
@@ -1035,6 +1056,40 @@ def fit_sglang_step_overhead(sustained: float | None = None,
 REQUEST_OVERHEAD_ENGINES = ("vllm", "sglang", "trtllm")
 
 
+def mxfp4_convert_fit_rows(exclude: frozenset[str] = frozenset()) -> list:
+    """MXFP4_CONVERT_RULE's rows."""
+    cases, _ = load_cases(AICONFIGURATOR_MOE_MXFP4_CSV)
+    return [c for c in cases if c.id not in exclude and c.id.startswith("AICMXFP4-vllm-")
+            and c.hardware.name == MXFP4_CONVERT_GPU and c.op.gpus == 1
+            and c.op.tokens <= MXFP4_CONVERT_MAX_TOKENS]
+
+
+def fit_mxfp4_convert(exclude: frozenset[str] = frozenset(),
+                      tol: float = 1e-3) -> tuple[float, list[str]]:
+    """The MXFP4 conversion's operations per element (MXFP4_CONVERT_RULE): a decode-sized MoE
+    call's time rises with it, so bisect the mean log error to zero; the prior where the rows
+    are held out."""
+    from perfmodel.ops.moe import op as moe_op
+    rows = mxfp4_convert_fit_rows(exclude)
+    if not rows:
+        return prior("moe.convert_ops.mxfp4"), []
+    hws = {id(c.hardware): _with_sustained(c.hardware, None) for c in rows}
+    saved = dict(moe_op.CONVERT_OPS)
+
+    def mean_log_error(x: float) -> float:
+        moe_op.CONVERT_OPS["mxfp4"] = x
+        return sum(math.log(estimate(resolve(c.op.demand(hws[id(c.hardware)]),
+                                             hws[id(c.hardware)], "pipes"),
+                                     hws[id(c.hardware)], "pipes").time_s / c.measured_time_s)
+                   for c in rows) / len(rows)
+    try:
+        x = _zero_of_rising(mean_log_error, *SPECS["moe.convert_ops.mxfp4"][0], tol)
+    finally:
+        moe_op.CONVERT_OPS.clear()
+        moe_op.CONVERT_OPS.update(saved)
+    return x, [c.id for c in rows]
+
+
 def _request_rule(engine: str, fit: tuple[float, list[str]]) -> str:
     from perfmodel.validation import inferencex as ix
     model, metric = ix.REQUEST_OVERHEAD_FIT[engine]
@@ -1205,6 +1260,7 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
         nccl_latency[family] = (base, hop, rows)
         for key, value in ((f"nccl.ll_base_s.{family}", base), (f"nccl.ll_hop_s.{family}", hop)):
             _FRESH_HW[key] = round(value, SPECS[key][1])
+    raw_convert, convert_rows = fit_mxfp4_convert(exclude)
     cases, _ = load_cases(PUBLIC_CSV)
     att = fit_attention([c for c in cases if c.id not in exclude], sustained)
     fa4, fa4_rows = _on_one_row("attention.softmax_overlap.fa4", FA4_ROW, exclude,
@@ -1292,6 +1348,9 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
         entries[key] = _entry(key, value, rows, rule, rms)
     from perfmodel.validation import collectives
     copy_round, round_rows = fit_deepep_round()
+    entries["moe.convert_ops.mxfp4"] = _entry(
+        "moe.convert_ops.mxfp4", raw_convert, convert_rows, MXFP4_CONVERT_RULE.format(
+            tokens=MXFP4_CONVERT_MAX_TOKENS, n=len(convert_rows), fit=raw_convert))
     for family, (base, hop, rows) in nccl_latency.items():
         rule = NCCL_LATENCY_RULE.format(gpu=NCCL_FIT_GPU[family], limit=NCCL_FIT_MAX_BYTES,
                                         n=len(rows), base=base, hop=hop)

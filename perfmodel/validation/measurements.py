@@ -41,6 +41,9 @@ BLACKWELL_MEASUREMENTS_CSV = DATA_DIR / "blackwell_measurements.csv"
 AICONFIGURATOR_CSV = DATA_DIR / "aiconfigurator_gemm.csv"
 # and its fused-MoE module (DeepSeek-V3's routed experts), judged only
 AICONFIGURATOR_MOE_CSV = DATA_DIR / "aiconfigurator_moe.csv"
+# and vLLM's and TensorRT-LLM's MXFP4 experts of gpt-oss-120b on H100/H200
+# (validate/data/SOURCES.md "aiconfigurator_moe_mxfp4.csv")
+AICONFIGURATOR_MOE_MXFP4_CSV = DATA_DIR / "aiconfigurator_moe_mxfp4.csv"
 # and its NCCL collectives (all-reduce, all-gather, reduce-scatter, all-to-all; NCCL 2.29.2 on
 # 2-8 GPUs of one NVLink domain; validate/data/SOURCES.md "aiconfigurator_nccl.csv")
 AICONFIGURATOR_NCCL_CSV = DATA_DIR / "aiconfigurator_nccl.csv"
@@ -191,9 +194,11 @@ def _case(row: dict) -> Case | Skipped:
         kind = "linear_" + dt.replace("_e4m3", "")
     elif kind == "moe_module":  # a framework's fused MoE over one GPU's experts (ops.moe)
         dt = row["dtype"].lower()
+        # w4a16_mxfp4: MXFP4 weights converted in the mainloop to BF16 MMAs (gpt-oss's experts)
+        mma, weights = ("bf16", "mxfp4") if dt == "w4a16_mxfp4" else (_dtype(dt), None)
         o = ops.Moe(tokens=s["tokens"], hidden=s["hidden"], expert_hidden=s["expert_hidden"],
-                    experts=s["experts"], top_k=s["top_k"], gpus=s["ep"], dtype=_dtype(dt),
-                    routing="token_balanced")
+                    experts=s["experts"], top_k=s["top_k"], gpus=s["ep"], dtype=mma,
+                    weight_dtype=weights, routing="token_balanced")
         t = value
         kind = "moe_" + dt.replace("_e4m3", "")
     elif kind.startswith("attention_"):
@@ -314,5 +319,5 @@ def default_sources() -> list[Path]:
     """The public data (H100/A100, our B200 attention rows and the published Blackwell kernel
     benchmarks) plus every results CSV under validate/results/."""
     return [PUBLIC_CSV, BLACKWELL_CSV, BLACKWELL_MEASUREMENTS_CSV, AICONFIGURATOR_CSV,
-            AICONFIGURATOR_MOE_CSV, AICONFIGURATOR_NCCL_CSV,
+            AICONFIGURATOR_MOE_CSV, AICONFIGURATOR_MOE_MXFP4_CSV, AICONFIGURATOR_NCCL_CSV,
             *sorted(RESULTS_DIR.glob("**/*.csv"))]

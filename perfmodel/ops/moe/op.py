@@ -37,6 +37,7 @@ import numpy as np
 
 from dataclasses import replace
 
+from perfmodel import fitted
 from perfmodel.demand import Choice, Demand, LaunchShape, sequence_demand
 from perfmodel.errors import InputError
 from perfmodel.units import bytes_per_element, tensor_dtype
@@ -55,6 +56,16 @@ from perfmodel.ops.streaming import stream_demand
 # (prefill and training batches: every expert is active anyway).
 EXACT_ROUTING_LIMIT = 1 << 21
 MMA_ROWS = 64  # smallest MMA tile in M (Hopper wgmma m64; tcgen05 M = 64)
+# FMA-pipe thread operations a mixed-input MoE mainloop spends per weight element it converts
+# to the MMA type, by stored type: the generic convert + scale (ops.gemm's mixed-input count),
+# and MXFP4's, fitted (perfmodel/fitted.yaml moe.convert_ops.mxfp4): the E2M1 nibbles unpacked,
+# widened and scaled by their block's E8M0 exponent (the OpenAI Triton MXFP4 experts vLLM runs,
+# TensorRT-LLM's on Hopper), several instructions an element where an 8-bit cast takes one. Its
+# rows are Hopper's; a GPU whose MMAs take the type block-scaled (isa.block_scaled_mma: tcgen05
+# kind::mxf8f6f4) also converts E2M1 pairs in one instruction (PTX ISA 8.6 cvt ... .e2m1x2,
+# sm_100a), so it keeps the generic count
+CONVERT_OPS = {"mxfp4": fitted.value("moe.convert_ops.mxfp4")}
+DEFAULT_CONVERT_OPS = 2.0
 TILE_N = 128
 PLACEMENTS = ("auto", "contiguous", "balanced", "eplb")
 # Routings kept per process (`Moe.routing_result`), keyed by every parameter but the expert
@@ -329,9 +340,11 @@ class Moe(Op):
         work = {f"tensor:{tensor_dtype(self.dtype)}": 2.0 * padded * 3 * h * f * n_granule,
                 "l2": hbm, "hbm": hbm}
         if wb < w:
-            # each row tile converts the weight tiles it multiplies (convert + scale per
-            # element on the FMA pipe, as ops.gemm's mixed-input mainloop)
-            work["fma"] = row_tiles * 3.0 * h * f * 2
+            # each row tile converts the weight tiles it multiplies (CONVERT_OPS per element on
+            # the FMA pipe, as ops.gemm's mixed-input mainloop)
+            ops_per = (DEFAULT_CONVERT_OPS if self.weight_dtype in hw.block_scaled_mma
+                       else CONVERT_OPS.get(self.weight_dtype, DEFAULT_CONVERT_OPS))
+            work["fma"] = row_tiles * 3.0 * h * f * ops_per
         launch = LaunchShape(ctas=max(1, tiles), threads_per_cta=384, registers_per_thread=168,
                              smem_per_cta_bytes=smem_bytes,
                              bytes_in_flight_per_cta=smem_bytes * 4 // 5)
