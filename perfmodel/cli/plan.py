@@ -189,6 +189,7 @@ def run_serve(args) -> int:
     from perfmodel.plan.search import best, pareto, search_serving
     from perfmodel.plan.simulator import Workload
     from perfmodel.plan.simulator.workload import range_lengths
+    from perfmodel.workloads.builder import expert_weight_dtype
     problems = []
     slo = {}
     for flag, key in (("--tpot-slo", "tpot_slo"), ("--ttft-slo", "ttft_slo")):
@@ -238,7 +239,8 @@ def run_serve(args) -> int:
               "dtype": args.dtype, "kv_dtype": args.kv_dtype or "bf16",
               "workload": wl.to_dict(), "tpot_slo_s": slo["tpot_slo"],
               "ttft_slo_s": slo["ttft_slo"], "sweep": args.sweep,
-              "moe_loads": args.moe_loads, "moe_replication": args.moe_replication}
+              "moe_loads": args.moe_loads, "moe_replication": args.moe_replication,
+              "expert_weights": expert_weight_dtype(m, args.dtype, "decode")}
     if args.format == "json":
         print(json.dumps({"search": search, "rows": rows, "best": top, "pareto": front},
                          indent=2))
@@ -328,7 +330,10 @@ def statistics_block(row: dict[str, Any]) -> list[str]:
 def serve_table(rows, top, front, search) -> str:
     slo = search["tpot_slo_s"] is not None or search["ttft_slo_s"] is not None
     lines = [f"{search['model']} on {search['gpus']}x {search['hardware']}, "
-             f"{search['engine']}, {search['dtype']} weights, {search['kv_dtype']} KV cache; "
+             f"{search['engine']}, {search['dtype']} weights"
+             + (f" (experts {search['expert_weights']})"
+                if search.get("expert_weights", search["dtype"]) != search["dtype"] else "")
+             + f", {search['kv_dtype']} KV cache; "
              f"{_describe(search['workload'])}"]
     if slo:
         lines.append("SLOs (p99): " + ", ".join(
