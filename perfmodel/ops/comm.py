@@ -326,7 +326,8 @@ class _Collective(Op):
             kernel = self.algorithm.replace("shot", "-shot")  # one-shot, two-shot
             raise InputError(f"{self.name}: the {kernel} algorithm needs the group in "
                              f"one NVLink domain; {self.gpus} GPUs placed "
-                             f"{self.placement or 'consecutively'} span {domains} domains of {hw.nvlink_domain_gpus} on {hw.name}")
+                             f"{self.placement or 'consecutively'} span {domains} domains of "
+                             f"{hw.nvlink_domain_gpus} on {hw.name}")
         if self.algorithm == "nvls":
             raise InputError(self._no_nvls(hw))
         pairs = self._pairs(hw, "network", nvls=False, spanning=True)

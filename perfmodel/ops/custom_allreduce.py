@@ -8,7 +8,8 @@ then offers NCCL's algorithms and protocols, the fastest kept). With G GPUs in o
 and S bytes per GPU:
 
   oneshot    every GPU reads (or pushes) every peer's whole buffer and reduces it locally:
-             (G−1)·S bytes over its NVLink, its barrier and load trips (NVLINK_TRIPS), one launch.
+             (G−1)·S bytes over its NVLink, its barrier and load trips (NVLINK_TRIPS), one
+             launch.
              vLLM's one-stage kernel, SGLang's 1-shot push and pull, TensorRT-LLM's Lamport
              one-shot.
   twoshot    a reduce-scatter then an all-gather through the peers' buffers: each GPU reduces

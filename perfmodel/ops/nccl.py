@@ -43,6 +43,8 @@ hops stay tuning.cc's.
 """
 from __future__ import annotations
 
+from typing import Any
+
 PROTOCOLS = ("ll", "ll128", "simple")
 
 # Data bytes per wire byte of each protocol's line format (prims_ll.h: a 16 B line of two
@@ -94,10 +96,16 @@ NET_OVERHEAD_SIMPLE_FACTOR = 3.0
 NVLS_EFFICIENCY = {9: 5 / 6, 10: 0.74}
 
 
+def arch_row(table: dict[int, Any], compute_capability: str) -> Any:
+    """The entry of a table keyed by compute-capability major for the GPU: its own major,
+    clamped to the table's oldest and newest (Blackwell's for any newer GPU)."""
+    major = int(str(compute_capability).split(".")[0])
+    return table[min(max(major, min(table)), max(table))]
+
+
 def nvls_efficiency(compute_capability: str) -> float:
     """NVLS_EFFICIENCY of the GPU's architecture (Blackwell's for any newer one)."""
-    major = int(str(compute_capability).split(".")[0])
-    return NVLS_EFFICIENCY[min(max(major, 9), 10)]
+    return arch_row(NVLS_EFFICIENCY, compute_capability)
 
 # Link names of the specs and the class of NCCL's latency table they belong to; any other link
 # name is priced as NVLink (assumed).
@@ -121,8 +129,7 @@ RING_LL128_FRACTION = 0.92  # tuning.cc: busBw * 0.92 /*120.0/128.0*/
 
 def ll_max_bw_bytes_per_s(compute_capability: str, nodes: int) -> float:
     """llMaxBws for the GPU's architecture and the group's node (NVLink domain) count."""
-    major = int(str(compute_capability).split(".")[0])
-    row = LL_MAX_BW_GBPS[min(max(major, 7), 10)]
+    row = arch_row(LL_MAX_BW_GBPS, compute_capability)
     return row[0 if nodes <= 1 else 1 if nodes == 2 else 2] * 1e9
 
 
@@ -200,9 +207,9 @@ def channels(algorithm: str, protocol: str, nbytes: float, ranks: int,
              compute_capability: str, nodes: int = 1) -> int:
     """The channels (CTAs) NCCL runs a collective of `nbytes` on (the count the op reports;
     the time does not depend on it: the link's bus bandwidth already holds the graph's)."""
-    major = int(str(compute_capability).split(".")[0])
     if algorithm == "nvls":
-        return NVLS_CHANNELS_ACROSS_NODES if nodes > 1 else NVLS_CHANNELS[min(max(major, 9), 10)]
+        return (NVLS_CHANNELS_ACROSS_NODES if nodes > 1
+                else arch_row(NVLS_CHANNELS, compute_capability))
     threshold = THREAD_THRESHOLD_BYTES[protocol] * (ranks if (algorithm, protocol)
                                                     == ("ring", "ll") else 1)
     fits = int(nbytes // (THREADS[protocol] * threshold))

@@ -43,10 +43,7 @@ from perfmodel.intervals import ACCURACY_PATH  # the file perfmodel.intervals re
 from perfmodel.report.progress import Progress
 from perfmodel.report.tables import format_table
 from perfmodel.validation import fit
-from perfmodel.validation.measurements import (AICONFIGURATOR_CSV, AICONFIGURATOR_MOE_CSV,
-                                               AICONFIGURATOR_MOE_MXFP4_CSV,
-                                               AICONFIGURATOR_NCCL_CSV, BLACKWELL_CSV, BLACKWELL_MEASUREMENTS_CSV,
-                                               PUBLIC_CSV, Case, load_cases)
+from perfmodel.validation.measurements import PUBLISHED_CSVS, Case, load_cases
 
 MIN_INTERVAL_ROWS = 5
 QUANTILES = (10, 90)
@@ -64,8 +61,7 @@ def kernel_cases() -> list[Case]:
     measurements, AIConfigurator's TensorRT-LLM linears and fused MoE); our own GPU results are
     judged by `perfmodel validate`, not fitted here."""
     out = []
-    for path in (PUBLIC_CSV, BLACKWELL_CSV, BLACKWELL_MEASUREMENTS_CSV, AICONFIGURATOR_CSV,
-                 AICONFIGURATOR_MOE_CSV, AICONFIGURATOR_MOE_MXFP4_CSV, AICONFIGURATOR_NCCL_CSV):
+    for path in PUBLISHED_CSVS:
         out += load_cases(path)[0]
     return out
 

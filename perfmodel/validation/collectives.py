@@ -38,6 +38,7 @@ from perfmodel.ops import deepep
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.predict import predict_op
 from perfmodel.report.tables import format_table
+from perfmodel.units import collective_size_band
 from perfmodel.validation.measurements import DATA_DIR
 from perfmodel.validation.modules import captured_s, error_table, grouped_errors
 
@@ -51,10 +52,6 @@ WIRE_BYTES = {"bfloat16": 2.0, "fp8": 1.0, "nvfp4": 0.5625, "fp4": 0.5625}
 SIZE_BANDS = ((0, 64 << 10, "<= 64 KiB"), (64 << 10, 8 << 20, "64 KiB - 8 MiB"),
               (8 << 20, 1 << 40, "> 8 MiB"))
 ENGINE_ALLREDUCE_CSV = DATA_DIR / "aiconfigurator_engine_allreduce.csv"
-# the engine report's bands: below vLLM's and SGLang's smallest one-shot limits, the custom
-# kernels' range, NCCL's (mostly)
-ENGINE_SIZE_BANDS = ((0, 64 << 10, "< 64 KiB"), (64 << 10, (4 << 20) + 1, "64 KiB - 4 MiB"),
-                     ((4 << 20) + 1, 1 << 40, "> 4 MiB"))
 
 
 def load_rows(path=ALLREDUCE_CSV) -> list[dict]:
@@ -74,8 +71,8 @@ def predicted_s(row: dict, hw: Hardware | None = None, captured: bool = True) ->
     return captured_s(op, hw) if captured else predict_op(op, hw).time_s
 
 
-def band(nbytes: float, bands=SIZE_BANDS) -> str:
-    return next(name for lo, hi, name in bands if lo <= nbytes < hi)
+def band(nbytes: float) -> str:
+    return next(name for lo, hi, name in SIZE_BANDS if lo <= nbytes < hi)
 
 
 def load_engine_rows(path=ENGINE_ALLREDUCE_CSV, trtllm_path=ALLREDUCE_CSV) -> list[dict]:
@@ -114,8 +111,10 @@ def engine_report(rows: list[dict]) -> str:
         hw = hardware(r["hardware"])
         errs = (engine_predicted_s(r, hw) / r["measured_s"] - 1,
                 engine_predicted_s(r, hw, "roofline") / r["measured_s"] - 1)
+        # the collectives' message-size bands (NCCL rows' as well): below the engines'
+        # smallest one-shot limits, the custom kernels' range, NCCL's (mostly)
         key = (r["engine"], r["mode"], r["hardware"], r["gpus"],
-               band(r["bytes"], ENGINE_SIZE_BANDS))
+               collective_size_band(r["bytes"]))
         groups.setdefault(key, []).append(errs)
         groups.setdefault((r["engine"], r["mode"], "all", "", ""), []).append(errs)
     lines = []

@@ -569,8 +569,9 @@ def _set_trtllm(values: dict[str, float]) -> None:
 @contextlib.contextmanager
 def applied(entries: dict[str, dict]):
     """The attention module's fitted values (and the MoE op's MXFP4 conversion) set to `entries`
-    (fit_all's result) for the block, as if fitted.yaml held them; yields the values by key, for `with_fitted` on each case's
-    hardware (perfmodel.validation.calibrate predicts its cross-validation folds so)."""
+    (fit_all's result) for the block, as if fitted.yaml held them; yields the values by key,
+    for `with_fitted` on each case's hardware (perfmodel.validation.calibrate predicts its
+    cross-validation folds so)."""
     from perfmodel.ops.moe import op as moe_op
     values = {k: e["value"] for k, e in entries.items()}
     saved = _saved_attention()
@@ -1073,15 +1074,14 @@ def fit_mxfp4_convert(exclude: frozenset[str] = frozenset(),
     rows = mxfp4_convert_fit_rows(exclude)
     if not rows:
         return prior("moe.convert_ops.mxfp4"), []
-    hws = {id(c.hardware): _with_sustained(c.hardware, None) for c in rows}
+    hws = [_with_sustained(c.hardware, None) for c in rows]
     saved = dict(moe_op.CONVERT_OPS)
 
     def mean_log_error(x: float) -> float:
+        # the estimate itself: predict_op's memo would keep the constant's first value
         moe_op.CONVERT_OPS["mxfp4"] = x
-        return sum(math.log(estimate(resolve(c.op.demand(hws[id(c.hardware)]),
-                                             hws[id(c.hardware)], "pipes"),
-                                     hws[id(c.hardware)], "pipes").time_s / c.measured_time_s)
-                   for c in rows) / len(rows)
+        return sum(math.log(estimate(resolve(c.op.demand(hw), hw, "pipes"), hw, "pipes").time_s
+                            / c.measured_time_s) for c, hw in zip(rows, hws)) / len(rows)
     try:
         x = _zero_of_rising(mean_log_error, *SPECS["moe.convert_ops.mxfp4"][0], tol)
     finally:

@@ -71,6 +71,7 @@ from perfmodel import fitted
 from perfmodel.errors import InputError
 from perfmodel.plan.simulator import Workload, simulate
 from perfmodel.plan.simulator.engines import vllm_graph_sizes
+from perfmodel.plan.simulator.workload import range_lengths
 from perfmodel.report.tables import format_table
 from perfmodel.units import GEMM_DTYPES
 from perfmodel.validation.measurements import DATA_DIR
@@ -199,10 +200,9 @@ class Deployment:
     settings: tuple        # sorted (name, value) engine overrides
 
     def workload(self) -> Workload:
-        lo = lambda n: max(1, math.floor(RANGE_RATIO * n))  # noqa: E731
         return Workload("concurrency", requests=self.requests, concurrency=self.concurrency,
-                        isl=("uniform", lo(self.isl), self.isl),
-                        osl=("uniform", lo(self.osl), self.osl))
+                        isl=range_lengths(self.isl, RANGE_RATIO, "isl"),
+                        osl=range_lengths(self.osl, RANGE_RATIO, "osl"))
 
 
 @dataclass

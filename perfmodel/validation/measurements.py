@@ -315,9 +315,13 @@ def _problem(e: Exception) -> str:
     return f"cannot interpret ({type(e).__name__}: {yamlio.one_line(e)})"
 
 
+# The published kernel measurements: what `perfmodel validate` judges by default and
+# `perfmodel calibrate` cross-validates (the public rows, our B200 attention rows, the published
+# Blackwell kernel benchmarks, AIConfigurator's linears, MoE modules and NCCL collectives)
+PUBLISHED_CSVS = (PUBLIC_CSV, BLACKWELL_CSV, BLACKWELL_MEASUREMENTS_CSV, AICONFIGURATOR_CSV,
+                  AICONFIGURATOR_MOE_CSV, AICONFIGURATOR_MOE_MXFP4_CSV, AICONFIGURATOR_NCCL_CSV)
+
+
 def default_sources() -> list[Path]:
-    """The public data (H100/A100, our B200 attention rows and the published Blackwell kernel
-    benchmarks) plus every results CSV under validate/results/."""
-    return [PUBLIC_CSV, BLACKWELL_CSV, BLACKWELL_MEASUREMENTS_CSV, AICONFIGURATOR_CSV,
-            AICONFIGURATOR_MOE_CSV, AICONFIGURATOR_MOE_MXFP4_CSV, AICONFIGURATOR_NCCL_CSV,
-            *sorted(RESULTS_DIR.glob("**/*.csv"))]
+    """The published data (PUBLISHED_CSVS) plus every results CSV under validate/results/."""
+    return [*PUBLISHED_CSVS, *sorted(RESULTS_DIR.glob("**/*.csv"))]

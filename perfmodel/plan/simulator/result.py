@@ -15,11 +15,12 @@ out, so an overloaded queue does not push the window past its end) to the last a
 closed loop's last send, when its queue empties; a Poisson stream's last arrival). A request's
 first token counts at its time, the rest spread evenly over its decode (first token to last),
 its prompt's tokens at its first token. Where that window is empty (offline; too few requests
-for the load to settle) the steady figures are the benchmark's. `metrics()` flattens them under the names the serving validation rows use
-(perfmodel.validation.serving.METRICS).
+for the load to settle) the steady figures are the benchmark's. `metrics()` flattens them under
+the names the serving validation rows use (perfmodel.validation.serving.METRICS).
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,22 +114,29 @@ class SimResult:
     def output_tokens_per_s_per_gpu(self) -> float:
         return self.replica_output_tokens_per_s / self.gpus
 
-    def steady_window_s(self) -> tuple[float, float]:
-        """(start, end) of the steady state (module docstring); the benchmark's window where
-        the load has none."""
+    @functools.cached_property
+    def _steady(self) -> tuple[float, float, bool, float, float]:
+        """(start, end, reached, output tokens, input tokens) of the steady window (module
+        docstring), computed once; the benchmark's window, reached False, where the load has
+        none."""
         first = float(self.arrival_s.min())
         start = first + float(np.median(self.e2e_s - self.ttft_s))
         end = float(self.arrival_s.max())
-        if end <= start:
-            return first, first + self.duration_s
-        return start, end
+        reached = end > start
+        if not reached:
+            start, end = first, first + self.duration_s
+        out, inp = self._tokens_in(start, end)
+        return start, end, reached, out, inp
+
+    def steady_window_s(self) -> tuple[float, float]:
+        """(start, end) of the steady state (module docstring); the benchmark's window where
+        the load has none."""
+        return self._steady[:2]
 
     @property
     def steady_state(self) -> bool:
         """Whether the steady window exists (else the steady figures are the benchmark's)."""
-        start, end = self.steady_window_s()
-        return not (start == float(self.arrival_s.min())
-                    and end == start + self.duration_s)
+        return self._steady[2]
 
     def _tokens_in(self, start: float, end: float) -> tuple[float, float]:
         """(output, input) tokens produced in [start, end] (module docstring)."""
@@ -145,13 +153,12 @@ class SimResult:
 
     @property
     def steady_output_tokens_per_s(self) -> float:
-        start, end = self.steady_window_s()
-        return self._tokens_in(start, end)[0] / (end - start)
+        start, end, _, out, _ = self._steady
+        return out / (end - start)
 
     @property
     def steady_total_tokens_per_s(self) -> float:
-        start, end = self.steady_window_s()
-        out, inp = self._tokens_in(start, end)
+        start, end, _, out, inp = self._steady
         return (out + inp) / (end - start)
 
     @property

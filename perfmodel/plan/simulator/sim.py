@@ -359,13 +359,13 @@ class Simulation:
         self.request_overhead = (eng.request_overhead_s
                                  if workload.mode in ("offline", "rate", "concurrency")
                                  and not workload.prefilled else 0.0)
-        lag = self.request_overhead
         if arrivals is None:  # concurrency mode
             first = min(workload.concurrency, len(isl))
-            self.pending = [(lag, i) for i in range(first)]
+            self.pending = [(self.request_overhead, i) for i in range(first)]
             self.concurrency_queue = deque(range(first, len(isl)))
         else:
-            self.pending = [(float(a) + lag, i) for i, a in enumerate(arrivals)]
+            self.pending = [(float(a) + self.request_overhead, i)
+                            for i, a in enumerate(arrivals)]
         heapq.heapify(self.pending)
         self.graph_sizes = sorted(eng.cuda_graph_sizes)
         self.expected_tokens = expected_tokens_per_step(eng.spec_tokens, eng.spec_acceptance)
@@ -669,13 +669,13 @@ class Simulation:
         eng = self.eng
         if not eng.batch_wait_iters or not ln.waiting:
             return False
-        tokens = decode
-        for r in ln.waiting:  # the prompts the budget would admit, in order
-            if tokens - decode >= budget:
+        ctx = 0  # the prompt tokens the budget would admit, in order
+        for r in ln.waiting:
+            if ctx >= budget:
                 break
-            tokens += min(r.prompt + r.generated, budget - (tokens - decode))
+            ctx += min(r.prompt + r.generated, budget - ctx)
         if (ln.batch_wait < eng.batch_wait_iters
-                and tokens < eng.batch_wait_tokens_ratio * self.budget):
+                and decode + ctx < eng.batch_wait_tokens_ratio * self.budget):
             ln.batch_wait += 1
             return True
         ln.batch_wait = 0
