@@ -107,6 +107,13 @@ def register(sub) -> None:
     t.add_argument("--cp", type=int, help="fixed context parallelism (else searched)")
     t.add_argument("--pp", type=int, help="fixed pipeline stages (else searched)")
     t.add_argument("--vp", type=int, help="fixed virtual stages per GPU (else searched)")
+    t.add_argument("--pipeline-split", default="auto", metavar="SPLIT",
+                   help="how the decoder layers split over the PP ranks and VP chunks, as "
+                        "Megatron-Core allows: auto (even, else the embedding and loss counted "
+                        "as layers, else first/last-stage counts), even, account "
+                        "(account_for_embedding/loss_in_pipeline_split), F,L (first/last-stage "
+                        "layers) or a pipeline_model_parallel_layout such as "
+                        "'Et*4|(t*4|)*14tL' (default auto; docs/cli.md)")
     t.add_argument("--dp", type=int, help="fixed data-parallel replicas (else searched)")
     t.add_argument("--ep", type=int, help="fixed expert parallelism (else searched; MoE)")
     t.add_argument("--micro-batch", type=int, help="sequences per microbatch (else searched)")
@@ -415,18 +422,19 @@ def run_train(args) -> int:
     plans, tried, refused = search_training_plans(
         m, h, args.gpus, args.batch, args.seq, args.dtype, args.tp, args.cp, args.pp, args.vp,
         args.dp, args.ep, args.micro_batch, args.recompute, args.zero,
-        progress=sys.stderr.isatty(), framework=args.framework)
+        progress=sys.stderr.isatty(), framework=args.framework,
+        pipeline_split=args.pipeline_split)
     search = {"model": m.name, "hardware": h.name, "gpus": args.gpus,
               "global_batch": args.batch, "seq": args.seq, "dtype": args.dtype,
               "recompute": args.recompute, "zero": args.zero, "framework": args.framework,
-              "layouts_tried": tried,
+              "pipeline_split": args.pipeline_split, "layouts_tried": tried,
               "layouts_not_fitting": refused}
     rows = [p.to_dict() for p in plans]
     if args.format == "json":
         print(json.dumps({"search": search, "plans": rows[:args.top]}, indent=2))
         return 0
     if args.format == "csv":
-        flat = [{k: v for k, v in r.items() if not isinstance(v, dict)}
+        flat = [{k: v for k, v in r.items() if not isinstance(v, (dict, tuple, list))}
                 | {"memory_total_bytes": r["memory"]["total_bytes"]} for r in rows]
         print(_csv(flat), end="")
         return 0
@@ -435,7 +443,7 @@ def run_train(args) -> int:
              f"{tried} layouts tried, "
              f"{len(plans)} fit in memory ({refused} do not fit with any recomputation)"]
     if not plans:
-        lines.append("no layout fits: add GPUs, use --zero 3, or a shorter --seq")
+        lines.append("no layout fits in memory: add GPUs, use --zero 3, or a shorter --seq")
         print("\n".join(lines))
         return 0
     lines.append("MFU: 6N+attn = 6·N + 12·L·h·s FLOP/token (PaLM); Megatron = Megatron-LM's "
@@ -450,5 +458,8 @@ def run_train(args) -> int:
           _f(p.memory.weights_bytes, 1e-9, 1), _f(p.memory.optimizer_bytes, 1e-9, 1),
           _f(p.memory.activation_bytes, 1e-9, 1), _f(p.memory.total_bytes, 1e-9, 1)]
          for k, p in enumerate(plans[:args.top], 1)]))
+    uneven = {p.pipeline_split for p in plans[:args.top] if not p.pipeline_split.startswith("even")}
+    lines += [f"pipeline split {s} (decoder layers per PP rank, its VP chunks joined by +)"
+              for s in sorted(uneven)]
     print("\n".join(lines))
     return 0

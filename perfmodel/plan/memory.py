@@ -107,13 +107,16 @@ def _gb(x: float) -> str:
 
 
 def weight_bytes_per_gpu(model: ModelSpec, dtype: str, tp: int, ep: int, pp: int,
-                         redundant_experts: int = 0, phase: str = "decode") -> float:
+                         redundant_experts: int = 0, phase: str = "decode",
+                         stage_layers: float | None = None) -> float:
     """Weights one GPU holds: GEMM weights in the dtype policy, routed experts in the model's
     `expert_dtype` where narrower (gpt-oss's MXFP4: 4.25 bits per weight with the E8M0 scale
     per 32; builder.expert_weight_dtype), embeddings in bf16; `redundant_experts`: EPLB's extra
-    expert slots per MoE layer, spread over the ep GPUs."""
+    expert slots per MoE layer, spread over the ep GPUs. `stage_layers`: the decoder layers of
+    the stage sized (default layers/pp; an uneven pipeline split's fullest rank, with an end
+    stage's embedding as well: an upper bound)."""
     w = bytes_per_element(dtype)
-    layers = model.layers / pp
+    layers = model.layers / pp if stage_layers is None else stage_layers
     attn = model.attention_params() / tp
     if model.is_moe:
         moe_layers = model.layers - model.dense_layers
@@ -124,6 +127,9 @@ def weight_bytes_per_gpu(model: ModelSpec, dtype: str, tp: int, ep: int, pp: int
         shared = model.shared_experts * per_expert / tp
         dense = model.ffn_matrices * model.hidden * model.ffn_hidden / tp
         ffn_total = (moe_layers * (routed + shared) + model.dense_layers * dense) / pp
+        if stage_layers is not None:  # the model's mean layer mix over the stage's layers
+            ffn_total = ((moe_layers * (routed + shared) + model.dense_layers * dense)
+                         * stage_layers / model.layers)
         per_layer_attn = attn * layers
         body = (per_layer_attn + ffn_total) * w
     else:
@@ -154,20 +160,25 @@ def serving_memory(model: ModelSpec, hw: Hardware, batch: int, context: int, tp:
 
 
 def training_memory(model: ModelSpec, hw: Hardware, workload: Workload,
-                    zero: int = DEFAULT_ZERO) -> MemoryFit:
+                    zero: int = DEFAULT_ZERO, stage_layers: int | None = None) -> MemoryFit:
     """Training memory of one GPU (module docstring): BF16 weights and gradients in
     `weights_bytes`, FP32 optimizer state in `optimizer_bytes`, each sharded over the
     data-parallel ranks from its ZeRO stage on; the activations of the microbatches in flight
-    (min(pp, microbatches) under 1F1B) for the stage's layers, by `workload.recompute`."""
+    (min(pp, microbatches) under 1F1B) for the stage's layers, by `workload.recompute`.
+    `stage_layers`: the decoder layers of the fullest pipeline rank of an uneven split
+    (plan.training.split_pipeline; default layers/pp), sized with an end stage's embedding and
+    the first stage's microbatches in flight (an upper bound)."""
     w = workload
     if zero not in ZERO_STAGES:
         raise InputError(f"zero: expected a ZeRO stage, one of {', '.join(map(str, ZERO_STAGES))},"
                          f" got {zero!r}")
     dp = w.dp * w.cp  # the optimizer's sharding group (module docstring)
-    params = weight_bytes_per_gpu(model, "bf16", w.tp, w.ep, w.pp, phase="train") / ACT_BYTES
+    params = weight_bytes_per_gpu(model, "bf16", w.tp, w.ep, w.pp, phase="train",
+                                  stage_layers=stage_layers) / ACT_BYTES
+    stage = model.layers / w.pp if stage_layers is None else stage_layers
     weights = params * WEIGHT_BYTES_PER_PARAM / (dp if zero >= 3 else 1)
     if zero >= 3 and dp > 1:  # the gathered layers in use and prefetched
-        weights += params / max(1.0, model.layers / w.pp) * ZERO3_LIVE_LAYERS \
+        weights += params / max(1.0, stage) * ZERO3_LIVE_LAYERS \
             * WEIGHT_BYTES_PER_PARAM
     grads = params * GRAD_BYTES_PER_PARAM / (dp if zero >= 2 else 1)
     optimizer = params * OPTIMIZER_BYTES_PER_PARAM / (dp if zero >= 1 else 1)
@@ -180,12 +191,11 @@ def training_memory(model: ModelSpec, hw: Hardware, workload: Workload,
     # dense and MoE layers the stage's mix is the model's)
     per_layer = sum(activation_bytes_per_token(model, i, w.tp, w.ep, w.dtype)
                     for i in range(model.layers)) / model.layers
-    stage_layers = model.layers / w.pp
     if (w.recompute or DEFAULT_RECOMPUTE) == "full":
         act = tokens * (FULL_RECOMPUTE_BYTES_PER_TOKEN_HIDDEN * model.hidden / w.tp
-                        * stage_layers * in_flight + per_layer)
+                        * stage * in_flight + per_layer)
     else:
-        act = tokens * per_layer * stage_layers * in_flight
+        act = tokens * per_layer * stage * in_flight
     return MemoryFit(weights + grads, 0.0, act, WORKSPACE_BYTES, optimizer,
                      hw.hbm_capacity_bytes * TRAINING_HBM_USABLE_FRACTION)
 
@@ -231,16 +241,18 @@ def activation_bytes_per_token(model: ModelSpec, layer: int, tp: int = 1, ep: in
 
 
 def memory_fit(model: ModelSpec | str, hw: Hardware | str, workload: Workload,
-               zero: int = DEFAULT_ZERO, occupancy: float = 1.0) -> MemoryFit:
+               zero: int = DEFAULT_ZERO, occupancy: float = 1.0,
+               stage_layers: int | None = None) -> MemoryFit:
     """What one GPU holds for the step `workload` describes, against its usable HBM. Prefill:
     the KV cache its prompts write and one microbatch's tokens of activations; decode: `batch`
     caches of `context` tokens (× `occupancy`, serving_memory); train: training_memory with
-    ZeRO stage `zero` and the workload's recompute."""
+    ZeRO stage `zero`, the workload's recompute and `stage_layers` (an uneven pipeline
+    split's fullest rank)."""
     m, h = as_model(model), hardware(hw)
     w = workload
     w.check(m)
     if w.phase == "train":
-        return training_memory(m, h, w, zero)
+        return training_memory(m, h, w, zero, stage_layers)
     if w.phase == "prefill":
         tokens = w.batch // w.n_microbatches * w.seq
         return serving_memory(m, h, w.batch, w.seq, w.tp, w.ep, w.pp, w.dtype, tokens,

@@ -23,6 +23,11 @@ placed as the frameworks overlap it (`dp_exposed_s`):
   and reduce-scatters its gradients after it, prefetching one layer ahead (FSDP's default
   forward/backward prefetch): per pass the first layer's gather is exposed and each later layer
   exposes what its communication takes beyond the layer's compute.
+Pipeline splits (`split_pipeline`, docs/design.md "Pipeline splits"): the decoder layers of every
+pp rank and virtual chunk as Megatron-Core builds them (even; the embedding and loss counted as
+layers; first/last-stage counts; a layout string), refused in one line where its rules
+(transformer_config.py:2294-2415) allow none; an uneven split is paced by its rank with the most
+work and its memory sized on its fullest rank.
 `overlap=False` leaves every data-parallel collective after the pipeline, unoverlapped (what
 `perfmodel predict --phase train` shows for the graph).
 
@@ -53,7 +58,9 @@ against the dense BF16 peak whatever the GEMM dtype, the frameworks' convention.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
@@ -98,6 +105,272 @@ DUALPIPE_COMM_SMS = 20
 DUALPIPE_OVERLAPPED = ("alltoall", "sendrecv")
 
 
+# ---------------------------------------------------------------------------------------------
+# Pipeline splits: which decoder layers each (pp rank, virtual chunk) builds, as Megatron-Core
+# allows (NVIDIA/Megatron-LM@d98e8a64, megatron/core/transformer/transformer_config.py, the
+# Bridge r0.6.0 pin cd4afffa unchanged in substance; docs/design.md "Pipeline splits")
+
+SPLIT_MODES = ("auto", "even", "account")  # or "F,L" (first/last counts) or a layout string
+_SPLIT_CITE = {
+    "even": "arguments.py:985-997, transformer_block.py:175-178",
+    "account": "transformer_config.py:2371-2415",
+    "first_last": "transformer_config.py:2294-2369",
+    "layout": "pipeline_parallel_layer_layout.py:41-151",
+}
+
+
+@dataclass(frozen=True)
+class PipelineSplit:
+    """The decoder layers of every pipeline stage: `chunks[r][v]` for pp rank r and virtual
+    chunk v (Megatron-Core's get_num_layers_to_build, transformer_block.py:76-208). The
+    embedding is on rank 0's chunk 0 and the output layer with the loss on the last rank's last
+    chunk. `mode`: even, account_embedding_loss, account_embedding, account_loss (the
+    embedding and/or loss counted as a layer: account_for_*_in_pipeline_split), first_last
+    (num_layers_in_first/last_pipeline_stage) or layout (pipeline_model_parallel_layout)."""
+
+    layers: int
+    pp: int
+    vp: int
+    mode: str
+    chunks: tuple[tuple[int, ...], ...]
+    first: int | None = None
+    last: int | None = None
+
+    @property
+    def rank_layers(self) -> tuple[int, ...]:
+        """Decoder layers per pp rank (all its chunks)."""
+        return tuple(sum(c) for c in self.chunks)
+
+    @property
+    def even(self) -> bool:
+        """Paced by the last rank as the builder builds it (an even split; or "builder", a
+        PyTorch framework's own split, not Megatron-Core's)."""
+        return self.mode in ("even", "builder")
+
+    def describe(self) -> str:
+        """One line: the mode and the decoder layers of each rank's chunks, repeats folded,
+        e.g. 'account_for_embedding+loss: 3+4+4+4 | 4+4+4+4 x6 | 4+4+4+3'."""
+        name = {"even": "even", "account_embedding_loss": "account_for_embedding+loss",
+                "account_embedding": "account_for_embedding", "account_loss": "account_for_loss",
+                "first_last": f"first/last stage {self.first},{self.last}",
+                "layout": "layout",
+                "builder": "the framework's own (last rank ceil(layers/pp))"}[self.mode]
+        runs: list[list] = []
+        for c in self.chunks:
+            text = "+".join(map(str, c))
+            if runs and runs[-1][0] == text:
+                runs[-1][1] += 1
+            else:
+                runs.append([text, 1])
+        return f"{name}: " + " | ".join(t if k == 1 else f"{t} x{k}" for t, k in runs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "chunks": [list(c) for c in self.chunks],
+                "rank_layers": list(self.rank_layers), "first": self.first, "last": self.last,
+                "description": self.describe()}
+
+
+def split_pipeline(layers: int, pp: int, vp: int = 1, split: str = "auto") -> PipelineSplit:
+    """The decoder layers per (pp rank, virtual chunk) Megatron-Core builds for `layers`
+    decoder layers over `pp` ranks with `vp` chunks each (docs/design.md "Pipeline splits").
+    `split`: "even" (layers/pp a rank, /vp a chunk); "account" (account_for_embedding_in_
+    pipeline_split and account_for_loss_in_pipeline_split: layers + 2 split evenly, rank 0's
+    first chunk and the last rank's last chunk build one layer fewer; else only one of them, +1);
+    "F,L" (num_layers_in_first/last_pipeline_stage = F, L, the middle ranks splitting the rest
+    evenly); a pipeline_model_parallel_layout string ("Et*4|(t*4|)*14tL"); or "auto": even,
+    else account (both, then embedding only, then loss only), else the first/last counts that
+    give the fewest layers to the fullest rank (the first as full as the middle ones, the last
+    lighter: it holds the output layer). Raises InputError in one line naming the rule broken
+    (Megatron-Core's validation, transformer_config.py:2294-2415)."""
+    for k, v in (("layers", layers), ("pp", pp), ("vp", vp)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InputError(f"pipeline split: {k}: expected a positive integer, got {v!r}")
+    if not isinstance(split, str) or not split.strip():
+        raise InputError(f"pipeline_split: expected auto, even, account, 'first,last' or a "
+                         f"layout string, got {split!r}")
+    s = split.strip()
+    where = f"{layers} decoder layers over PP{pp}" + (f" x VP{vp}" if vp > 1 else "")
+    if s == "even":
+        return _even_split(layers, pp, vp, where)
+    if pp == 1:
+        if s not in SPLIT_MODES:
+            raise InputError(f"pipeline_split: {s!r} needs pipeline parallelism (pp > 1)")
+        return PipelineSplit(layers, 1, 1, "even", ((layers,),))
+    if s == "account":
+        return _account_split(layers, pp, vp, where, both_only=False)
+    if re.fullmatch(r"\s*\d+\s*,\s*\d+\s*", s):
+        f, l_ = (int(x) for x in s.split(","))
+        return _first_last_split(layers, pp, vp, f, l_, where)
+    if s == "auto":
+        try:
+            return _even_split(layers, pp, vp, where)
+        except InputError as even_error:
+            try:
+                return _account_split(layers, pp, vp, where, both_only=False)
+            except InputError as account_error:
+                try:
+                    return _auto_first_last(layers, pp, vp, where)
+                except InputError as fl_error:
+                    raise InputError(
+                        f"{where} cannot be split as Megatron-Core allows: "
+                        + "; ".join(_reason(e) for e in (even_error, account_error, fl_error))
+                        + "; pass a pipeline_model_parallel_layout (pipeline_split="
+                          "'Et*..|..L')") from None
+    if re.fullmatch(r"[EtLm|()*\d,\s]+", s):
+        return _layout_split(layers, pp, vp, s, where)
+    raise InputError(f"pipeline_split: expected auto, even, account, 'first,last' or a layout "
+                     f"string such as 'Et*4|(t*4|)*14tL', got {split!r}")
+
+
+def _builder_split(layers: int, pp: int, vp: int) -> PipelineSplit:
+    """The split the training graph's builder assumes where Megatron-Core's rules do not
+    apply: the last rank ceil(layers/pp) layers, the rest as even as they go (a PyTorch
+    framework's pipeline; its own rule is not modelled)."""
+    q, r = divmod(layers, pp)
+    ranks = [q + (1 if i >= pp - r else 0) for i in range(pp)]
+    return PipelineSplit(layers, pp, vp, "builder",
+                         tuple(tuple(n // vp + (1 if v < n % vp else 0) for v in range(vp))
+                               for n in ranks))
+
+
+def _reason(e: InputError) -> str:
+    """An InputError's text after its 'N decoder layers over PPp: ' prefix, its citation
+    without the repeated 'Megatron-Core'."""
+    return str(e).split(": ", 1)[-1].replace("(Megatron-Core ", "(")
+
+
+def _even_split(layers: int, pp: int, vp: int, where: str) -> PipelineSplit:
+    if layers % pp or (layers // pp) % vp:
+        rule = (f"even split needs layers % pp == 0 ({layers} % {pp} = {layers % pp})"
+                if layers % pp else
+                f"even split needs layers/pp % vp == 0 ({layers // pp} % {vp} = "
+                f"{(layers // pp) % vp})")
+        raise InputError(f"{where}: {rule} (Megatron-Core {_SPLIT_CITE['even']})")
+    c = layers // pp // vp
+    return PipelineSplit(layers, pp, vp, "even", tuple((c,) * vp for _ in range(pp)))
+
+
+def _account_split(layers: int, pp: int, vp: int, where: str,
+                   both_only: bool) -> PipelineSplit:
+    """account_for_embedding/loss_in_pipeline_split (transformer_block.py:148-158, 188-206):
+    both, else the embedding only, else the loss only."""
+    tried = []
+    for mode, emb, loss in (("account_embedding_loss", 1, 1), ("account_embedding", 1, 0),
+                            ("account_loss", 0, 1))[:1 if both_only else 3]:
+        units = layers + emb + loss
+        if units % pp or (units // pp) % vp or units // pp // vp < 1:
+            tried.append(f"+{emb + loss}")
+            continue
+        c = units // pp // vp
+        chunks = [[c] * vp for _ in range(pp)]
+        chunks[0][0] -= emb
+        chunks[-1][-1] -= loss
+        if min(min(r) for r in chunks) < 0:
+            tried.append(f"+{emb + loss}")
+            continue
+        return PipelineSplit(layers, pp, vp, mode, tuple(tuple(r) for r in chunks))
+    units = " and ".join(sorted({str(layers + int(t)) for t in tried}, reverse=True))
+    raise InputError(f"{where}: account_for_embedding/loss needs the layers + 2 (or + 1) units "
+                     f"% pp == 0 and the units a rank % vp == 0 ({units} units do not split; "
+                     f"Megatron-Core {_SPLIT_CITE['account']})")
+
+
+def _first_last_problem(layers: int, pp: int, vp: int, f: int, l_: int) -> str | None:
+    """The first of Megatron-Core's rules for num_layers_in_first/last_pipeline_stage that
+    (f, l_) breaks (transformer_config.py:2294-2369), or None."""
+    if pp < 2:
+        return "first/last stage counts need pp >= 2"
+    if f < 1 or l_ < 1:
+        return ("num_layers_in_first/last_pipeline_stage must be larger than 0 "
+                "(transformer_config.py:2304, :2323)")
+    if f % vp or l_ % vp:
+        return (f"first/last stage counts {f},{l_} must be divisible by the virtual pipeline "
+                f"degree {vp} (transformer_config.py:2307-2335)")
+    middle, ranks = layers - f - l_, pp - 2
+    if middle < 0 or (middle == 0) != (ranks == 0):
+        return (f"Mismatch: {middle} middle layers remaining but {ranks} middle PP stages "
+                f"available (transformer_config.py:2341-2345)")
+    if ranks and middle % ranks:
+        return (f"the {middle} middle layers must be divisible by the {ranks} middle pipeline "
+                f"ranks (transformer_config.py:2349-2353)")
+    if ranks and (middle // ranks) % vp:
+        return (f"the {middle // ranks} layers on each middle rank must be divisible by the "
+                f"virtual pipeline degree {vp} (transformer_config.py:2357-2369)")
+    return None
+
+
+def _first_last_split(layers: int, pp: int, vp: int, f: int, l_: int,
+                      where: str) -> PipelineSplit:
+    problem = _first_last_problem(layers, pp, vp, f, l_)
+    if problem:
+        raise InputError(f"{where} with first/last stage counts {f},{l_}: {problem}")
+    mid = (layers - f - l_) // (pp - 2) if pp > 2 else 0
+    ranks = [f] + [mid] * (pp - 2) + [l_]
+    return PipelineSplit(layers, pp, vp, "first_last",
+                         tuple((n // vp,) * vp for n in ranks), f, l_)
+
+
+def _auto_first_last(layers: int, pp: int, vp: int, where: str) -> PipelineSplit:
+    """The valid first/last counts whose fullest rank holds the fewest layers; of those, the
+    first rank fullest (the last holds the output layer) — Megatron-Bridge's DeepSeek-V3 splits
+    (16|16|16|13 at PP4, 8|6x8|5 at PP8, 4|14x4|1 at PP16)."""
+    best = None
+    for f in range(vp, layers, vp):
+        for l_ in range(vp, layers - f + 1, vp):
+            if _first_last_problem(layers, pp, vp, f, l_) is None:
+                mid = (layers - f - l_) // (pp - 2) if pp > 2 else 0
+                key = (max(f, l_, mid), -f)
+                if best is None or key < best[0]:
+                    best = (key, f, l_)
+    if best is None:
+        raise InputError(f"{where}: no first/last stage counts satisfy Megatron-Core's rules "
+                         f"(each a multiple of vp, the middle ranks' layers a multiple of vp; "
+                         f"{_SPLIT_CITE['first_last']})")
+    return _first_last_split(layers, pp, vp, best[1], best[2], where)
+
+
+def _expand_layout(text: str) -> str:
+    """A layout string with its repetitions written out: 'x*n' and '(...)*n'; commas and
+    spaces are cosmetic (pipeline_parallel_layer_layout.py:283-321)."""
+    s = re.sub(r"[,\s]", "", text)
+    pattern = re.compile(r"\(([^()]*)\)\*(\d+)")
+    while "(" in s:
+        new = pattern.sub(lambda m: m.group(1) * int(m.group(2)), s)
+        if new == s:
+            raise InputError(f"pipeline_split: unbalanced parentheses in layout {text!r}")
+        s = new
+    return re.sub(r"([EtLm])\*(\d+)", lambda m: m.group(1) * int(m.group(2)), s)
+
+
+def _layout_split(layers: int, pp: int, vp: int, text: str, where: str) -> PipelineSplit:
+    """A pipeline_model_parallel_layout (pipeline_parallel_layer_layout.py:40-151): stages
+    separated by '|', vp-major (stage i is rank i % pp, chunk i // pp)."""
+    s = _expand_layout(text)
+    if re.search(r"[^EtLm|]", s):
+        raise InputError(f"pipeline_split: layout {text!r}: expected E, t, L, m, '|', "
+                         f"'x*n' and '(...)*n'")
+    stages = s.split("|")
+    cite = f"Megatron-Core {_SPLIT_CITE['layout']}"
+    problem = None
+    if len(stages) % pp:
+        problem = f"{len(stages)} stages are not a multiple of PP{pp}"
+    elif len(stages) // pp != vp:
+        problem = (f"{len(stages)} stages make VP{len(stages) // pp}, which conflicts with "
+                   f"VP{vp} (transformer_config.py:2274-2288)")
+    elif "m" in s:
+        problem = "MTP layers (m): the model files have none"
+    elif s.count("E") != 1 or not stages[0].startswith("E"):
+        problem = "E (the embedding) must come first, once"
+    elif s.count("L") != 1 or not stages[-1].endswith("L"):
+        problem = "L (the loss) must come last, once"
+    elif s.count("t") != layers:
+        problem = f"it places {s.count('t')} decoder layers (t), the model has {layers}"
+    if problem:
+        raise InputError(f"{where} with layout {text!r}: {problem} ({cite})")
+    chunks = tuple(tuple(stages[v * pp + r].count("t") for v in range(vp)) for r in range(pp))
+    return PipelineSplit(layers, pp, vp, "layout", chunks)
+
+
 @dataclass(frozen=True)
 class TrainingPlan:
     model: str
@@ -123,6 +396,11 @@ class TrainingPlan:
     dp_exposed_s: float = 0.0        # data-parallel communication not hidden behind compute
     optimizer_s: float = 0.0
     breakdown: dict[str, float] = field(default_factory=dict)
+    # the pipeline split (split_pipeline): its one-line description, the decoder layers of
+    # every (pp rank, virtual chunk), and the rank whose work paces the pipeline
+    pipeline_split: str = ""
+    stage_layers: tuple[tuple[int, ...], ...] = ()
+    pacing_rank: int = 0
 
     @property
     def gpus(self) -> int:
@@ -211,7 +489,8 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                   attention_kernel: str | None = None,
                   framework: str = "megatron",
                   sm_clock_fraction: float | None = None,
-                  pipeline_schedule: str = "1f1b") -> TrainingPlan:
+                  pipeline_schedule: str = "1f1b",
+                  pipeline_split: str = "auto") -> TrainingPlan:
     """One training step; `batch` sequences per model replica (global batch = batch·dp), each
     split over `cp` context-parallel ranks (GPUs = tp·cp·pp·dp). Raises InputError with the
     memory per GPU when the plan does not fit in the usable HBM, unless `allow_oversubscribed`
@@ -231,7 +510,12 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
     TRAINING_SM_CLOCK_FRACTION; module docstring); level "roofline" keeps the datasheet clocks.
     `pipeline_schedule`: "1f1b" (interleaved with `virtual_stages` > 1) or "dualpipe"
     (DeepSeek-V3's bidirectional schedule, `dualpipe_step_s`: an even pp, one virtual stage,
-    an even number of microbatches)."""
+    an even number of microbatches). `pipeline_split`: how the decoder layers are split over
+    the pp ranks and their virtual chunks (split_pipeline: "auto", "even", "account",
+    "first,last" or a layout string); InputError naming Megatron-Core's rule where the split is
+    not possible. An uneven split is paced by its slowest rank (`_pacing_rank`): the step takes
+    that rank's microbatch time per microbatch and in the bubble; memory is sized on its
+    fullest rank."""
     m, h = as_model(model), hardware(hw)
     fw = frameworks.framework(framework)
     run_hw = training_hardware(h, sm_clock_fraction)  # validates the fraction at any level
@@ -251,29 +535,63 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
             raise InputError(f"pipeline_schedule: dualpipe needs an even pp >= 2, "
                              f"virtual_stages 1 and an even number of microbatches (got pp "
                              f"{pp}, virtual_stages {virtual_stages}, microbatches {n_mb})")
+    try:
+        split = split_pipeline(m.layers, pp, virtual_stages if pp > 1 else 1, pipeline_split)
+    except InputError:
+        if fw.name == "megatron" or pipeline_split != "auto":
+            raise
+        # the PyTorch frameworks split their own way (not Megatron-Core's rules): the last
+        # rank as the builder has it, ceil(layers/pp) layers with the output layer
+        split = _builder_split(m.layers, pp, virtual_stages)
     w = Workload("train", batch, seq, None, tp, ep, pp, dp, dtype, microbatches, virtual_stages,
                  recompute=recompute, cp=cp, attention_kernel=attention_kernel)
-    mem = memory_fit(m, h, w, zero)
+    mem = memory_fit(m, h, w, zero, stage_layers=_memory_stage_layers(split))
     if not (mem.fits or allow_oversubscribed):
         raise InputError(f"{m.name} train on {h.name} (batch {batch}, seq {seq}, tp {tp}, "
                          f"cp {cp}, pp {pp}, vp {virtual_stages}, dp {dp}, ep {ep}, zero {zero}, "
                          f"recompute {recompute}): {mem.summary()}; shard more (tp, cp, pp, dp "
                          f"with zero >= 2), use recompute='full' or more microbatches, or pass "
                          f"allow_oversubscribed=True")
-    g = build_graph(m, "train", batch=batch, seq=seq, tp=tp, ep=ep, pp=pp, dp=dp, dtype=dtype,
-                    microbatches=microbatches, virtual_stages=virtual_stages,
-                    recompute=recompute, cp=cp, grad_reduce_dtype=grad_reduce_dtype,
-                    attention_kernel=attention_kernel)
-    pred = predict(g, run_hw, level)
+    def stage(model: ModelSpec):
+        """The builder's graph of the last rank of `model` (its last ceil(layers/pp) layers, the
+        output layer and loss), predicted, with the framework's savings per microbatch."""
+        g = build_graph(model, "train", batch=batch, seq=seq, tp=tp, ep=ep, pp=pp, dp=dp,
+                        dtype=dtype, microbatches=microbatches, virtual_stages=virtual_stages,
+                        recompute=recompute, cp=cp, grad_reduce_dtype=grad_reduce_dtype,
+                        attention_kernel=attention_kernel)
+        pred = predict(g, run_hw, level)
+        k = g.pipeline.per_microbatch_ops
+        # what the framework hides or removes from each microbatch (perfmodel.plan.frameworks)
+        saved = frameworks.microbatch_savings_s(fw, pred.ops[:k], tp, h.sm_count, dtype,
+                                                w.n_microbatches, g.meta["backward_op"])
+        return g, pred, saved
+
+    g, pred, saved = stage(m)
     mb = w.n_microbatches
     k = g.pipeline.per_microbatch_ops
+    mb_s = pred.microbatch_time_s - sum(saved.values())
+    # an uneven split: the rank with the most work paces the pipeline (docs/design.md
+    # "Pipeline splits"); the graph is rebuilt for its layer count where that differs from
+    # the builder's ceil(layers/pp), and loses the output layer and loss (or gains the
+    # embedding) where the pacing rank is not the last
+    pace, n_pace, head_s, emb_s = _pacing_rank(split, pred.ops[:k], mb_s,
+                                               g.meta["tokens_per_microbatch"], m, run_hw,
+                                               level)
+    if n_pace != math.ceil(m.layers / pp) and n_pace > 0:
+        g, pred, saved = stage(dataclasses.replace(m, layers=n_pace * pp))
+        k = g.pipeline.per_microbatch_ops
+        mb_s = pred.microbatch_time_s - sum(saved.values())
+        head_s = _head_s(pred.ops[:k])
+    stage_ops = list(pred.ops[:k])
+    if pace != pp - 1:
+        mb_s -= head_s
+        stage_ops = [o for o in stage_ops if o.name not in HEAD_OPS]
+    if pace == 0 and pp > 1:
+        mb_s += emb_s
     bwd_at = g.meta["backward_op"]
     tail = {o.name: o for o in pred.ops[k:]}
-    # what the framework hides or removes from each microbatch (perfmodel.plan.frameworks);
-    # the bubble is (pp − 1)/vp microbatch times, so it shrinks with them
-    saved = frameworks.microbatch_savings_s(fw, pred.ops[:k], tp, h.sm_count, dtype, mb,
-                                            bwd_at)
-    mb_s = pred.microbatch_time_s - sum(saved.values())
+    # the bubble is (pp − 1)/vp microbatch times of the pacing rank, so it shrinks with the
+    # framework's savings
     bubble_s = pred.pipeline_bubble_s * mb_s / pred.microbatch_time_s
     hidden = 0.0
     if pipeline_schedule == "dualpipe":
@@ -290,7 +608,7 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
         fwd_s = sum(o.time_s for o in pred.ops[:bwd_at])
         bwd_s = sum(o.time_s for o in pred.ops[bwd_at:k])
         ops = {n.name: n.op for n in g.nodes[k:]}
-        layers = max(1, math.ceil(m.layers / pp))
+        layers = max(1, n_pace)
         dp_exposed = 0.0
         for prefix in ("", "expert_"):
             rs, ag = f"{prefix}grad_reduce_scatter", f"{prefix}param_allgather"
@@ -319,14 +637,58 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
     peak = step * gpus * h.tensor_peak_flop_per_s("bf16")
     mfu = model_flop_per_token(m, seq) * tokens / peak
     mfu_megatron = megatron_flop_per_token(m, seq) * tokens / peak
-    breakdown = _breakdown(pred.ops[:k], mb, bubble_s)
+    breakdown = _breakdown(stage_ops, mb, bubble_s)
+    if pace == 0 and pp > 1:
+        breakdown["embedding"] = emb_s * mb
     breakdown.update({k_: -v * mb for k_, v in saved.items()})
     if pipeline_schedule == "dualpipe":
         breakdown["dualpipe_overlap"] = -hidden * mb
     breakdown.update(dp_exposed=dp_exposed, optimizer=optimizer_s)
     return TrainingPlan(m.name, h.name, tp, pp, dp, dtype, batch * dp, seq, step,
                         tokens / step, mfu, mem, ep, cp, virtual_stages, mb, recompute, zero,
-                        mfu_megatron, pipeline_s, dp_exposed, optimizer_s, breakdown)
+                        mfu_megatron, pipeline_s, dp_exposed, optimizer_s, breakdown,
+                        split.describe(), split.chunks, pace)
+
+
+# The ops of the output layer and loss in the builder's training graph (build_graph: on the
+# last pipeline rank only)
+HEAD_OPS = frozenset(("final_norm", "lm_head", "loss", "lm_head.dgrad", "lm_head.wgrad",
+                      "final_norm_bwd"))
+
+
+def _head_s(ops) -> float:
+    """Seconds per microbatch of the output layer and loss on the compute stream."""
+    return sum(o.time_s for o in ops if o.name in HEAD_OPS and o.stream == DEFAULT_STREAM)
+
+
+def _memory_stage_layers(split: PipelineSplit) -> int | None:
+    """The decoder layers memory is sized on: None (layers/pp) for an even split, else the
+    fullest rank's."""
+    return None if split.even else max(split.rank_layers)
+
+
+def _pacing_rank(split: PipelineSplit, ops, microbatch_s: float, tokens: int,
+                 model: ModelSpec, hw: Hardware, level: str) -> tuple[int, int, float, float]:
+    """(rank, its decoder layers, output layer + loss seconds, embedding seconds) of the
+    pipeline rank with the most work per microbatch: its layers at the graph's mean layer time
+    (the last rank's graph: microbatch time less the output layer and loss, over its
+    ceil(layers/pp) layers), plus the embedding's lookup and gradient on rank 0 and the output
+    layer and loss on the last. The last rank wins a tie, so an even split is paced by the
+    graph as built."""
+    ranks = split.rank_layers
+    last = len(ranks) - 1
+    head_s = _head_s(ops)
+    if split.even:
+        return last, ranks[last], head_s, 0.0
+    n_graph = max(1, math.ceil(model.layers / split.pp))
+    layer_s = max(0.0, microbatch_s - head_s) / n_graph
+    # the input embedding: a row gather forward, a scatter-add of its gradient backward
+    emb_s = 2 * predict_op(make_op("elementwise", elements=tokens * model.hidden, dtype="bf16",
+                                   flop_per_element=0), hw, level).time_s
+    work = [n * layer_s + (emb_s if r == 0 else 0.0) + (head_s if r == last else 0.0)
+            for r, n in enumerate(ranks)]
+    pace = max(range(len(ranks)), key=lambda r: (work[r], r))
+    return pace, ranks[pace], head_s, emb_s
 
 
 def training_hardware(hw: Hardware, sm_clock_fraction: float | None = None) -> Hardware:
@@ -402,34 +764,69 @@ def _divisors(n: int, limit: int | None = None) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0 and (limit is None or d <= limit)]
 
 
+def _split_ok(layers: int, pp: int, vp: int, split: str) -> bool:
+    try:
+        split_pipeline(layers, pp, vp, split)
+    except InputError:
+        return False
+    return True
+
+
+def _search_chunks(layers: int, p: int, split: str) -> list[int]:
+    """The virtual stages tried for `p` ranks: 1 where the split allows it; with an even
+    split (layers % p == 0) the divisors of layers/p up to MAX_SEARCH_VP with at least two
+    layers a chunk; otherwise the VP up to MAX_SEARCH_VP that account_for_embedding/loss
+    splits (Megatron-Bridge's Llama 3.1 405B and Qwen3-235B recipes: PP8 x VP4, PP16 x VP8
+    with one unit a chunk)."""
+    out = [1] if _split_ok(layers, p, 1, split) else []
+    if p == 1:
+        return out
+    if layers % p == 0 and split in ("auto", "even"):
+        return out + [v for v in _divisors(layers // p, MAX_SEARCH_VP)
+                      if 1 < v and layers // p // v >= 2]
+    if split in ("auto", "account"):
+        return out + [v for v in range(2, MAX_SEARCH_VP + 1)
+                      if _split_ok(layers, p, v, "account")]
+    return out + [v for v in range(2, MAX_SEARCH_VP + 1) if _split_ok(layers, p, v, split)]
+
+
 def training_layouts(model: ModelSpec, gpus: int, seq: int, global_batch: int,
                      tp: int | None = None, cp: int | None = None, pp: int | None = None,
                      vp: int | None = None, dp: int | None = None, ep: int | None = None,
                      micro_batch: int | None = None, nvlink_gpus: int = 8,
+                     pipeline_split: str = "auto",
                      ) -> Iterable[tuple[int, int, int, int, int, int, int]]:
     """(tp, cp, pp, vp, dp, ep, micro_batch) layouts of exactly `gpus` GPUs, Megatron's rules:
     TP inside one NVLink domain dividing the heads; CP a power of two up to 8 with seq a
-    multiple of 2·cp; PP dividing the layers, up to MAX_SEARCH_PP; VP (pp > 1) dividing
-    layers/pp, up to MAX_SEARCH_VP, with at least two layers a chunk; DP the rest, dividing the global batch; EP (MoE) dividing the experts and
-    tp·cp·dp; micro-batch 1, 2 or 4 sequences dividing batch/dp (above 1 only while a
-    microbatch holds at most SEARCH_MICROBATCH_TOKENS tokens per GPU). Given values are fixed."""
+    multiple of 2·cp; PP up to MAX_SEARCH_PP where Megatron-Core can split the layers over it
+    (split_pipeline: even, else the embedding and loss counted as layers, else first/last
+    stage counts); VP (pp > 1, up to MAX_SEARCH_VP) dividing layers/pp with at least two
+    layers a chunk, or, where the layers do not divide over pp, the VP an
+    account_for_embedding/loss split allows (`_search_chunks`); DP the rest, dividing the
+    global batch; EP (MoE) dividing the experts and tp·cp·dp; micro-batch 1, 2 or 4 sequences
+    dividing batch/dp (above 1 only while a microbatch holds at most SEARCH_MICROBATCH_TOKENS
+    tokens per GPU). Given values are fixed; a given pp and vp that `pipeline_split` cannot
+    split raise split_pipeline's InputError."""
     m = model
+    if pp and vp:
+        split_pipeline(m.layers, pp, vp if pp > 1 else 1, pipeline_split)  # or its one line
+    pps = [pp] if pp else [p for p in range(1, min(MAX_SEARCH_PP, m.layers) + 1)
+                           if (vp and _split_ok(m.layers, p, vp if p > 1 else 1,
+                                                pipeline_split))
+                           or (not vp and _search_chunks(m.layers, p, pipeline_split))]
+    chunks_of = {p: ([vp] if vp else _search_chunks(m.layers, p, pipeline_split)) for p in pps}
+    if pp and not chunks_of[pp]:
+        split_pipeline(m.layers, pp, 1, pipeline_split)  # raises: no VP splits these layers
     for t in ([tp] if tp else [d for d in _divisors(m.heads, nvlink_gpus)
                                if d & (d - 1) == 0]):
         for c in ([cp] if cp else [c for c in (1, 2, 4, 8) if seq % (2 * c) == 0]):
-            for p in ([pp] if pp else _divisors(m.layers, MAX_SEARCH_PP)):
+            for p in pps:
                 if gpus % (t * c * p):
                     continue
                 d = gpus // (t * c * p)
                 if dp and d != dp or global_batch % d:
                     continue
-                chunks = ([vp] if vp else [1] + ([v for v in _divisors(m.layers // p,
-                                                                       MAX_SEARCH_VP)
-                                                  if 1 < v and m.layers // p // v >= 2]
-                                                 if p > 1 else []))
-                for v in chunks:
-                    if m.layers % (p * v) and v > 1:
-                        continue
+                for v in chunks_of[p]:
                     for e in ([ep] if ep else ([x for x in _divisors(m.experts)
                                                 if (t * d * c) % x == 0 and x <= t * d * c]
                                                if m.is_moe else [1])):
@@ -447,13 +844,16 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
                           vp: int | None = None, dp: int | None = None, ep: int | None = None,
                           micro_batch: int | None = None, recompute: str | None = None,
                           zero: int = DEFAULT_ZERO, progress: bool = False,
-                          top: int | None = None, framework: str = "megatron"
+                          top: int | None = None, framework: str = "megatron",
+                          pipeline_split: str = "auto"
                           ) -> tuple[list[TrainingPlan], int, int]:
     """Every layout of `gpus` GPUs (`training_layouts`) with the least recomputation that fits
     (none, then full; a given `recompute` is fixed), predicted and ranked by tokens/s:
     (plans that fit, fastest first; layouts tried; layouts that fit with no recomputation
     choice). The memory check runs before the step is predicted, so the layouts that do not
-    fit cost almost nothing. `framework`: plan_training's (perfmodel.plan.frameworks)."""
+    fit cost almost nothing. `framework`: plan_training's (perfmodel.plan.frameworks);
+    `pipeline_split`: plan_training's (split_pipeline), for every layout; a given pp and vp it
+    cannot split raise its InputError."""
     from perfmodel.report.progress import Progress
     m, h = as_model(model), hardware(hw)
     frameworks.framework(framework)  # an unknown one fails before the search
@@ -463,7 +863,7 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
     if recompute is not None and recompute not in RECOMPUTE:
         raise InputError(f"recompute: expected one of {', '.join(RECOMPUTE)}, got {recompute!r}")
     layouts = list(training_layouts(m, gpus, seq, global_batch, tp, cp, pp, vp, dp, ep,
-                                    micro_batch, h.nvlink_domain_gpus or 8))
+                                    micro_batch, h.nvlink_domain_gpus or 8, pipeline_split))
     choices = (recompute,) if recompute else ("none", "full")
     bar = Progress(len(layouts), f"{m.name} train on {gpus}x {h.name}", force=progress) \
         if progress else None
@@ -476,10 +876,13 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
                          recompute=rc, cp=c)
             if w.problems(m):
                 break
-            if (t * d * c) % e or not memory_fit(m, h, w, zero).fits:
+            stage = _memory_stage_layers(split_pipeline(m.layers, p, v if p > 1 else 1,
+                                                        pipeline_split))
+            if (t * d * c) % e or not memory_fit(m, h, w, zero, stage_layers=stage).fits:
                 continue
             plans.append(plan_training(m, h, batch, seq, t, p, d, dtype, e, batch // b, v,
-                                       recompute=rc, zero=zero, cp=c, framework=framework))
+                                       recompute=rc, zero=zero, cp=c, framework=framework,
+                                       pipeline_split=pipeline_split))
             break
         else:
             refused += 1

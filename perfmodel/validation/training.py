@@ -4,7 +4,10 @@
 
 Rows: validate/data/training_measurements.csv, conventions in validate/data/training_SOURCES.md
 (NeMo documentation and NeMo-Framework user guide, Megatron-LM, NeMo AutoModel,
-dgxc-benchmarking, torchao/torchtitan, llm-foundry, nanotron). Every row becomes either a
+dgxc-benchmarking, torchao/torchtitan, llm-foundry, nanotron); and, apart,
+validate/data/training_megatron_bridge.csv (BRIDGE_CSV: Megatron-Bridge's performance summaries,
+id prefix MBR), which `load_bridge_cases` reads by the same rules and which is replayed and judged
+only (no fitted constant reads it: `load_training_cases()` reads the first file alone). Every row becomes either a
 `TrainingCase`, which names the perfmodel hardware and model, the recipe, the full layout
 (GPUs, TP, PP, VP, CP, EP, DP, micro-batch, global batch, sequence length, recompute, sharding)
 and one metric in SI units, or a `Skipped` with the reason. No row is dropped silently; a row the
@@ -16,15 +19,19 @@ Normalisation rules (each guess a rule makes is written into the case's `assumpt
   systems); A100 40 GB has no spec; the power-limited B200 of torchao's MXFP8 table is not the
   B200 spec (its clocks under the unstated limit are unknown). A GPU the collector inferred
   (nanotron, Megatron-LM's Llama table) says so.
-- model: Llama 3 and 3.1 share an architecture (llama3-8b/70b/405b); "Qwen3 MoE 30B" is
-  Qwen3-30B-A3B; DeepSeek-V3 is deepseek-v3; Llama-2, Mixtral, Nemotron-4 15B/340B and MPT-30B
+- model: Llama 3 and 3.1 share an architecture (llama3-8b/70b/405b, also written LLAMA3.1_405B);
+  "Qwen3 MoE 30B" and Qwen3_30B_a3B are Qwen3-30B-A3B, Qwen3_235B_a22B is Qwen3-235B-A22B;
+  DeepSeek-V3 (DeepSeekV3) is deepseek-v3, but not its runs with the MTP layer (not in the model
+  file) nor any MoE run that drops tokens ("tokendrop": a capacity factor the planner's dropless
+  routing does not have); Llama-2, Mixtral, Nemotron-4 15B/340B and MPT-30B
   have model files. GPT-3, Nemotron 8B/22B, Nemotron-3, Llama 4, Kimi K2, GPT-OSS (its
   alternating sliding-window attention is not expressible in a model file), the other MPT sizes
   (MPT-7B's config.json gives 6.649e9 parameters, 0.8 % off its card's 6.7B), Megatron-LM's GPT
   family and nanotron's Llama-style sizes do not (`NO_MODEL_FILE`). A layer count in the notes
   must match the model file's.
-- recipe: bf16; fp8 with the scaling the row states (delayed, current, tensorwise, rowwise,
-  blockwise), plain `fp8` where it states none; mxfp8; nvfp4. `dtype` is the planner's GEMM
+- recipe: bf16; fp8 with the scaling the row states (delayed, current — Megatron-Bridge's
+  FP8-CS —, tensorwise, rowwise, blockwise), plain `fp8` where it states none; mxfp8 (FP8-MX);
+  nvfp4. `dtype` is the planner's GEMM
   policy for it (every per-tensor or per-row FP8 recipe → fp8; blockwise FP8 has no whole-model
   policy: None).
 - parallelism: VP "n/a"/"-" is 1 (no interleaving), and so is any VP with PP = 1; CP, EP "n/a"
@@ -33,7 +40,8 @@ Normalisation rules (each guess a rule makes is written into the case's `assumpt
 - sharding (`zero`, the ZeRO stage whose memory and traffic the planner models): FSDP
   FULL_SHARD and FSDP2 are stage 3, SHARD_GRAD_OP stage 2, nanotron's ZeRO-N stage N, Megatron's
   distributed optimizer stage 1 — also where an NVIDIA table prints no flag, since it is the
-  NeMo recipes' default (an assumption, `sharding_stated` False).
+  NeMo recipes' default (an assumption, `sharding_stated` False); Megatron-Bridge's FSDP column
+  above 0 (the Megatron-FSDP sharding group) is stage 3.
 - batch: `microbatches` per step and replica = global batch / (dp · micro-batch); a GA, LBS or
   token count in the notes must agree.
 - metric and value: tokens/s/GPU (an all-GPU rate is divided by the GPUs), step time in seconds,
@@ -64,6 +72,8 @@ from perfmodel.validation.measurements import DATA_DIR
 from perfmodel.validation.serving import first_rule
 
 TRAINING_CSV = DATA_DIR / "training_measurements.csv"
+# Megatron-Bridge's performance summaries (validate/data/training_SOURCES.md "MBR"): judged only
+BRIDGE_CSV = DATA_DIR / "training_megatron_bridge.csv"
 COLUMNS = ("id", "hardware", "gpus", "framework_version", "model", "params", "seq_len",
            "global_batch", "micro_batch", "tp", "pp", "vp", "cp", "ep", "dp_or_fsdp",
            "precision", "recompute", "metric", "value", "unit", "source", "notes")
@@ -71,7 +81,7 @@ COLUMNS = ("id", "hardware", "gpus", "framework_version", "model", "params", "se
 # id prefix → the framework that produced the numbers (dgxc-benchmarking runs NeMo recipes)
 SOURCES = {"NEMO2407": "NeMo", "NEMO": "NeMo", "NEMOFW": "NeMo", "MLM": "Megatron-LM",
            "DGXC": "NeMo", "AM": "NeMo AutoModel", "AO": "torchtitan", "LF": "llm-foundry",
-           "NT": "nanotron"}
+           "NT": "nanotron", "MBR": "Megatron-Bridge"}
 
 # Normalised metrics, SI: tokens/s per GPU, seconds per optimizer step, FLOP/s per GPU (model
 # FLOPs as the framework counts them; `flop_per_s_per_gpu` where the source does not say which
@@ -232,14 +242,15 @@ _MODEL_RULES = (
     (r"^mpt-30b$", "mpt-30b", "MPT-30B"),
     (r"^mpt-(\w+)$", None, "MPT-{0}"),
     (r"llama ?2-(7|13|70)b", "llama2-{0}b", "Llama-2-{0}B"),
-    (r"llama[ -]?3(?:\.1)?[ -](8|70|405)b", "llama3-{0}b", "Llama-3-{0}B"),
+    (r"llama[ -]?3(?:\.1)?[ _-](8|70|405)b", "llama3-{0}b", "Llama-3-{0}B"),
     (r"nemotron(?:-4)?[ -](15|340)b", "nemotron4-{0}b", "Nemotron-4-{0}B"),
     (r"nemotron-(8|22)b", None, "Nemotron-{0}B"),
-    (r"nemotron v3 (\w+)", None, "Nemotron-3 {0}"),
+    (r"nemotron(?: v|_)3[ _](\w+)", None, "Nemotron-3 {0}"),
     (r"mixtral-8x(7|22)b", "mixtral-8x{0}b", "Mixtral-8x{0}B"),
-    (r"deepseek[- ]v3", "deepseek-v3", "DeepSeek-V3"),
-    (r"qwen3 moe 30b", "qwen3-30b-a3b", "Qwen3-30B-A3B"),
-    (r"gpt-oss (20|120)b", None, "GPT-OSS-{0}B"),
+    (r"deepseek[- ]?v3", "deepseek-v3", "DeepSeek-V3"),
+    (r"qwen3 moe 30b|qwen3_30b_a3b", "qwen3-30b-a3b", "Qwen3-30B-A3B"),
+    (r"qwen3_235b_a22b", "qwen3-235b-a22b", "Qwen3-235B-A22B"),
+    (r"gpt[- ]oss (20|120)b", None, "GPT-OSS-{0}B"),
     (r"gpt3-(\d+)b", None, "GPT-3 {0}B"),
     (r"llama ?4[ -](maverick|scout)", None, "Llama-4 {0}"),
     (r"kimi k2", None, "Kimi K2"),
@@ -284,12 +295,13 @@ def recipe_of(text: str) -> tuple[str | None, str]:
     t = text.lower().strip()
     if not t or t.startswith("not stated"):
         return None, text
-    if "mxfp8" in t:
+    if "mxfp8" in t or "fp8-mx" in t:
         return "mxfp8", text
     if "nvfp4" in t:
         return "nvfp4", text
     if "fp8" in t:
-        for key, recipe in (("current scaling", "fp8_current"), ("delayed", "fp8_delayed"),
+        for key, recipe in (("current scaling", "fp8_current"), ("fp8-cs", "fp8_current"),
+                            ("delayed", "fp8_delayed"),
                             ("tensorwise", "fp8_tensorwise"), ("rowwise", "fp8_rowwise"),
                             ("block", "fp8_blockwise")):
             if key in t:
@@ -335,6 +347,9 @@ def sharding_of(text: str) -> tuple[str, int, bool]:
         return "fsdp", 3, True             # NeMo's FSDP flag on (parameters sharded too)
     if "distributed optimizer" in t:
         return "distributed-optimizer", 1, True
+    m = re.search(r"FSDP column=(\d+)", t)       # Megatron-Bridge: 0 = DDP, N > 0 = FSDP group
+    if m and int(m.group(1)) > 0:
+        return "fsdp", 3, True
     # NVIDIA tables without a flag (or FSDP=0): Megatron's distributed optimizer, NeMo's default
     return "distributed-optimizer", 1, False
 
@@ -416,6 +431,9 @@ def _source_assumptions(source: str, notes: str, metric: str) -> list[str]:
                    "routing)")
     if source == "MLM" and "mirror a NeMo" in notes:
         out.append("Megatron-LM Llama table: numbers probably repeat a NeMo release")
+    if source == "MBR" and "'a (b)' cell" in notes:
+        out.append("Megatron-Bridge 25.09/25.11: a cell printed 'a (b)', the two parts another "
+                   "quantization granularity; the row holds the part its notes name")
     if "'a (b)' alternatives" in notes:
         out.append("NeMo 25.07: of the page's 'a (b)' alternatives only the first is recorded")
     if "swapped" in notes:
@@ -457,6 +475,10 @@ def _case(row: _Row) -> TrainingCase | Skipped:
         reasons.append(f"no model file: {model_label}")
     elif model not in _builtin_models():
         reasons.append(f"no model file: {model}")
+    elif "tokendrop" in row.text("model").lower() or "token-drop" in notes:
+        reasons.append("MoE token dropping (a capacity factor): the planner routes dropless")
+    elif "mtp" in row.text("model").lower():
+        reasons.append(f"{model} with its multi-token-prediction layer: not in the model file")
     else:
         m = re.search(r"(?:^|;\s*)(\d+) layers\b", notes)  # not "7/21/42 layers" (proxies)
         if m and int(m.group(1)) != _model(model).layers:
@@ -576,6 +598,12 @@ def _case(row: _Row) -> TrainingCase | Skipped:
         flop_convention=flop_convention, params_stated=params_stated,
         precision_note=precision_note, assumptions=tuple(assumptions), line=row.line,
         raw=dict(r))
+
+
+def load_bridge_cases() -> tuple[list[TrainingCase], list[Skipped]]:
+    """The Megatron-Bridge rows (BRIDGE_CSV) as `load_training_cases` reads a file: judged
+    only, never fitted (module docstring)."""
+    return load_training_cases(BRIDGE_CSV)
 
 
 def load_training_cases(path: str | Path = TRAINING_CSV) -> tuple[list[TrainingCase],

@@ -2,10 +2,13 @@
 (`perfmodel.plan.training.plan_training`), with the plain roofline beside it.
 
     python -m perfmodel.validation.training_predict   # error tables by source, GPU, model, layout
+    python -m perfmodel.validation.training_predict --bridge   # the Megatron-Bridge rows only
 
 What a row becomes: plan_training(model, hardware, batch = global batch / dp, seq, tp, pp, dp,
 dtype = the recipe's GEMM policy, ep, microbatches = batch / micro-batch, virtual_stages = VP,
-cp = CP, recompute (where the row states none: the recipe's own where the framework's recipe
+pipeline_split = the split the recipe runs (BRIDGE_LAYOUTS; else "auto", Megatron-Core's split
+of plan.training.pipeline_split: even, else the embedding and loss counted as layers, else
+first/last-stage counts), cp = CP, recompute (where the row states none: the recipe's own where the framework's recipe
 for the model sets one, RECIPE_RECOMPUTE, else the least recomputation that fits, "none" —
 the default of Megatron-Core's TransformerConfig — else "full", the rule of
 `search_training_plans`: a published run fitted in memory, so its recipe recomputed what it had
@@ -32,7 +35,9 @@ step's SM clock, perfmodel.plan.training), on the configurations of the Megatron
 frameworks (NeMo, Megatron-LM, dgxc-benchmarking). Their rows are reported as "fitted" (a
 configuration's other rows with them); the PyTorch frameworks' rows (llm-foundry, torchtitan,
 NeMo AutoModel) are judged only. `cross_validated` judges each Megatron source with the
-fraction refitted on the others (leave one source out).
+fraction refitted on the others (leave one source out). The Megatron-Bridge rows
+(validate/data/training_megatron_bridge.csv, `load_bridge_cases`) are replayed beside them and
+judged only: the fit reads training_measurements.csv alone.
 """
 from __future__ import annotations
 
@@ -48,7 +53,9 @@ from perfmodel.hardware import Hardware
 from perfmodel.plan.training import TrainingPlan, plan_training
 from perfmodel.report.progress import Progress
 from perfmodel.report.tables import format_table
-from perfmodel.validation.training import (FLOP_METRICS, TrainingCase, load_training_cases)
+from perfmodel.validation.training import (FLOP_METRICS, TrainingCase, load_bridge_cases,
+                                           load_training_cases)
+from perfmodel.workloads.models import load_model
 
 COMPARED = ("tokens_per_s_per_gpu", "step_time_s")
 # Sources whose framework reduce-scatters gradients in FP32 (plan_training grad_reduce_dtype):
@@ -76,11 +83,21 @@ GRAD_REDUCE_DTYPE = {"AO": "fp32", "LF": "fp32"}
 # NeMo AutoModel runs SDPA or FlexAttention per recipe (validate/data/training_SOURCES.md):
 # left default.
 FRAMEWORK_ATTENTION = {"llm-foundry": "fa2", "torchtitan": "fa2", "nanotron": "fa2",
-                       "NeMo": "cudnn", "Megatron-LM": "cudnn"}
+                       "NeMo": "cudnn", "Megatron-LM": "cudnn", "Megatron-Bridge": "cudnn"}
 # The training framework each row ran (plan_training framework; perfmodel.plan.frameworks):
 # NeMo and Megatron-LM run Megatron-Core with Transformer Engine, the others PyTorch's own
 # parallelism (torchtitan, Composer's FSDP, NeMo AutoModel's FSDP2)
-TRAINING_FRAMEWORK = {"NeMo": "megatron", "Megatron-LM": "megatron"}
+TRAINING_FRAMEWORK = {"NeMo": "megatron", "Megatron-LM": "megatron",
+                      "Megatron-Bridge": "megatron"}
+# The pipeline layouts Megatron-Bridge's DeepSeek-V3 recipes pass (61 decoder layers do not split
+# by Megatron-Core's other rules once VP > 1): set_deepseek_v3_pipeline_model_parallel_layout,
+# NVIDIA-NeMo/Megatron-Bridge r0.6.0 src/megatron/bridge/recipes/deepseek/h100/deepseek_v3.py:
+# 50-90, maps (PP, VP) to a layout string, (8, 2) and (4, 4) -> "Et*4|(t*4|)*14tmL"; the H100
+# recipes pass "Et|(tt|)*30mL" for PP8 x VP4. The MTP layer `m` is dropped: the model file has
+# none. Other (model, pp, vp): "auto" (plan.training.pipeline_split)
+BRIDGE_LAYOUTS = {("deepseek-v3", 8, 2): "Et*4|(t*4|)*14tL",
+                  ("deepseek-v3", 4, 4): "Et*4|(t*4|)*14tL",
+                  ("deepseek-v3", 8, 4): "Et|(tt|)*30L"}
 # The recomputation tried, in order, for a row that does not state its own (module docstring)
 UNSTATED_RECOMPUTE = ("none", "full")
 # The recomputation a framework's recipe sets for a model, which its rows run unless they say
@@ -132,6 +149,7 @@ def _plan_uncached(hw, model: str, batch: int, seq: int, tp: int, pp: int, dp: i
                    dtype: str, ep: int, microbatches: int, vp: int, level: str, recompute: str,
                    zero: int, cp: int = 1, grad_reduce_dtype: str = "bf16",
                    attention_kernel: str | None = None, framework: str = "megatron",
+                   pipeline_split: str = "auto",
                    sm_clock_fraction: float | None = None) -> TrainingPlan | str:
     """The plan, or the one-line reason plan_training refused it (memory or layout)."""
     try:
@@ -140,7 +158,8 @@ def _plan_uncached(hw, model: str, batch: int, seq: int, tp: int, pp: int, dp: i
                              recompute=recompute, zero=zero, allow_oversubscribed=False, cp=cp,
                              grad_reduce_dtype=grad_reduce_dtype,
                              attention_kernel=attention_kernel, framework=framework,
-                             sm_clock_fraction=sm_clock_fraction)
+                             sm_clock_fraction=sm_clock_fraction,
+                             pipeline_split=pipeline_split)
     except InputError as e:
         return str(e).splitlines()[0]
 
@@ -169,7 +188,8 @@ def plan_case(case: TrainingCase, level: str = "pipes", hw: Hardware | None = No
         args = (case.model, case.batch_per_replica, case.seq, case.tp, case.pp, case.dp,
                 case.dtype, case.ep, case.microbatches, case.vp, level, rc, case.zero, case.cp,
                 GRAD_REDUCE_DTYPE.get(case.source, "bf16"),
-                FRAMEWORK_ATTENTION.get(case.framework), framework_of(case))
+                FRAMEWORK_ATTENTION.get(case.framework), framework_of(case),
+                pipeline_split_of(case))
         if hw is None and sm_clock_fraction is None:
             p = _plan(case.hw, *args)
         else:
@@ -178,6 +198,14 @@ def plan_case(case: TrainingCase, level: str = "pipes", hw: Hardware | None = No
             return p
         first = first or p
     return first
+
+
+def pipeline_split_of(case: TrainingCase) -> str:
+    """The pipeline split the row's recipe runs (BRIDGE_LAYOUTS for Megatron-Bridge's
+    DeepSeek-V3, else "auto")."""
+    if case.framework == "Megatron-Bridge":
+        return BRIDGE_LAYOUTS.get((case.model, case.pp, case.vp), "auto")
+    return "auto"
 
 
 def framework_of(case: TrainingCase) -> str:
@@ -330,6 +358,7 @@ GROUP_KEYS: dict[str, Callable[[TrainingCase], str]] = {
     "parallelism": lambda c: c.parallelism,
     "metric": lambda c: c.metric,
     "recipe": lambda c: c.recipe,
+    "model_type": lambda c: "MoE" if load_model(c.model).is_moe else "dense",
 }
 
 
@@ -496,10 +525,29 @@ def report(comparisons: list[TrainingComparison], skipped: int = 0,
     return "\n".join(out)
 
 
-def main() -> None:
-    cases, skipped = load_training_cases()
-    comparisons = run(cases)
-    print(report(comparisons, len(skipped), cross_validated()))
+def bridge_report(comparisons: list[TrainingComparison], skipped: int = 0) -> str:
+    """The Megatron-Bridge rows (judged only): errors by GPU and dense/MoE, the furthest
+    configurations and the rows not predicted with their reasons."""
+    done = [c for c in comparisons if c.error is not None]
+    return "\n".join([
+        f"Megatron-Bridge rows (validate/data/training_megatron_bridge.csv, judged only): "
+        f"{len(done)} rows of {len(one_per_configuration(done))} configurations predicted, "
+        f"{len(comparisons) - len(done)} expressible rows not predicted, {skipped} skipped as "
+        f"inexpressible", "", error_table(comparisons, ("hardware", "model_type")), "",
+        error_table(comparisons, ("hardware", "model")), "",
+        "configurations furthest from their measurement", worst_table(comparisons), "",
+        "expressible rows not predicted, by reason", reasons_table(comparisons)])
+
+
+def main(argv: list[str] | None = None) -> None:
+    import sys
+    args = sys.argv[1:] if argv is None else argv
+    bridge, bridge_skipped = load_bridge_cases()
+    if "--bridge" not in args:
+        cases, skipped = load_training_cases()
+        print(report(run(cases), len(skipped), cross_validated()))
+        print()
+    print(bridge_report(run(bridge), len(bridge_skipped)))
 
 
 if __name__ == "__main__":

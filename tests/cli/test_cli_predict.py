@@ -51,7 +51,7 @@ def test_a_model_that_does_not_fit_warns_and_the_json_says_so(capsys):
     out = capsys.readouterr()
     warning = [line for line in out.err.splitlines() if line.startswith("perfmodel: warning:")]
     assert warning == ["perfmodel: warning: llama3-70b decode on H100-SXM: needs 143.9 GB per "
-                       "GPU (weights 141.1, KV 0.7, activations 0.0, workspace 2.1), has 72.0 GB "
+                       "GPU (weights 141.1, KV 0.7, activations 0.0, workspace 2.1), has 77.3 GB "
                        "usable"]
     mem = json.loads(out.out)["memory"]
     assert mem["fits"] is False and mem["weights_bytes"] > 140e9

@@ -27,8 +27,12 @@ def test_the_peer_file_covers_the_grid_its_generator_names():
                                                              2048, 128)]
 
 
+# Plain means not held by the KV pool either: at TP2 the H100's 70B deployments are
+# memory-bound, and since the specs read "80 GB" as the 80 GiB the device exposes the simulator's
+# TensorRT-LLM pool admits ~200 sequences of 500/2000 where the peer's budget stops at 176
+# (+25 %); TP4 is not memory-bound.
 @pytest.mark.parametrize("key", [("llama3-8b", "H200-SXM", 1, 1000, 1000),
-                                 ("llama3-70b", "H100-SXM", 2, 500, 2000),
+                                 ("llama3-70b", "H100-SXM", 4, 500, 2000),
                                  ("llama3-70b", "B200", 2, 128, 2048),
                                  ("mixtral-8x7b", "H200-SXM", 2, 1000, 1000),
                                  ("qwen3-235b-a22b", "H200-SXM", 8, 1000, 1000)])

@@ -268,11 +268,15 @@ def test_rows_not_predicted_say_why(by_id, compared):
     assert "compared on its tokens/s row" in why_not(by_id["NEMO2407-007-tflops"], compared)
     assert "compared on its tokens/s row" in why_not(by_id["LF-004-mfu"], compared)
     assert "peak memory" in why_not(by_id["AO-F8-H100-1-mem"], compared)
-    # Nemotron-4 340B on 128 H100, its recomputation not stated: without any it does not fit,
-    # so it is replayed with full recomputation (training_predict.replayed_recompute) ...
+    # Nemotron-4 340B on 128 H100 (80 GiB each), its recomputation not stated: it fits
+    # without any, so it is replayed with none (training_predict.replayed_recompute) ...
     row = by_id["NEMO2407-010-tps"]
     cmp = compare_case(row, compared)
-    assert cmp.reason is None and plan_case(row).recompute == "full"
+    assert cmp.reason is None and plan_case(row).recompute == "none"
+    # ... NeMo AutoModel's DeepSeek-V3 on H100 does not fit without recomputation, so it is
+    # replayed with full recomputation ...
+    row = by_id["AM-04-tps"]
+    assert compare_case(row, compared).reason is None and plan_case(row).recompute == "full"
     # ... and stated as none it is refused for memory, with the planner's estimate
     cmp = compare_case(dataclasses.replace(row, recompute="none"), compared)
     assert cmp.reason == NOT_FIT and "GB per GPU" in cmp.detail and cmp.predicted is None
