@@ -126,10 +126,9 @@ def weight_bytes_per_gpu(model: ModelSpec, dtype: str, tp: int, ep: int, pp: int
                   * bytes_per_element(expert_weight_dtype(model, dtype, phase)) / w)
         shared = model.shared_experts * per_expert / tp
         dense = model.ffn_matrices * model.hidden * model.ffn_hidden / tp
-        ffn_total = (moe_layers * (routed + shared) + model.dense_layers * dense) / pp
-        if stage_layers is not None:  # the model's mean layer mix over the stage's layers
-            ffn_total = ((moe_layers * (routed + shared) + model.dense_layers * dense)
-                         * stage_layers / model.layers)
+        ffn_all = moe_layers * (routed + shared) + model.dense_layers * dense
+        # an uneven stage holds the model's mean layer mix over its layers
+        ffn_total = ffn_all / pp if stage_layers is None else ffn_all * stage_layers / model.layers
         per_layer_attn = attn * layers
         body = (per_layer_attn + ffn_total) * w
     else:

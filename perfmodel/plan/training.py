@@ -764,7 +764,8 @@ def _divisors(n: int, limit: int | None = None) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0 and (limit is None or d <= limit)]
 
 
-def _split_ok(layers: int, pp: int, vp: int, split: str) -> bool:
+def can_split(layers: int, pp: int, vp: int, split: str = "auto") -> bool:
+    """Whether `split_pipeline(layers, pp, vp, split)` gives a split (rather than its refusal)."""
     try:
         split_pipeline(layers, pp, vp, split)
     except InputError:
@@ -778,7 +779,7 @@ def _search_chunks(layers: int, p: int, split: str) -> list[int]:
     layers a chunk; otherwise the VP up to MAX_SEARCH_VP that account_for_embedding/loss
     splits (Megatron-Bridge's Llama 3.1 405B and Qwen3-235B recipes: PP8 x VP4, PP16 x VP8
     with one unit a chunk)."""
-    out = [1] if _split_ok(layers, p, 1, split) else []
+    out = [1] if can_split(layers, p, 1, split) else []
     if p == 1:
         return out
     if layers % p == 0 and split in ("auto", "even"):
@@ -786,8 +787,8 @@ def _search_chunks(layers: int, p: int, split: str) -> list[int]:
                       if 1 < v and layers // p // v >= 2]
     if split in ("auto", "account"):
         return out + [v for v in range(2, MAX_SEARCH_VP + 1)
-                      if _split_ok(layers, p, v, "account")]
-    return out + [v for v in range(2, MAX_SEARCH_VP + 1) if _split_ok(layers, p, v, split)]
+                      if can_split(layers, p, v, "account")]
+    return out + [v for v in range(2, MAX_SEARCH_VP + 1) if can_split(layers, p, v, split)]
 
 
 def training_layouts(model: ModelSpec, gpus: int, seq: int, global_batch: int,
@@ -810,13 +811,13 @@ def training_layouts(model: ModelSpec, gpus: int, seq: int, global_batch: int,
     m = model
     if pp and vp:
         split_pipeline(m.layers, pp, vp if pp > 1 else 1, pipeline_split)  # or its one line
-    pps = [pp] if pp else [p for p in range(1, min(MAX_SEARCH_PP, m.layers) + 1)
-                           if (vp and _split_ok(m.layers, p, vp if p > 1 else 1,
-                                                pipeline_split))
-                           or (not vp and _search_chunks(m.layers, p, pipeline_split))]
-    chunks_of = {p: ([vp] if vp else _search_chunks(m.layers, p, pipeline_split)) for p in pps}
+    # the virtual stages each pipeline size splits with (none: the size is not tried)
+    chunks_of = {p: (([vp] if can_split(m.layers, p, vp if p > 1 else 1, pipeline_split)
+                      else []) if vp else _search_chunks(m.layers, p, pipeline_split))
+                 for p in ([pp] if pp else range(1, min(MAX_SEARCH_PP, m.layers) + 1))}
     if pp and not chunks_of[pp]:
         split_pipeline(m.layers, pp, 1, pipeline_split)  # raises: no VP splits these layers
+    pps = [p for p, chunks in chunks_of.items() if chunks]
     for t in ([tp] if tp else [d for d in _divisors(m.heads, nvlink_gpus)
                                if d & (d - 1) == 0]):
         for c in ([cp] if cp else [c for c in (1, 2, 4, 8) if seq % (2 * c) == 0]):
@@ -871,13 +872,13 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
     refused = 0
     for t, c, p, v, d, e, b in layouts:
         batch = global_batch // d
+        stage = _memory_stage_layers(split_pipeline(m.layers, p, v if p > 1 else 1,
+                                                    pipeline_split))
         for rc in choices:
             w = Workload("train", batch, seq, None, t, e, p, d, dtype, batch // b, v,
                          recompute=rc, cp=c)
             if w.problems(m):
                 break
-            stage = _memory_stage_layers(split_pipeline(m.layers, p, v if p > 1 else 1,
-                                                        pipeline_split))
             if (t * d * c) % e or not memory_fit(m, h, w, zero, stage_layers=stage).fits:
                 continue
             plans.append(plan_training(m, h, batch, seq, t, p, d, dtype, e, batch // b, v,

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfmodel.workloads.models import load_model
-from perfmodel.errors import InputError
-from perfmodel.plan.training import model_flop_per_token, plan_training, split_pipeline
+from perfmodel.plan.training import can_split, model_flop_per_token, plan_training
 from perfmodel.report.tables import format_table
 
 from perfmodel.validation.measurements import DATA_DIR
@@ -40,19 +39,9 @@ class RealityRow:
 
     def error(self, virtual_stages) -> float | None:
         """predicted / measured − 1 at `virtual_stages` (1, 2) or "as run"; None where that
-        schedule cannot run the model (`_splits`)."""
+        schedule cannot run the model (plan.training.can_split)."""
         p = self.predicted[virtual_stages]
         return None if p is None else p / self.measured - 1
-
-
-def _splits(model: str, pp: int, vp: int) -> bool:
-    """Whether Megatron-Core can split the model's layers over pp ranks of vp chunks
-    (plan.training.split_pipeline's auto rules)."""
-    try:
-        split_pipeline(load_model(model).layers, pp, vp)
-    except InputError:
-        return False
-    return True
 
 
 def training_reality(path: Path = TRAINING_CSV, virtual_stages=(1, 2)) -> list[RealityRow]:
@@ -68,7 +57,7 @@ def training_reality(path: Path = TRAINING_CSV, virtual_stages=(1, 2)) -> list[R
         if r["id"] in AS_RUN:
             schedules.append(("as run", *AS_RUN[r["id"]]))
         for key, schedule, v in schedules:
-            if v > 1 and not _splits(r["model"], int(r["pp"]), v):
+            if v > 1 and not can_split(load_model(r["model"]).layers, int(r["pp"]), v):
                 predicted[key] = None  # Megatron-Core cannot split its layers so (DeepSeek-V3's
                 continue               # 61 over PP16 x VP2); the run itself did not use it
             plan = plan_training(r["model"], r["hardware"], batch=int(r["batch_per_dp"]),
