@@ -1,6 +1,7 @@
 """Sample NVIDIA AIConfigurator's measured op database into validate/data/aiconfigurator_gemm.csv
-(TensorRT-LLM's linears) and validate/data/aiconfigurator_mla_decode.csv (its DeepSeek-V3 MLA
-attention block in decode).
+(TensorRT-LLM's linears), validate/data/aiconfigurator_vllm_gemm.csv (vLLM's per-tensor FP8
+linears) and validate/data/aiconfigurator_mla_decode.csv (its DeepSeek-V3 MLA attention block in
+decode), among others (the *_OUT paths below).
 
 AIConfigurator (ai-dynamo/aiconfigurator, Apache-2.0) ships per-GPU, per-framework tables of
 measured op latencies, collected on the GPU with the framework's own modules. This script reads
@@ -48,6 +49,14 @@ MOE_A2A_OUT = OUT.with_name("aiconfigurator_moe_a2a.csv")
 SGLANG_DEEPEP_OUT = OUT.with_name("aiconfigurator_sglang_deepep.csv")
 NCCL_OUT = OUT.with_name("aiconfigurator_nccl.csv")
 MXFP4_MOE_OUT = OUT.with_name("aiconfigurator_moe_mxfp4.csv")
+# vLLM's per-tensor FP8 linear (CutlassFP8ScaledMMLinearKernel: the activation cast, then
+# cutlass_scaled_mm, whose kernel vLLM picks by M: perfmodel/ops/gemm_dispatch.py) on H100, H200
+# and B200; n and k as the TensorRT-LLM sample, VLLM_PER_BIN rows drawn (seed 0) in each bin of
+# m, the bins split at the dispatch table's boundaries so each configuration is judged
+VLLM_GEMM_OUT = OUT.with_name("aiconfigurator_vllm_gemm.csv")
+VLLM_GEMM_GPUS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200-SXM", "b200_sxm": "B200"}
+VLLM_M_BINS = (0, 16, 64, 128, 256, 1024, 4096, 1 << 30)
+VLLM_PER_BIN = 10
 # gpt-oss-120b's routed experts with MXFP4 weights and BF16 activations (moe_dtype w4a16_mxfp4:
 # hidden 2880, expert width 2880, top-4 of 128) as vLLM 0.24.0 (the OpenAI Triton MXFP4 experts)
 # and TensorRT-LLM 1.3.0rc20 run them on H100/H200, balanced routing, experts over EP ranks
@@ -133,6 +142,7 @@ def main(root: str) -> None:
     _write(SGLANG_DEEPEP_OUT, sglang_deepep_rows(base))
     _write(NCCL_OUT, nccl_rows(base))
     _write(MXFP4_MOE_OUT, mxfp4_moe_rows(base))
+    _write(VLLM_GEMM_OUT, vllm_gemm_rows(base))
     _write(ENGINE_ALLREDUCE_OUT, engine_allreduce_rows(base))
 
 
@@ -141,6 +151,31 @@ def _newest(folder: Path) -> Path:
     def key(p: Path):
         return [int(x) if x.isdigit() else x for x in re.split(r"[.]|(?<=\d)(?=[a-z])", p.name)]
     return max((p for p in folder.iterdir() if p.is_dir()), key=key)
+
+
+def vllm_gemm_rows(base: Path) -> list[dict]:
+    """vLLM's per-tensor FP8 linear module (VLLM_GEMM_GPUS, the newest vLLM table of each),
+    VLLM_PER_BIN rows per bin of m (VLLM_M_BINS)."""
+    import pandas as pd
+    rows = []
+    for folder, gpu in VLLM_GEMM_GPUS.items():
+        path = _newest(base / folder / "gemm" / "vllm") / "gemm_perf.parquet"
+        version = path.parent.name
+        d = pd.read_parquet(path)
+        d = d[(d.gemm_dtype == "fp8") & (d.n >= 1024) & (d.n <= 32768) & (d.k >= 1024)
+              & (d.k <= 32768)]
+        d = d.assign(bin=pd.cut(d.m, VLLM_M_BINS, labels=False))
+        chosen = pd.concat([b.sample(min(VLLM_PER_BIN, len(b)), random_state=0)
+                            for _, b in sorted(d.groupby("bin"))])
+        for n, r in enumerate(chosen.sort_values(["m", "n", "k"]).itertuples(), start=1):
+            rows.append(_row(
+                f"AICVLLM-{gpu}-fp8-{n:03d}", gpu, f"{folder}/gemm/vllm/{version}/gemm_perf.parquet",
+                f"vLLM {version} Linear ({r.kernel_source})", "linear", "fp8_e4m3",
+                {"M": int(r.m), "N": int(r.n), "K": int(r.k)}, r.latency,
+                f"AIConfigurator measured latency of vLLM's per-tensor FP8 linear module on "
+                f"{r.device} (activation quantization included); sampled by "
+                f"validate/import_aiconfigurator.py"))
+    return rows
 
 
 def mxfp4_moe_rows(base: Path) -> list[dict]:

@@ -51,6 +51,7 @@ from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware
 from perfmodel.units import DTYPE_BYTES, TENSOR_DTYPES, bytes_per_element, tensor_dtype
 from perfmodel.ops.base import Op, Param, positive
+from perfmodel.ops.gemm_dispatch import DISPATCHES, dispatched_kernel, parse_tile
 
 # Bytes of K per row in one k-block: the 128-byte TMA swizzle span (CUTLASS sm90/sm100
 # collective builders pick tile K = 128 B / element size).
@@ -79,6 +80,7 @@ class Tile:
     registers: int
     cluster_m: int = 1      # CTAs along M sharing each B tile by TMA multicast (one L2 read)
     cta_pair: bool = False  # Blackwell cta_group::2: two SMs split one B tile in shared memory
+    cluster_n: int = 1      # CTAs along N sharing each A tile by TMA multicast (ops.gemm_dispatch)
 
 
 # Tile shapes per tensor-core instruction family (the spec's isa.mma_instruction). wgmma
@@ -154,12 +156,33 @@ def default_persistent(hw: Hardware, compute: str) -> bool:
     return compute != "fp32" and PERSISTENT_BY_MMA[hw.mma_instruction]
 
 
+@functools.lru_cache(maxsize=64)
+def fixed_tile(text: str, mma_instruction: str) -> Tile:
+    """The Tile a `tile` parameter names (ops.gemm_dispatch.parse_tile): on tcgen05 a cluster
+    with an even M and a tile M that is a multiple of 128 runs the 2-SM MMA (CUTLASS 4.2
+    sm100_common.inl `sm100_make_trivial_tiled_mma`, KernelScheduleAuto), each SM of the pair
+    holding half the rows; threads and registers of the family's tile with as many rows."""
+    p = parse_tile(text, mma_instruction)
+    pair = mma_instruction == "tcgen05" and p.cluster_m % 2 == 0 and p.m % 128 == 0
+    rows = p.m // 2 if pair else p.m
+    if mma_instruction == "tcgen05" and rows > 128:
+        raise InputError(f"gemm tile: a {p.m}-row tcgen05 tile is a CTA pair's: its cluster's "
+                         f"M must be even (e.g. '{p.m}x{p.n} cluster 2x1')")
+    family = TILES[mma_instruction]
+    like = next((t for t in family if t.m == rows), family[0])
+    return Tile(rows, p.n, like.threads, like.registers, p.cluster_m, cta_pair=pair,
+                cluster_n=p.cluster_n)
+
+
 @functools.lru_cache(maxsize=256)
-def tile_table(hw: Hardware, compute: str, a_b: float, b_b: float, c_b: float) -> dict:
+def tile_table(hw: Hardware, compute: str, a_b: float, b_b: float, c_b: float,
+               tiles: tuple[Tile, ...] | None = None) -> dict:
     """Shape-independent facts of each tile on this GPU for these dtypes: pipeline stages that
-    fit in shared memory (after the epilogue's staging), bytes in flight."""
-    tiles = ((SIMT_TILE,) if compute == "fp32" else
-             FP4_CUTLASS_TILES if fp4_cutlass(hw, compute) else TILES[hw.mma_instruction])
+    fit in shared memory (after the epilogue's staging), bytes in flight. `tiles`: a fixed
+    kernel's tile alone (Gemm `tile`), else the family's offer."""
+    tiles = tiles or ((SIMT_TILE,) if compute == "fp32" else
+                      FP4_CUTLASS_TILES if fp4_cutlass(hw, compute)
+                      else TILES[hw.mma_instruction])
     op_b = DTYPE_BYTES[compute]
     if compute == "fp32" or hw.mma_instruction == "mma_sync":  # cp.async k-blocks
         kblock = AMPERE_KBLOCK_ELEMS * max(1, int(2 / op_b))
@@ -181,6 +204,7 @@ def tile_table(hw: Hardware, compute: str, a_b: float, b_b: float, c_b: float) -
     return {"tiles": tiles, "kblock": kblock,
             "m": np.array([t.m for t in tiles]), "n": np.array([t.n for t in tiles]),
             "cluster": np.array([t.cluster_m for t in tiles]),
+            "cluster_n": np.array([t.cluster_n for t in tiles]),
             "b_share": np.array([0.5 if t.cta_pair else 1.0 for t in tiles]),
             "stages": np.array(stages), "fits": np.array(stages) >= 2,
             "smem": np.array(smem), "in_flight": np.array(stages) * np.array(stage),
@@ -202,21 +226,23 @@ def fixed_costs(hw: Hardware, table: dict, index: np.ndarray, tiles: np.ndarray,
     resident CTAs) (non-persistent) of them, so the kernel's total is tiles · R / busiest."""
     tm, tn = table["m"][index], table["n"][index]
     cluster, b_share = table["cluster"][index], table["b_share"][index]
+    cluster_n = table["cluster_n"][index]
     first = np.minimum(table["kblock"], k_split)
     busiest = ceil_div(tiles, hw.sm_count)
     rounds = (np.ones_like(busiest) if persistent
               else ceil_div(busiest, table["resident"][index]))
     exposed = tiles * rounds / busiest
     smem = exposed * (first * (tm + tn * b_share) * op_b + 2.0 * tm * tn * c_b)
-    l2 = exposed * (first * (tm * a_b + tn * b_b / cluster) + c_tile_bytes)
+    l2 = exposed * (first * (tm * a_b / cluster_n + tn * b_b / cluster) + c_tile_bytes)
     return {"smem": smem, "l2": l2}, (rounds - 1).astype(float)
 
 
 @functools.lru_cache(maxsize=256)
-def tile_facts(hw: Hardware, compute: str, a_b: float, b_b: float, c_b: float) -> dict:
+def tile_facts(hw: Hardware, compute: str, a_b: float, b_b: float, c_b: float,
+               tiles: tuple[Tile, ...] | None = None) -> dict:
     """`tile_table` as plain Python lists (the scalar tile search, `Gemm.scalar_candidates`):
     the same values, read without numpy's per-call cost on six-element arrays."""
-    t = tile_table(hw, compute, a_b, b_b, c_b)
+    t = tile_table(hw, compute, a_b, b_b, c_b, tiles)
     out = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in t.items()}
     out["tiles"] = t["tiles"]
     return out
@@ -243,9 +269,11 @@ def _candidates(shape_key: tuple, hw: Hardware) -> KernelCandidates:
     """Memoized kernel candidates per (shape, dtypes, GPU): model graphs repeat the same GEMMs
     in every layer, so the candidates are built (and the engine's pick, memoized per candidate
     set, is made) once per distinct shape."""
-    m, n, k, batch, dtype, a_dtype, b_dtype, out_dtype, count, fp8_scaling, persistent = shape_key
+    (m, n, k, batch, dtype, a_dtype, b_dtype, out_dtype, count, fp8_scaling, persistent,
+     tile) = shape_key
     g = Gemm(m=m, n=n, k=k, batch=batch, dtype=dtype, a_dtype=a_dtype, b_dtype=b_dtype,
-             out_dtype=out_dtype, count=count, fp8_scaling=fp8_scaling, persistent=persistent)
+             out_dtype=out_dtype, count=count, fp8_scaling=fp8_scaling, persistent=persistent,
+             tile=tile)
     return g.kernel_candidates(hw)
 
 
@@ -290,18 +318,61 @@ class Gemm(Op):
                             doc="persistent warp-specialized kernel: prologue and epilogue "
                                 "exposed once per SM, not once per CTA round (none: the ISA's "
                                 "default, true for wgmma/tcgen05, false for mma_sync)"),
+        "dispatch": Param("choice", default="best", choices=DISPATCHES,
+                          doc="which kernel runs: best (the fastest tile and split-K the model "
+                              "offers, cuBLAS's heuristic idealized) or an engine's own table by "
+                              "M (vllm-0.10.2, vllm-0.24.0: vLLM's per-tensor FP8 CUTLASS "
+                              "kernels as that release picks them; ops/gemm_dispatch.py)"),
+        "tile": Param("str", default=None, nullable=True,
+                      doc="one fixed kernel: its CUTLASS tile 'MxN' or 'MxN cluster AxB' (the "
+                          "CTA pair's on tcgen05), no split-K (none: dispatch decides)"),
+        "swap_ab": Param("bool", default=False,
+                         doc="the kernel runs the transposed problem (C^T = B^T A^T: the "
+                             "weight's rows fill the MMA's M, as CUTLASS swap-AB kernels for "
+                             "few tokens)"),
     }
     SIZE_PARAMS = ("m", "n", "k", "batch", "count")
     TENSORS = (("batch", "m", "k"), ("batch", "k", "n"), ("batch", "m", "n"))
 
     def check(self, v):
+        out = []
         if v["fp8_scaling"] == "block" and tensor_dtype(v["dtype"]) != "fp8":
-            return [("fp8_scaling", f"block scaling applies to fp8 GEMMs, not {v['dtype']}")]
-        return []
+            out.append(("fp8_scaling", f"block scaling applies to fp8 GEMMs, not {v['dtype']}"))
+        if v["tile"] is not None and v["dispatch"] != "best":
+            out.append(("tile", f"a fixed tile replaces the dispatch table: give one of tile "
+                                f"and dispatch ({v['dispatch']!r}), not both"))
+        if (v["tile"] is not None or v["swap_ab"]) and tensor_dtype(v["dtype"]) == "fp32":
+            out.append(("tile", "fp32 runs the SIMT kernel: no tensor-core tile to fix"))
+        if v["swap_ab"] and v["fp8_scaling"] == "block":
+            out.append(("swap_ab", "block-scaled FP8 promotes per 128-wide weight block along "
+                                   "N; swap-AB is modelled for per-tensor scales only"))
+        return out
 
     @property
     def flop(self) -> float:
         return 2.0 * self.m * self.n * self.k * self.batch
+
+    def resolved(self, hw: Hardware) -> "Gemm":
+        """The GEMM as its kernel runs it: the dispatch table's fixed kernel in place of the
+        search (ops.gemm_dispatch), and a swap-AB kernel's problem transposed (M and N, A and
+        B exchanged; the same FLOP and bytes). Itself where neither applies."""
+        g = self
+        if self.dispatch != "best":
+            choice = dispatched_kernel(self.dispatch, hw.mma_instruction,
+                                       tensor_dtype(self.dtype), self.block_scaled_fp8,
+                                       self.m, self.n, self.k)
+            g = self.with_params(dispatch="best")
+            if choice is not None:
+                g = g.with_params(tile=choice.tile, swap_ab=choice.swap_ab,
+                                  persistent=(choice.persistent if self.persistent is None
+                                              else self.persistent))
+        if g.swap_ab:
+            g = g.with_params(m=g.n, n=g.m, a_dtype=g.b_dtype, b_dtype=g.a_dtype, swap_ab=False)
+        return g
+
+    def fixed_tiles(self, hw: Hardware) -> tuple[Tile, ...] | None:
+        """The one tile a fixed kernel (`tile`) runs, None for the search."""
+        return None if self.tile is None else (fixed_tile(self.tile, hw.mma_instruction),)
 
     @property
     def block_scaled_fp8(self) -> bool:
@@ -325,11 +396,12 @@ class Gemm(Op):
             raise InputError(f"gemm dtype '{self.dtype}' is not supported by {hw.name}'s tensor "
                              f"cores ({hw.mma_instruction}; supported: "
                              f"{', '.join(sorted(hw.tensor_flop_per_sm_per_clk))})")
-        return _candidates(self._shape_key(), hw)
+        g = self.resolved(hw) if self.dispatch != "best" or self.swap_ab else self
+        return _candidates(g._shape_key(), hw)
 
     def _shape_key(self) -> tuple:
         return (self.m, self.n, self.k, self.batch, self.dtype, self.a_dtype, self.b_dtype,
-                self.out_dtype, self.count, self.fp8_scaling, self.persistent)
+                self.out_dtype, self.count, self.fp8_scaling, self.persistent, self.tile)
 
     def is_persistent(self, hw: Hardware) -> bool:
         if self.persistent is not None:
@@ -344,12 +416,14 @@ class Gemm(Op):
         (`_work`'s validity). Every factor, not only those that fill one or two waves: a kernel
         for K also runs any smaller K (zero padding), so the time must not fall as K grows, and
         a factor that K makes available stays available for every larger K."""
-        table = tile_table(hw, *self._dtype_key())
+        fixed = self.fixed_tiles(hw)
+        table = tile_table(hw, *self._dtype_key(), fixed)
         tiles_mn = ceil_div(self.m, table["m"]) * ceil_div(self.n, table["n"]) * self.batch
         n = len(tiles_mn)
         short = np.flatnonzero(tiles_mn < hw.sm_count)
-        # the CUTLASS NVFP4 kernel has no split-K (FP4_CUTLASS_TILES)
-        splits = np.arange(2, 2 if fp4_cutlass(hw, tensor_dtype(self.dtype))
+        # the CUTLASS NVFP4 kernel has no split-K (FP4_CUTLASS_TILES), nor has a fixed kernel
+        # (an engine's compiled configuration runs GemmUniversalMode::kGemm)
+        splits = np.arange(2, 2 if fixed or fp4_cutlass(hw, tensor_dtype(self.dtype))
                            else MAX_SPLIT_K + 1)
         # a split is worth trying when K holds at least two k-blocks for each part
         splits = splits[ceil_div(self.k, splits) > table["kblock"]]
@@ -387,6 +461,7 @@ class Gemm(Op):
         kblock = table["kblock"]
         tm, tn = table["m"][index], table["n"][index]
         cluster, b_share = table["cluster"][index], table["b_share"][index]
+        cluster_n = table["cluster_n"][index]
 
         k_split = ceil_div(self.k, split)
         k_pad = ceil_div(k_split, kblock) * kblock
@@ -411,7 +486,8 @@ class Gemm(Op):
 
         a_bytes, b_bytes, c_bytes = self.unique_bytes()
         # L2 → SM: each tile streams its A and B panels; TMA multicast reads B once per cluster
-        l2 = tiles * (tm * a_b + tn * b_b / cluster) * k_split + c_bytes
+        # along M (A once per cluster along N)
+        l2 = tiles * (tm * a_b / cluster_n + tn * b_b / cluster) * k_split + c_bytes
         hbm = self._hbm_operand_bytes(hw, tm, tn, a_bytes, b_bytes, a_b, b_b) + c_bytes
         partial = split * self.m * self.n * 4.0 * self.batch  # FP32 partial sums of split-K
         splitk = split > 1
@@ -446,13 +522,14 @@ class Gemm(Op):
         leaves out the unsplit tiles, and `split_tiles` (tile indices) keeps the split
         candidates of those short tiles only (None: of every short tile)."""
         compute, a_b, b_b, c_b = self._dtype_key()
-        f = tile_facts(hw, compute, a_b, b_b, c_b)
+        fixed = self.fixed_tiles(hw)
+        f = tile_facts(hw, compute, a_b, b_b, c_b, fixed)
         op_b = DTYPE_BYTES[compute]
         kblock, sms = f["kblock"], hw.sm_count
         m, n, k, batch = self.m, self.n, self.k, self.batch
         n_tiles = len(f["m"])
         fp4 = fp4_cutlass(hw, compute)
-        splits = [s for s in range(2, 2 if fp4 else MAX_SPLIT_K + 1)
+        splits = [s for s in range(2, 2 if fp4 or fixed else MAX_SPLIT_K + 1)
                   if -(-k // s) > kblock]
         promoted = self.promotes_on_cuda_cores(hw)
         a_bytes, b_bytes, c_bytes = self.unique_bytes()
@@ -464,6 +541,7 @@ class Gemm(Op):
         narrow_b = bool(self.b_dtype) and b_b < op_b
         hbm_of_tile: dict[int, float] = {}
         ms, ns, clusters, shares, fits = f["m"], f["n"], f["cluster"], f["b_share"], f["fits"]
+        clusters_n = f["cluster_n"]
         out = []
         short = []
         for i in range(n_tiles):
@@ -494,7 +572,7 @@ class Gemm(Op):
                 w_fma = w_fma + tiles * tm * tn * (k_pad / FP8_BLOCK)
             w_smem = (tiles * k_pad * (tm * op_b + tn * op_b * b_share)
                       + tiles * 2.0 * tm * tn * c_b)
-            l2 = tiles * (tm * a_b + tn * b_b / cluster) * k_split + c_bytes
+            l2 = tiles * (tm * a_b / clusters_n[i] + tn * b_b / cluster) * k_split + c_bytes
             hbm = hbm_of_tile.get(i)
             if hbm is None:
                 hbm = hbm_of_tile[i] = hbm_operand_bytes_scalar(

@@ -41,6 +41,7 @@ from perfmodel.demand import Demand, KernelCandidates, sequence_demand
 from perfmodel.hardware import Hardware
 from perfmodel.ops.base import Op, Param, positive
 from perfmodel.ops.gemm import Gemm
+from perfmodel.ops.gemm_dispatch import DISPATCHES
 from perfmodel.ops.quantize import Quantize, tensor_amax_demand
 from perfmodel.units import bytes_per_element
 
@@ -67,6 +68,10 @@ class Linear(Op):
                                   doc="per-tensor fp8: the checkpoint's calibrated input scale, "
                                       "or an amax kernel before the cast computes it (module "
                                       "docstring)"),
+        "dispatch": Param("choice", default="best", choices=DISPATCHES,
+                          doc="the GEMM's kernel: the best the model offers, or an engine's "
+                              "table by M (vllm-0.10.2, vllm-0.24.0: vLLM's per-tensor FP8 "
+                              "CUTLASS kernels; gemm `dispatch`)"),
     }
     SIZE_PARAMS = ("m", "n", "k")
     TENSORS = (("m", "k"), ("k", "n"), ("m", "n"))
@@ -88,7 +93,7 @@ class Linear(Op):
 
     def gemm(self) -> Gemm:
         return Gemm(m=self.m, n=self.n, k=self.k, dtype=self.dtype,
-                    fp8_scaling=self.fp8_scaling)
+                    fp8_scaling=self.fp8_scaling, dispatch=self.dispatch)
 
     def input_cast(self) -> Quantize | None:
         """The activation's cast kernel (module docstring), None if there is none."""

@@ -260,6 +260,7 @@ class _Prepared:
     attention_kernel: str | None = None  # the engine's GQA attention family
     moe_exchange: str = "alltoall"       # the engine's MoE dispatch (Engine.moe_exchange)
     allreduce: str = "auto"              # the engine's all-reduce dispatch (Engine.allreduce)
+    gemm_dispatch: str = "best"          # the engine's GEMM kernels (Engine.gemm_dispatch)
 
     def requests(self, w) -> int:
         """Simulated requests of the workload's own point, before clamping (module
@@ -300,7 +301,7 @@ def _prepare(job: _Serving, lay: Layout) -> _Prepared:
                       if eng.activations_in_reserve else {}))
     p = _Prepared(fp8_attention=eng.fp8_attention, fusion=eng.kernel_fusion,
                   attention_kernel=eng.attention_kernel, moe_exchange=eng.moe_exchange,
-                  allreduce=eng.allreduce,
+                  allreduce=eng.allreduce, gemm_dispatch=eng.gemm_dispatch,
                   memory={"weights_bytes": kv.weights_bytes, "kv_cache_bytes": kv.kv_bytes,
                           "activation_bytes": kv.activation_bytes,
                           "workspace_bytes": kv.workspace_bytes,
@@ -355,7 +356,8 @@ def _serve_layout(job: _Serving, lay: Layout) -> list[dict[str, Any]]:
         try:
             cost = step_cost(m, h, lay.tp, lay.ep, lay.pp, job.dtype, job.kv_dtype,
                              p.fp8_attention, p.fusion, p.attention_kernel, job.moe_loads,
-                             job.moe_replication, p.moe_exchange, p.allreduce)
+                             job.moe_replication, p.moe_exchange, p.allreduce,
+                             p.gemm_dispatch)
         except InputError as e:
             p.reason, p.valid = "not valid: " + "; ".join(e.problems), False
     if p.reason is not None:
@@ -452,7 +454,8 @@ def _serve_split(job: _Serving, split) -> dict[str, Any]:
     else:  # as search_serving: RATE_WAVES x the requests in flight at the unloaded latency
         cost = step_cost(job.model, job.hw, lay.tp, lay.ep, lay.pp, job.dtype, job.kv_dtype,
                          p.fp8_attention, p.fusion, p.attention_kernel, job.moe_loads,
-                         job.moe_replication, p.moe_exchange, p.allreduce)
+                         job.moe_replication, p.moe_exchange, p.allreduce,
+                         p.gemm_dispatch)
         lone = cost.prefill_time_s(round(p.isl_mean)) + p.osl_mean * cost.decode_time_s(
             1, p.isl_mean + p.osl_mean / 2)
         auto = RATE_WAVES * min(p.batch * lay.replicas, max(1.0, w.rate * lone))
@@ -495,13 +498,13 @@ def step_cost(model: ModelSpec, hw: Hardware, tp: int, ep: int, pp: int, dtype: 
               kv_dtype: str, fp8_attention: bool = False, fusion: str = "none",
               attention_kernel: str | None = None, moe_loads: str | None = None,
               moe_replication: float = 1.0, moe_exchange: str = "alltoall",
-              allreduce: str = "auto"):
+              allreduce: str = "auto", gemm_dispatch: str = "best"):
     """The StepCost of one layout (its nodes are memoized across that layout's simulations)."""
     from perfmodel.plan.simulator import StepCost
     return StepCost(model, hw, tp, ep, pp, dtype, kv_dtype, fp8_attention=fp8_attention,
                     fusion=fusion, attention_kernel=attention_kernel, moe_loads=moe_loads,
                     moe_replication=moe_replication, moe_exchange=moe_exchange,
-                    allreduce=allreduce)
+                    allreduce=allreduce, gemm_dispatch=gemm_dispatch)
 
 
 def _strip(text: str, prefix: str) -> str:

@@ -13,6 +13,7 @@ import csv
 import io
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from perfmodel import fitted, ops, yamlio
 from perfmodel.units import collective_size_band
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
+from perfmodel.ops.gemm_dispatch import DISPATCHES
 from perfmodel.shipped import shipped_dir
 from perfmodel.validation.mappings import blackwell_case, parse_shape
 
@@ -39,6 +41,9 @@ BLACKWELL_MEASUREMENTS_CSV = DATA_DIR / "blackwell_measurements.csv"
 # NVIDIA AIConfigurator's measured TensorRT-LLM linear modules on H100/H200/B200/B300/GB200
 # (validate/data/SOURCES.md "aiconfigurator_gemm.csv"; validate/import_aiconfigurator.py)
 AICONFIGURATOR_CSV = DATA_DIR / "aiconfigurator_gemm.csv"
+# and vLLM's per-tensor FP8 linear (CUTLASS kernels by M: ops/gemm_dispatch.py) on H100, H200
+# and B200, judged only (validate/data/SOURCES.md "aiconfigurator_vllm_gemm.csv")
+AICONFIGURATOR_VLLM_GEMM_CSV = DATA_DIR / "aiconfigurator_vllm_gemm.csv"
 # and its fused-MoE module (DeepSeek-V3's routed experts), judged only
 AICONFIGURATOR_MOE_CSV = DATA_DIR / "aiconfigurator_moe.csv"
 # and vLLM's and TensorRT-LLM's MXFP4 experts of gpt-oss-120b on H100/H200
@@ -183,13 +188,17 @@ def _case(row: dict) -> Case | Skipped:
     elif kind == "linear":  # a framework's linear module: activation cast + GEMM (ops.linear)
         dt = row["dtype"].lower()
         block = "block" in dt
-        # AIConfigurator's per-tensor FP8 rows run a dynamic activation scale: its collector
-        # loads no input scale, and its SDK derives static FP8 from them by taking off the
-        # separately measured amax kernel (ops/linear.py module docstring)
+        # AIConfigurator's per-tensor FP8 TensorRT-LLM rows run a dynamic activation scale:
+        # its collector loads no input scale, and its SDK derives static FP8 from them by
+        # taking off the separately measured amax kernel (ops/linear.py module docstring). Its
+        # vLLM rows do not: at M <= 16 they take 5.8-7 us, less than an amax pass, a cast and
+        # a GEMM launched apart (validate/data/SOURCES.md "aiconfigurator_vllm_gemm.csv")
         o = ops.Linear(m=s["M"], n=s["N"], k=s["K"], dtype=_dtype(dt),
                        fp8_scaling="block" if block else "tensor",
                        activation_scale="dynamic" if _dtype(dt) == "fp8" and not block
-                       and "aiconfigurator" in row.get("source", "").lower() else "static")
+                       and "aiconfigurator" in row.get("source", "").lower()
+                       and lib.startswith("TensorRT-LLM") else "static",
+                       dispatch=_dispatch_of(lib))
         t = o.flop / value
         kind = "linear_" + dt.replace("_e4m3", "")
     elif kind == "moe_module":  # a framework's fused MoE over one GPU's experts (ops.moe)
@@ -244,6 +253,14 @@ def _case(row: dict) -> Case | Skipped:
         t = value
     op_class = {"copy": "memory", "load_stream": "memory", "store_stream": "memory"}.get(kind, kind)
     return Case(rid, op_class, hw, o, t, lib, FITTED_ROWS.get(rid, ""))
+
+
+def _dispatch_of(library: str) -> str:
+    """The GEMM dispatch table of a library's linear (ops.gemm_dispatch): vLLM's own CUTLASS
+    table for the release the row names where one is modelled, else the best kernel."""
+    match = re.match(r"vLLM (\S+)", library)
+    name = f"vllm-{match[1]}" if match else "best"
+    return name if name in DISPATCHES else "best"
 
 
 # Columns every measurements CSV has (module docstring); `source` and `notes` may be missing
@@ -317,8 +334,10 @@ def _problem(e: Exception) -> str:
 
 # The published kernel measurements: what `perfmodel validate` judges by default and
 # `perfmodel calibrate` cross-validates (the public rows, our B200 attention rows, the published
-# Blackwell kernel benchmarks, AIConfigurator's linears, MoE modules and NCCL collectives)
+# Blackwell kernel benchmarks, AIConfigurator's TensorRT-LLM and vLLM linears, MoE modules and
+# NCCL collectives)
 PUBLISHED_CSVS = (PUBLIC_CSV, BLACKWELL_CSV, BLACKWELL_MEASUREMENTS_CSV, AICONFIGURATOR_CSV,
+                  AICONFIGURATOR_VLLM_GEMM_CSV,
                   AICONFIGURATOR_MOE_CSV, AICONFIGURATOR_MOE_MXFP4_CSV, AICONFIGURATOR_NCCL_CSV)
 
 

@@ -37,6 +37,7 @@ from perfmodel.workloads.models import ModelSpec
 from perfmodel.ops import REGISTRY, Op, op as make_op
 from perfmodel.ops.base import ELEMENTS_WHY, GPUS_WHY, MAX_ELEMENTS, MAX_GPUS, bound_text
 from perfmodel.ops.deepep import INTERNODE_RANKS, INTRANODE_RANKS
+from perfmodel.ops.gemm_dispatch import DISPATCHES as GEMM_DISPATCHES
 from perfmodel.ops.moe.routing import total_replicas
 from perfmodel.workloads.recipes import quantize_op
 from perfmodel.units import GEMM_DTYPES, LINEAR_RECIPES, bytes_per_element, tensor_dtype
@@ -138,6 +139,9 @@ class Workload:
     # trtllm: its custom kernels where its rules take the message, else NCCL;
     # perfmodel/ops/custom_allreduce.py)
     allreduce: str = "auto"
+    # serving: which kernel the linears' GEMMs run (ops.gemm_dispatch): the best the model
+    # offers, or an engine's own table by M (vLLM's per-tensor FP8 CUTLASS kernels)
+    gemm_dispatch: str = "best"
 
     def check(self, model: ModelSpec, names: Mapping[str, str] | None = None) -> None:
         """Refuse a workload this model cannot run: InputError, one line per problem naming the
@@ -193,6 +197,12 @@ class Workload:
         elif self.allreduce != "auto" and self.phase == "train":
             p.append(("allreduce", "an engine's all-reduce dispatch is a serving engine's "
                                    "(prefill and decode); training graphs use auto"))
+        if self.gemm_dispatch not in GEMM_DISPATCHES:
+            p.append(("gemm_dispatch", f"expected one of {', '.join(GEMM_DISPATCHES)}, got "
+                                       f"{self.gemm_dispatch!r}"))
+        elif self.gemm_dispatch != "best" and self.phase == "train":
+            p.append(("gemm_dispatch", "an engine's GEMM table is a serving engine's (prefill "
+                                       "and decode); training graphs use best"))
         if self.attention_kernel == "trtllm" and self.phase == "train":
             p.append(("attention_kernel", "TensorRT-LLM's attention kernels are inference "
                                           "kernels (forward only): prefill and decode"))
@@ -442,7 +452,9 @@ class _LayerBuilder:
             # of its own before the GEMM (ops.linear: TensorRT-LLM's and vLLM's FP8/NVFP4
             # linear methods; fusion of the cast into the norm before is not modelled)
             self.g.add(name, "linear", m=self.t, n=n, k=k, dtype=d,
-                       **({"quantize_input": False} if quantized_input else {}))
+                       **({"quantize_input": False} if quantized_input else {}),
+                       **({"dispatch": self.w.gemm_dispatch}
+                          if self.w.gemm_dispatch != "best" else {}))
         else:
             self.g.add(name, "gemm", m=self.t, n=n, k=k, dtype=d, batch=batch)
         self.gemms.append((name, n, k, d, batch))
@@ -746,7 +758,8 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
                 fp8_attention: bool = False, grad_reduce_dtype: str = ACT,
                 fusion: str = "none", attention_kernel: str | None = None,
                 moe_loads: str | None = None, moe_variation: float = 0.0,
-                moe_exchange: str = "alltoall", allreduce: str = "auto") -> OpGraph:
+                moe_exchange: str = "alltoall", allreduce: str = "auto",
+                gemm_dispatch: str = "best") -> OpGraph:
     """The op graph one GPU runs for one step of `phase` (see module docstring). `kv_dtype`:
     the KV cache's storage type in serving (None: the activation dtype); `recompute`
     (training): the forward work repeated before each layer's backward (RECOMPUTE); `cp`
@@ -757,7 +770,8 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
     attention's kernel family (Workload.attention_kernel); `moe_loads`, `moe_variation`: MoE
     routing from recorded expert loads (Workload.moe_loads); `moe_exchange` (serving): the MoE
     dispatch and combine, NCCL's all-to-all or DeepEP's kernels (Workload.moe_exchange);
-    `allreduce` (serving): who picks the tensor-parallel all-reduce (Workload.allreduce).
+    `allreduce` (serving): who picks the tensor-parallel all-reduce (Workload.allreduce);
+    `gemm_dispatch` (serving): the linears' GEMM kernels (Workload.gemm_dispatch).
     `grad_reduce_dtype` (training): the dtype gradients are reduce-scattered in, bf16 (Megatron-
     Core's DistributedDataParallelConfig.grad_reduce_in_fp32 = False) or fp32 (PyTorch FSDP's
     MixedPrecision reduce_dtype as torchtitan and Composer set it)."""
@@ -765,7 +779,8 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
         raise InputError(f"grad_reduce_dtype: expected bf16 or fp32, got {grad_reduce_dtype!r}")
     w = Workload(phase, batch, seq, context, tp, ep, pp, dp, dtype, microbatches, virtual_stages,
                  moe_routing, moe_replication, moe_skew, kv_dtype, recompute, cp, fp8_attention,
-                 fusion, attention_kernel, moe_loads, moe_variation, moe_exchange, allreduce)
+                 fusion, attention_kernel, moe_loads, moe_variation, moe_exchange, allreduce,
+                 gemm_dispatch)
     w.check(model)
     mb = w.n_microbatches
     seqs = batch // mb
@@ -934,8 +949,8 @@ def inference_op_counts(model: ModelSpec, phase: str, batch: int = 1, seq: int =
                         kv_dtype: str | None = None, fp8_attention: bool = False,
                         fusion: str = "none", attention_kernel: str | None = None,
                         moe_loads: str | None = None, moe_variation: float = 0.0,
-                        moe_exchange: str = "alltoall",
-                        allreduce: str = "auto") -> list[tuple[str, Op, int]]:
+                        moe_exchange: str = "alltoall", allreduce: str = "auto",
+                        gemm_dispatch: str = "best") -> list[tuple[str, Op, int]]:
     """(node name, op, how many times it runs) for the ops of `build_graph(model, phase, ...)`
     with pp = 1, phase prefill or decode: the first layer of each kind stands for every layer
     of its kind, as build_graph replays it, so a caller that only sums op times (the serving
@@ -944,7 +959,8 @@ def inference_op_counts(model: ModelSpec, phase: str, batch: int = 1, seq: int =
         raise ValueError(f"inference_op_counts: phase prefill or decode, got {phase!r}")
     w = Workload(phase, batch, seq, context, tp, ep, 1, 1, dtype, None, 1, moe_routing,
                  moe_replication, moe_skew, kv_dtype, None, 1, fp8_attention, fusion,
-                 attention_kernel, moe_loads, moe_variation, moe_exchange, allreduce)
+                 attention_kernel, moe_loads, moe_variation, moe_exchange, allreduce,
+                 gemm_dispatch)
     w.check(model)
     seqs = batch
     tokens = seqs * (1 if phase == "decode" else seq)

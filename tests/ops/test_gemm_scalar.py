@@ -56,6 +56,12 @@ def random_gemms(seed: int, n: int):
             params["b_dtype"] = rng.choice(("int4", "fp8", "int8"))
         if dtype in ("fp8", "fp8_e4m3") and rng.random() < 0.2:
             params["fp8_scaling"] = "block"
+        if dtype != "fp32" and rng.random() < 0.15:  # an engine's table, or one fixed kernel
+            if rng.random() < 0.5:
+                params["dispatch"] = rng.choice(("vllm-0.10.2", "vllm-0.24.0"))
+            else:
+                params["tile"] = rng.choice(("64x16", "64x128", "128x64"))
+                params["swap_ab"] = rng.random() < 0.5
         try:
             op = pm.ops.Gemm(**params)
         except pm.InputError:  # a tensor too large

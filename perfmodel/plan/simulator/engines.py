@@ -99,6 +99,7 @@ from perfmodel import fitted
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.units import GiB
+from perfmodel.ops.gemm_dispatch import DISPATCHES as GEMM_DISPATCHES
 from perfmodel.workloads.builder import ALLREDUCE_DISPATCH, MOE_EXCHANGES
 
 GRAPH_MODES = ("none", "full_decode", "piecewise", "full_and_piecewise")
@@ -218,6 +219,11 @@ class Engine:
                              from vLLM 0.24.0, SGLang 0.5.14 and FlashInfer 0.7.4's port of
                              TensorRT-LLM's kernels); "auto": NCCL or a generic one-shot kernel,
                              the faster (the builder's default)
+    gemm_dispatch            which kernel the linears' GEMMs run (ops.gemm_dispatch
+                             DISPATCHES): "best", the fastest the model offers (cuBLAS's
+                             heuristic idealized), or an engine's own table by M: vllm-0.10.2
+                             for vllm (its per-tensor FP8 CUTLASS kernels, swap-AB below 64
+                             tokens, no split-K: the InferenceX Llama recipe's image)
     """
 
     name: str
@@ -247,6 +253,7 @@ class Engine:
     attention_kernel: str | None = None
     moe_exchange: str = "alltoall"
     allreduce: str = "auto"
+    gemm_dispatch: str = "best"
 
     def check(self) -> None:
         p = []
@@ -286,6 +293,9 @@ class Engine:
         if self.allreduce not in ALLREDUCE_DISPATCH:
             p.append(f"allreduce: expected one of {', '.join(ALLREDUCE_DISPATCH)}, got "
                      f"{self.allreduce!r}")
+        if self.gemm_dispatch not in GEMM_DISPATCHES:
+            p.append(f"gemm_dispatch: expected one of {', '.join(GEMM_DISPATCHES)}, got "
+                     f"{self.gemm_dispatch!r}")
         if self.cuda_graph_mode not in GRAPH_MODES:
             p.append(f"cuda_graph_mode: expected one of {', '.join(GRAPH_MODES)}, got "
                      f"{self.cuda_graph_mode!r}")
@@ -344,7 +354,7 @@ def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> En
                       mixed_batching=True, block_tokens=16, gpu_memory_utilization=0.9,
                       cuda_graph_sizes=vllm_graph_sizes(min(2 * seqs, 512)),
                       cuda_graph_mode="piecewise", fp8_attention=True,
-                      kernel_fusion="add_norm", allreduce="vllm",
+                      kernel_fusion="add_norm", allreduce="vllm", gemm_dispatch="vllm-0.10.2",
                       request_overhead_s=REQUEST_OVERHEAD_S["vllm"], overlap_schedule=True)
     if name == "vllm-v0":
         return Engine(name, max_batch=256, max_tokens_per_step=None, chunked_prefill=False,
