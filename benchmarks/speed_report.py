@@ -1,7 +1,13 @@
-"""Every figure of issue 17's speed table, now against its target, in one run (a benchmark, not a
-test: nothing here asserts a time).
+"""Every figure of issue 17's and issue 43's speed tables, now against its target, in one run (a
+benchmark, not a test: nothing here asserts a time).
 
-    python benchmarks/speed_report.py [--hw H100-SXM] [--quick]
+    python benchmarks/speed_report.py [--hw H100-SXM] [--quick] [--issue 17|43|all] [--suite]
+
+Issue 43 ("speed where users wait") rows: the cold GEMM, the 405B training step predicted by the
+CLI beyond start-up, three `plan serve` searches, `calibrate --check`, `validate --plot`,
+`sweep --count` of a 10^14-point space and, with --suite, the test suite (`pytest -q`, minutes).
+The CLI rows are wall times of fresh processes (medians); "beyond start-up" rows subtract
+`perfmodel hw list` (the interpreter and `import perfmodel`) measured in the same run.
 
 Each row: the median measured now, the target, measured / target, and the same time in units of
 a reference measured in this run, so a reader can tell a regression from a slow or busy machine:
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import sys
 import time
 from pathlib import Path
@@ -56,7 +63,125 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hw", default="H100-SXM")
     ap.add_argument("--quick", action="store_true", help="fewer runs, no 32k-token MoE")
+    ap.add_argument("--issue", choices=("17", "43", "all"), default="all",
+                    help="which issue's table (default both)")
+    ap.add_argument("--suite", action="store_true",
+                    help="issue 43: also time the test suite (pytest -q: minutes)")
     args = ap.parse_args()
+    if args.issue in ("17", "all"):
+        issue17(args)
+    if args.issue in ("43", "all"):
+        if args.issue == "all":
+            print()
+        issue43(args)
+
+
+def cli_s(args: list[str], runs: int) -> float:
+    """Median wall time of `python -m perfmodel.cli ARGS` in a fresh process (output
+    discarded)."""
+    return wall_s(["-m", "perfmodel.cli", *args], runs)
+
+
+# a design space of 10^14 points: two integer ranges of 10^7 values (docs/cli.md "sweep")
+SPACE_1E14 = """grids:
+  - op: gemm
+    hw: H100
+    m: {range: [1, 10000000, 1]}
+    n: {range: [1, 10000000, 1]}
+    k: 4096
+    dtype: bf16
+"""
+
+
+def issue43(args) -> None:
+    """Issue 43's table: where users wait."""
+    import tempfile
+    runs = 3 if args.quick else 5
+    rows = []
+    ref = flop_loop_s()
+
+    def add(what, seconds, target, unit=1e-3, label="ms", note=""):
+        rows.append([what, f"{seconds / unit:,.4g} {label}", f"{target / unit:,.4g} {label}",
+                     f"{seconds / target:.2f}x", "met" if seconds <= target else "NOT met",
+                     note])
+
+    hw = pm.hardware(args.hw)
+    pm.predict_op(pm.ops.Gemm(m=8192, n=8192, k=8192, dtype="bf16"), hw)
+    gemm = each_new(lambda i: lambda: pm.predict_op(
+        pm.ops.Gemm(m=8192 + i, n=8192, k=8192, dtype="bf16"), hw), 51 if args.quick else 201)
+    add("GEMM predict_op, cold (new shape, 8k cube)", gemm, 25e-6, 1e-6, "us",
+        f"{gemm / ref:,.0f} flop-loops of {ref * 1e9:.0f} ns (~25 ns idle)")
+    split = each_new(lambda i: lambda: pm.predict_op(
+        pm.ops.Gemm(m=1 + i % 127, n=4096 + 16 * i, k=4096, dtype="bf16"), hw),
+        51 if args.quick else 201)
+    add("GEMM predict_op, cold (m < 128: split-K)", split, 25e-6, 1e-6, "us",
+        f"{split / ref:,.0f} flop-loops")
+
+    # the 405B training step: the command's own work in a fresh process once its modules are
+    # imported (an 8B command first: the imports; then the op caches cleared: every op of the
+    # 405B graph predicted cold, its model and GPU files read), median over fresh processes;
+    # then a fresh process's wall over `hw list` (start-up: interpreter, imports, bytecode)
+    predict = ["predict", "llama3-405b", "--phase", "train", "--batch", "16", "--seq", "8192",
+               "--tp", "8", "--pp", "8", "--hw", "H100"]
+    import subprocess
+    probe = (
+        "import contextlib, io, time, perfmodel as pm\n"
+        "from perfmodel.cli.main import main\n"
+        "def run(a):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()), "
+        "contextlib.redirect_stderr(io.StringIO()):\n"
+        "        main(a)\n"
+        "run(['predict', 'llama3-8b', '--phase', 'train', '--batch', '2', '--seq', '1024', "
+        "'--tp', '2', '--pp', '2', '--hw', 'H200'])\n"
+        "pm.clear_cache()\n"
+        "t = time.perf_counter()\n"
+        f"run({predict!r})\n"
+        "print(time.perf_counter() - t)\n")
+    own = sorted(float(subprocess.run([sys.executable, "-c", probe], cwd=ROOT, check=True,
+                                      capture_output=True, text=True).stdout)
+                 for _ in range(runs))[runs // 2]
+    add("predict llama3-405b train TP8 PP8: the command beyond start-up (cold op caches)", own,
+        30e-3)
+    start = cli_s(["hw", "list"], runs)
+    fresh = cli_s(predict, runs)
+    rows.append(["  its fresh process over `hw list` (imports: numpy, the op models)",
+                 f"{(fresh - start) * 1e3:,.4g} ms", "", "", "",
+                 f"wall {fresh * 1e3:.0f} ms, `hw list` {start * 1e3:.0f} ms"])
+
+    serve = ["plan", "serve"]
+    add("plan serve llama3-70b --hw H200 --gpus 8 --isl 1000 --osl 1000 --offline",
+        cli_s(serve + ["llama3-70b", "--hw", "H200", "--gpus", "8", "--isl", "1000",
+                       "--osl", "1000", "--offline"], runs), 1.0, 1.0, "s")
+    with tempfile.TemporaryDirectory() as tmp:
+        add("plan serve qwen3-30b-a3b --hw B200 --gpus 8 --engine sglang --dtype fp8 "
+            "--sweep --plot", cli_s(serve + ["qwen3-30b-a3b", "--hw", "B200", "--gpus", "8",
+                                            "--engine", "sglang", "--dtype", "fp8", "--sweep",
+                                            "--plot", str(Path(tmp) / "pareto.png")],
+                                    max(1, runs - 2)), 5.0, 1.0, "s")
+        add("plan serve deepseek-v3 --hw B200 --gpus 16",
+            cli_s(serve + ["deepseek-v3", "--hw", "B200", "--gpus", "16"], max(1, runs - 2)),
+            2.0, 1.0, "s")
+        add("calibrate --check", cli_s(["calibrate", "--check"], 1), 20.0, 1.0, "s")
+        add("validate --plot", cli_s(["validate", "--plot", str(Path(tmp) / "v.png")],
+                                     max(1, runs - 2)), 4.0, 1.0, "s")
+        space = Path(tmp) / "space.yaml"
+        space.write_text(SPACE_1E14)
+        add("sweep SPACE --count, 10^14 points", cli_s(["sweep", str(space), "--count"], runs),
+            0.5, 1.0, "s")
+    if args.suite:
+        import subprocess
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                       cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        add("test suite (pytest -q)", time.perf_counter() - t, 240.0, 1.0, "s")
+    else:
+        rows.append(["test suite (pytest -q)", "not run (--suite)", "240 s", "", "", ""])
+    print(f"issue 43 speed figures (medians of fresh processes unless noted; this machine: "
+          f"{os.cpu_count()} CPUs, flop-loop {ref * 1e9:.0f} ns)")
+    print(format_table(["what", "measured", "target", "vs target", "", "note"], rows))
+
+
+def issue17(args) -> None:
     hw = pm.hardware(args.hw)
     runs = 15 if args.quick else 51
     rows = []

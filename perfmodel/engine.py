@@ -38,7 +38,7 @@ import numpy as np
 
 from perfmodel.demand import Choice, Demand, KernelCandidates, LaunchShape, Overlap, \
     is_sm_resource
-from perfmodel.errors import InputError
+from perfmodel.errors import InputError, check_result
 from perfmodel.hardware import Hardware
 
 LEVELS = ("roofline", "pipes")
@@ -83,6 +83,21 @@ class Estimate:
                 "resource_time_s": dict(self.resource_time_s),
                 **({"interval_s": list(self.interval_s), "interval_basis": self.interval_basis}
                    if self.interval_s is not None else {})}
+
+
+def check_estimate(est: Estimate, op: Any, hw: Hardware) -> Estimate:
+    """`est` of `op` on `hw`, unless one of its numbers is not finite and non-negative
+    (errors.check_result: an InternalError naming the op). Called where an estimate is first
+    computed and memoized (schedule.op_entry, the GEMM paths of predict), so a cached
+    prediction costs nothing, and a cold one a few comparisons."""
+    r, inf = est.resource_time_s.values(), math.inf
+    # (a NaN anywhere makes the sum NaN, which fails `< inf`; a negative shows in the min)
+    if not (0 <= est.time_s < inf and 0 <= est.flop < inf and 0 <= est.hbm_bytes < inf
+            and 0 <= est.roofline_time_s < inf and (not r or (min(r) >= 0 and sum(r) < inf))):
+        check_result(lambda: f"{op!r} on {hw.name}",  # raises, naming the number
+                     {"time_s": est.time_s, "flop": est.flop, "hbm_bytes": est.hbm_bytes,
+                      "roofline_time_s": est.roofline_time_s, **est.resource_time_s})
+    return est
 
 
 @functools.lru_cache(maxsize=1024)

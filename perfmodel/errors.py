@@ -1,9 +1,12 @@
-"""Errors for bad user input.
+"""Errors for bad user input, and the guard on results.
 
 Every problem names the file, the key path and what was expected, so the CLI can print one line
-per problem and exit 2 without a traceback (docs/cli.md "Exit codes").
+per problem and exit 2 without a traceback (docs/cli.md "Exit codes"). A result that is not a
+finite non-negative number is never returned (`check_result`: an InternalError, exit 1).
 """
 from __future__ import annotations
+
+from numbers import Real
 
 
 class InputError(Exception):
@@ -37,3 +40,30 @@ def printable(line: str) -> str:
     import unicodedata
     return "".join(c if c == " " or unicodedata.category(c)[0] not in "CZ"
                    else ascii(c)[1:-1] for c in str(line))
+
+
+_INF = float("inf")
+
+
+class InternalError(RuntimeError):
+    """A result perfmodel must never return: a time, rate or size that is not finite or is
+    negative. A bug in the model, not bad input: the CLI exits 1 with its traceback (docs/cli.md
+    "Exit codes") rather than print a NaN as a prediction."""
+
+
+def check_result(what, values) -> None:
+    """Refuse a result whose numbers (`values`: name → number or None; bools and other types
+    pass) are not finite and non-negative: InternalError naming `what` (a string, or a function
+    giving it, called only then) and the number. Called by the public planners and predictions
+    on what they return (cheap: one comparison each)."""
+    for name, v in values.items():
+        kind = type(v)
+        if kind is float or kind is int:
+            if 0 <= v < _INF:  # (nan fails both comparisons)
+                continue
+        elif v is None or kind is bool or kind is str or not isinstance(v, Real) \
+                or 0 <= v < _INF:  # numpy's numbers are Real too
+            continue
+        raise InternalError(f"{what() if callable(what) else what}: {name} = {v!r}: a result "
+                            f"must be a finite, non-negative number (a bug in perfmodel, not in "
+                            f"the input)")

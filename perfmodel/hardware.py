@@ -82,8 +82,11 @@ SCHEMA: dict[str, Any] = {
         "max_warps_per_sm": Q(1, 256, integer=True),
         "max_ctas_per_sm": Q(1, 256, integer=True),
         "max_threads_per_cta": Q(32, 4096, integer=True),
-        "smem_per_sm_bytes": Q(1024, 1 << 24, integer=True),
-        "smem_per_cta_bytes": Q(1024, 1 << 24, integer=True),
+        # at least the 48 KiB every CUDA GPU has given a CTA since compute capability 2.0: the
+        # kernels modelled stage a 32 KiB epilogue tile there (ops/gemm.py), and below it a
+        # kernel's shared memory came out 0 (a division by zero in the occupancy)
+        "smem_per_sm_bytes": Q(48 << 10, 1 << 24, integer=True),
+        "smem_per_cta_bytes": Q(48 << 10, 1 << 24, integer=True),
         "smem_bytes_per_clk": Q(1, 4096),
         "tmem_per_sm_bytes": Q(0, 1 << 24, integer=True, optional=True),
     },

@@ -12,15 +12,15 @@ import math
 from typing import Iterable
 
 from perfmodel import intervals
-from perfmodel.engine import LEVELS, ROOFLINE_PIPES, Estimate, occupancy, sm_rate_per_clk, \
-    sm_rate_per_s, tensor_power_ratio
+from perfmodel.engine import LEVELS, ROOFLINE_PIPES, Estimate, check_estimate, occupancy, \
+    sm_rate_per_clk, sm_rate_per_s, tensor_power_ratio
 from perfmodel.demand import LaunchShape
-from perfmodel.errors import InputError
+from perfmodel.errors import InputError, check_result
 from perfmodel.graph import OpGraph
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.ops import Op
-from perfmodel.ops.gemm import Gemm, fp4_cutlass
-from perfmodel.units import tensor_dtype
+from perfmodel.ops.gemm import FP4_MMA_N, Gemm, fp4_cutlass, tile_facts
+from perfmodel.units import DTYPE_BYTES, bytes_per_element, tensor_dtype
 from perfmodel.schedule import Prediction, op_entry, schedule
 from perfmodel.schedule import clear_cache as _clear_schedule_cache
 
@@ -45,6 +45,7 @@ def predict_op(op: Op, hw: Hardware | str, level: str = "pipes") -> Estimate:
         if hit is None:
             hit = gemm_estimate(op, hw, level)
             if hit is not None:
+                check_estimate(hit, op, hw)
                 if len(_GEMM_MEMO) >= GEMM_MEMO_SIZE:
                     _GEMM_MEMO.clear()
                 _GEMM_MEMO[key] = hit
@@ -108,8 +109,8 @@ def prefetch_gemms(ops: list, hw: Hardware, level: str) -> None:
             continue  # predict_op raises each shape's own error
         if len(_GEMM_MEMO) + len(cold) > GEMM_MEMO_SIZE:
             _GEMM_MEMO.clear()
-        for j, key in enumerate(cold):
-            _GEMM_MEMO[key] = table.estimate(j)
+        for j, (key, o) in enumerate(cold.items()):
+            _GEMM_MEMO[key] = check_estimate(table.estimate(j), o, hw)
 
 
 def predict(graph: OpGraph, hw: Hardware | str | None = None,
@@ -120,7 +121,13 @@ def predict(graph: OpGraph, hw: Hardware | str | None = None,
         raise InputError(f"graph '{graph.name}': no hardware given and no `hardware:` key")
     if level not in LEVELS:
         raise InputError(f"unknown level '{level}' (expected one of {', '.join(LEVELS)})")
-    return schedule(graph, hardware(target), level)
+    pred = schedule(graph, hardware(target), level)
+    # every op's estimate was checked when it was first computed (engine.check_estimate); the
+    # schedule's totals here
+    check_result(f"predict({graph.name!r})", {"total_time_s": pred.total_time_s,
+                                              "microbatch_time_s": pred.microbatch_time_s,
+                                              "pipeline_bubble_s": pred.pipeline_bubble_s})
+    return pred
 
 
 # ---- the scalar GEMM path -------------------------------------------------------------------
@@ -166,6 +173,48 @@ def tile_ctas_per_sm(hw: Hardware, threads: int, registers: int,
     return occupancy(LaunchShape(1, int(threads), int(registers), int(smem)), hw)
 
 
+class _TileSearch:
+    """What the scalar tile search of one (GPU, GEMM dtypes, fixed kernel) reads that no shape
+    changes (`_tile_search`): `tile_facts`' lists, each tile's terms of the candidate work that
+    are products of tile constants alone (computed as `Gemm.scalar_candidates` computes them,
+    so the same doubles), and each tile's occupancy, found on first use as the search finds
+    it."""
+
+    __slots__ = ("f", "tiles", "n_tiles", "kblock", "op_b", "fp4", "ctas_per_sm",
+                 "launch_occupancy", "labels")
+
+    def __init__(self, hw: Hardware, compute: str, a_b: float, b_b: float, c_b: float,
+                 fixed) -> None:
+        f = self.f = tile_facts(hw, compute, a_b, b_b, c_b, fixed)
+        op_b = self.op_b = DTYPE_BYTES[compute]
+        self.kblock = f["kblock"]
+        self.fp4 = fp4 = fp4_cutlass(hw, compute)
+        per_wave = hw.sm_count
+        rows = []
+        for i in range(len(f["m"])):
+            tm, tn = f["m"][i], f["n"][i]
+            cluster, b_share, cluster_n = f["cluster"][i], f["b_share"][i], f["cluster_n"][i]
+            rows.append((
+                i, tm, tn, f["fits"][i],
+                max(tn, FP4_MMA_N) if fp4 else tn,              # the MMA's N (FP4 granule)
+                tm * op_b + tn * op_b * b_share,                # smem bytes per k element
+                tm * a_b / cluster_n + tn * b_b / cluster,      # L2 bytes per k element
+                # hbm_operand_bytes_scalar's raster rows before the tile-count clamp
+                max(round(math.sqrt(per_wave * tn * b_b / (tm * a_b))), 1),
+                f["in_flight"][i]))
+        self.tiles = tuple(rows)
+        self.n_tiles = len(rows)
+        self.ctas_per_sm: list = [None] * len(rows)
+        self.launch_occupancy: list = [None] * len(rows)
+        self.labels: list = [None] * len(rows)  # Gemm.scalar_demand_details' tile labels
+
+
+@functools.lru_cache(maxsize=256)
+def _tile_search(hw: Hardware, compute: str, a_b: float, b_b: float, c_b: float,
+                 fixed) -> _TileSearch:
+    return _TileSearch(hw, compute, a_b, b_b, c_b, fixed)
+
+
 def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
     """The Estimate the engine gives `op` (with its band at the pipes level), on Python floats;
     None where the mirror does not apply (block-scaled FP8 promoted on the CUDA cores: an
@@ -180,10 +229,13 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
             return None
         compute = f"tensor:{compute}"
     per_clk, peak, l2_rate = gemm_rates(hw)
-    f, cands = op.scalar_candidates(hw, split_tiles=())  # the unsplit tiles first
     tensor = compute != "fp32"
     if tensor and compute not in per_clk:
         return None
+    dtype_key = op._dtype_key()
+    fixed = op.fixed_tiles(hw)
+    ts = _tile_search(hw, *dtype_key, fixed)
+    f = ts.f
     # engine.candidate_times_s: each candidate's resource times (kernel_resource_times) at the
     # sustained clock, moved to its kernel clock (kernel_clock_hz: any candidate with tensor
     # work puts every candidate on the utilization rule; at_clock), max + first load + launch;
@@ -200,6 +252,7 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
     any_tensor = tensor
     threads, registers, smem_cta, in_flight = f["threads"], f["registers"], f["smem"], \
         f["in_flight"]
+    ctas_per_sm = ts.ctas_per_sm
     best, best_t = None, math.inf
 
     def scan(candidates):
@@ -208,7 +261,10 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
             i, split, valid, w_t, w_f, w_s, w_l2, w_h, ctas, kernels = c
             if not valid:
                 continue  # np.where(valid, total, inf): never the fastest while any is valid
-            cps = tile_ctas_per_sm(hw, threads[i], registers[i], smem_cta[i])[0]
+            cps = ctas_per_sm[i]
+            if cps is None:
+                cps = ctas_per_sm[i] = tile_ctas_per_sm(hw, threads[i], registers[i],
+                                                        smem_cta[i])[0]
             busiest = math.ceil(ctas / sms) + 0.0
             rate = min(hbm_bw, min(ctas, sms * cps) * in_flight[i] / hbm_lat)
             t_f = busiest * (w_f / ctas) / r_fma
@@ -235,37 +291,106 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
             if total < best_t:
                 best, best_t = c, total
 
-    scan(cands)
+    # the unsplit candidates, built and scanned in one pass: Gemm.scalar_candidates'
+    # arithmetic for split = 1 (its tile-constant terms from _TileSearch) and scan's, in their
+    # orders of operations; a candidate's tuple is made only where it leads
+    m, n, k, batch = op.m, op.n, op.k, op.batch
+    a_bytes, b_bytes, c_bytes = op.unique_bytes()
+    _, a_b, b_b, c_b = dtype_key
+    op_b = ts.op_b
+    kblock = ts.kblock
+    k_pad = -(-k // kblock) * kblock  # k_split = k
+    simt = compute == "fp32"
+    mixed = any(bytes_per_element(x) < op_b for x in (op.a_dtype, op.b_dtype) if x)
+    narrow_b = bool(op.b_dtype) and b_b < op_b
+    ab_bytes = a_bytes + b_bytes
+    l2_resident = ab_bytes <= 0.5 * hw.l2_capacity_bytes  # hbm_operand_bytes: read once
+    offered = -(-k // 2) > kblock  # a split leaves each part two k-blocks
+    short = []  # (tile, HBM bytes, CTAs) of the tiles that leave SMs idle: split-K's offer
+    for i, tm, tn, fits, tn_mma, smem_per_k, l2_per_k, r0, flight in ts.tiles:
+        tiles_m, tiles_n = -(-m // tm), -(-n // tn)
+        tiles = tiles_m * tiles_n * batch
+        if l2_resident:
+            hbm = ab_bytes + c_bytes
+        else:  # hbm_operand_bytes_scalar
+            r = min(r0, tiles_m)
+            c = min(math.ceil(sms / r), tiles_n)
+            waves = (tiles_m * tiles_n) / (r * c)
+            hbm = waves * (r * tm * a_b + c * tn * b_b) * k * batch
+            hbm = min(max(hbm, ab_bytes), tiles_n * a_bytes + tiles_m * b_bytes) + c_bytes
+        if offered and tiles < sms:
+            short.append((i, hbm + 0.0, tiles))
+        if not fits:
+            continue  # not valid: never the fastest
+        w_t = tiles * 2.0 * tm * tn_mma * k_pad if tensor else None
+        w_f = tiles * tm * tn * 1.0
+        if simt:
+            w_f = w_f + tiles * tm * tn * k_pad * 1.0
+        if mixed:
+            w_f = w_f + tiles * k_pad * (tn if narrow_b else tm) * 2
+        w_s = tiles * k_pad * smem_per_k + tiles * 2.0 * tm * tn * c_b
+        w_l2 = tiles * l2_per_k * k + c_bytes + 0.0
+        w_h = hbm + 0.0
+        cps = ctas_per_sm[i]
+        if cps is None:
+            cps = ctas_per_sm[i] = tile_ctas_per_sm(hw, threads[i], registers[i],
+                                                    smem_cta[i])[0]
+        busiest = math.ceil(tiles / sms) + 0.0
+        rate = min(hbm_bw, min(tiles, sms * cps) * flight / hbm_lat)
+        t_f = busiest * (w_f / tiles) / r_fma
+        t_s = busiest * (w_s / tiles) / r_smem
+        t_l2 = w_l2 / l2_rate
+        t_h = w_h / rate if rate else math.inf
+        if tensor:
+            t_t = busiest * (w_t / tiles) / r_tensor * power_ratio
+            busy = max(t_t, t_f, t_s, t_l2, t_h)
+        else:
+            t_t, busy = 0.0, max(t_f, t_s, t_l2, t_h)
+        if hi <= lo:
+            clock = lo
+        elif not any_tensor:
+            clock = hi
+        else:
+            clock = hi - (min(max(t_t / busy, 0.0), 1.0) if busy > 0 else 0.0) * (hi - lo)
+        # scan's max(t_f·s, t_s·s, t_l2·s, t_h, t_t·s): a product by s > 0 keeps the order of
+        # its factors (rounding is monotone), so the largest product is the largest factor's
+        top = max(max(t_f, t_s, t_l2, t_t) * (sustained / clock), t_h)
+        total = top + (hbm_lat if w_h > 0 else 0.0) + launch_s
+        if total < best_t:
+            best, best_t = (i, 1, True, w_t, w_f, w_s, w_l2, w_h, tiles, 1), total
     # then the split-K candidates of the tiles whose lower bound (perfmodel.batch._search:
     # the unsplit HBM bytes at full bandwidth, or the MMAs spread perfectly over the SMs at the
     # fastest clock, plus the first load and two launches) does not exceed the best unsplit
     # time: the others cannot hold a strictly faster kernel, so the pick is the same
     keep = []
-    offered = -(-op.k // 2) > f["kblock"]  # a split leaves each part two k-blocks
-    for i, _, _, _, _, _, _, w_h, ctas, _ in cands:
-        if not (offered and ctas < sms):
-            continue  # the search offers splits to tiles that leave SMs idle only
+    for i, w_h, ctas in short:
         lower = w_h / hbm_bw
         if tensor:
-            t_mma = (ctas * 2.0 * f["m"][i] * f["n"][i] * op.k / sms / r_tensor * power_ratio)
+            t_mma = (ctas * 2.0 * f["m"][i] * f["n"][i] * k / sms / r_tensor * power_ratio)
             lower = max(lower, t_mma * (sustained / hi))
         if not (lower + hbm_lat + 2 * launch_s) * SPLIT_BOUND > best_t:
             keep.append(i)
-    if keep and not fp4_cutlass(hw, tensor_dtype(op.dtype)):  # the NVFP4 kernel: no split-K
+    if keep and not ts.fp4 and fixed is None:  # the NVFP4 kernel, a fixed one: no split-K
         scan(op.scalar_candidates(hw, split_tiles=keep, unsplit=False)[1])
     if best is None:
         return None  # nothing fits: the engine's error
     i, split, _, w_t, w_f, w_s, w_l2, w_h, ctas, kernels = best
     work = {compute: w_t} if tensor else {}
     work.update(fma=w_f, smem=w_s, l2=w_l2, hbm=w_h)
-    a_bytes, b_bytes, c_bytes = op.unique_bytes()
     hbm_bytes = a_bytes + b_bytes + c_bytes
     flop, repeat = op.flop, op.count
-    details = op.scalar_demand_details(hw, f, best)
+    label = ts.labels[i]
+    if label is None:
+        details = op.scalar_demand_details(hw, f, best)
+        ts.labels[i] = details["tile"]
+    else:  # Gemm.scalar_demand_details, its tile label kept
+        details = {"tile": label, "split_k": split, "stages": f["stages"][i], "tiles": ctas,
+                   "persistent": op.is_persistent(hw)}
     # engine.roofline of the chosen Demand (the useful FMA work, not the padded tiles')
     roof_times = {}
-    tensor_work = sum(w for r, w in work.items() if r.startswith("tensor:"))
-    useful_fma = op.useful_fma(hw)
+    tensor_work = w_t if tensor else 0  # the sum of the tensor resources' work
+    # Gemm.useful_fma (nothing promoted on this path)
+    useful_fma = float(op._fma_work(dtype_key[0], op_b, b_b, batch, m, n, k, False))
     for r, w in work.items():
         if r == "fma":
             w = useful_fma
@@ -289,10 +414,13 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
                         hbm_bytes * repeat, "roofline", roof, details)
     # engine.pipes of the chosen Demand: its resources with work, at its kernel clock
     # the chosen Demand's launch, as Gemm._demand_at builds it (candidate_launch)
-    cps, limiter = occupancy(LaunchShape(ctas=ctas, threads_per_cta=f["tiles"][i].threads,
-                                         registers_per_thread=f["tiles"][i].registers,
-                                         smem_per_cta_bytes=int(smem_cta[i]),
-                                         bytes_in_flight_per_cta=float(in_flight[i])), hw)
+    occ = ts.launch_occupancy[i]  # occupancy reads the tile's threads, registers and smem
+    if occ is None:
+        occ = ts.launch_occupancy[i] = occupancy(LaunchShape(
+            ctas=ctas, threads_per_cta=f["tiles"][i].threads,
+            registers_per_thread=f["tiles"][i].registers, smem_per_cta_bytes=int(smem_cta[i]),
+            bytes_in_flight_per_cta=float(in_flight[i])), hw)
+    cps, limiter = occ
     busiest = math.ceil(ctas / sms) + 0.0
     rate = min(hbm_bw, min(ctas, sms * cps) * in_flight[i] / hbm_lat)
     raw = {}
@@ -305,8 +433,8 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
             raw[r] = w / l2_rate
         else:
             raw[r] = busiest * (w / ctas) / (per_clk[r] * sustained)
-    raw = {r: (t * tensor_power_ratio(hw, r) if r.startswith("tensor:") else t)
-           for r, t in raw.items()}  # engine.power_limited, before the clock
+    if tensor and compute in raw:  # engine.power_limited, before the clock
+        raw[compute] = raw[compute] * power_ratio  # tensor_power_ratio(hw, compute)
     t_tensor = sum((t for r, t in raw.items() if r.startswith("tensor:")), 0.0)
     if hi <= lo or not t_tensor > 0:
         clock = lo if hi <= lo else hi

@@ -19,7 +19,7 @@ from typing import Any
 
 from perfmodel import contention
 
-from perfmodel.engine import Estimate, estimate, resolve
+from perfmodel.engine import Estimate, check_estimate, estimate, resolve
 from perfmodel.graph import OpGraph, Pipeline
 from perfmodel.hardware import Hardware
 
@@ -70,7 +70,8 @@ def op_entry(op: Any, hw: Hardware, level: str) -> OpEntry:
         return hit
     raw = op.demand(hw)
     d = resolve(raw, hw, level)
-    hit = _ENTRIES[key] = OpEntry(state, d, estimate(raw, hw, level, resolved=d))
+    est = check_estimate(estimate(raw, hw, level, resolved=d), op, hw)  # never NaN or < 0
+    hit = _ENTRIES[key] = OpEntry(state, d, est)
     while len(_ENTRIES) > CACHE_SIZE:
         _ENTRIES.popitem(last=False)
     return hit

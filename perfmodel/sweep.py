@@ -15,17 +15,19 @@ misspelt key) is an InputError naming the file and key path before anything runs
 """
 from __future__ import annotations
 
+import bisect
 import inspect
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from perfmodel import yamlio
 from perfmodel.engine import LEVELS
 from perfmodel.errors import InputError, show, where
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.ops import REGISTRY
+from perfmodel.ops.base import ELEMENTS_WHY, GPUS_WHY, MAX_ELEMENTS, MAX_GPUS, bound_text
 from perfmodel.predict import prefetch_gemms, predict, predict_op
 from perfmodel.workloads.builder import KV_DTYPES, PHASES, RECOMPUTE, Workload, build_graph
 from perfmodel.workloads.models import ModelSpec, load_model
@@ -35,6 +37,11 @@ TOP_KEYS = ("grids", "level", "description")
 # Model-grid keys besides model, hw and phase: the Workload fields, and isl/osl/gpus
 MODEL_INT_KEYS = ("batch", "seq", "context", "isl", "osl", "tp", "ep", "pp", "dp", "gpus",
                   "microbatches", "virtual_stages")
+# their upper bounds, the builder's (Workload.problems): GPUs at most MAX_GPUS, sizes at most
+# MAX_ELEMENTS; a larger value is wrong on its own, not as a combination
+MODEL_INT_BOUNDS = {k: (MAX_GPUS, GPUS_WHY) if k in ("tp", "ep", "pp", "dp", "gpus",
+                                                      "virtual_stages")
+                    else (MAX_ELEMENTS, ELEMENTS_WHY) for k in MODEL_INT_KEYS}
 MODEL_CHOICE_KEYS = {"dtype": GEMM_DTYPES, "kv_dtype": KV_DTYPES, "recompute": RECOMPUTE,
                      "phase": PHASES}
 MODEL_KEYS = ("model", "hw", "phase", *MODEL_INT_KEYS, "dtype", "kv_dtype", "recompute")
@@ -109,6 +116,9 @@ class Space:
                 if key in ("hw", "model"):
                     seen[key].add(str)  # written by canonical name
                     continue
+                if isinstance(vals, range):  # an integer range axis (_axis): ints only
+                    seen[key].add(int)
+                    continue
                 seen[key].update(type(v) for v in vals if v is not None)
         types: dict[str, type] = {"point": int, "grid": int, "kind": str}
         for c, ts in seen.items():
@@ -123,9 +133,11 @@ def load_space(path: str | Path) -> Space:
     return parse_space(yamlio.load(path, "space file"), str(path))
 
 
-def _axis(value: Any, file: str, at: str) -> tuple:
+def _axis(value: Any, file: str, at: str) -> Sequence:
     """A key's values: a scalar (one value), a list, or {range: [start, stop, step]} /
-    {geometric: [start, stop, factor]} (stop included when reached)."""
+    {geometric: [start, stop, factor]} (stop included when reached). A range of integers is a
+    Python `range` (start + i·step computed when read, never listed: a space's size and its
+    checks cost the same at 10 values or 10 million); the others are tuples."""
     if isinstance(value, list):
         if not value:
             raise InputError(f"{where(file, at)}: empty list (expected at least one value)")
@@ -143,24 +155,31 @@ def _axis(value: Any, file: str, at: str) -> tuple:
         at = f"{at}.{form}"
         if (not isinstance(args, list) or len(args) != 3
                 or not all(isinstance(a, (int, float)) and not isinstance(a, bool)
-                           and math.isfinite(a) for a in args)):
+                           and abs(a) <= 1e300 for a in args)):  # finite, and nan fails
             raise InputError(f"{where(file, at)}: expected three numbers [start, stop, "
-                             f"{'step' if form == 'range' else 'factor'}], got {show(args)}")
+                             f"{'step' if form == 'range' else 'factor'}] of magnitude at most "
+                             f"1e300, got {show(args)}")
         start, stop, step = args
         if form == "range":
             if step <= 0 or stop < start:
                 raise InputError(f"{where(file, at)}: expected step > 0 and stop >= start, got "
                                  f"{show(args)}")
-            n = int((stop - start) // step) + 1
+            count = lambda: int((stop - start) // step) + 1  # noqa: E731
         else:
             if start <= 0 or step <= 1 or stop < start:
                 raise InputError(f"{where(file, at)}: expected start > 0, factor > 1 and stop "
                                  f">= start, got {show(args)}")
-            n = int(math.floor(math.log(stop / start, step) + 1e-9)) + 1
+            count = lambda: int(math.floor(math.log(stop / start, step) + 1e-9)) + 1  # noqa
+        try:
+            n = count()
+        except (OverflowError, ValueError):  # (1e300 - -1e300) // 1e-300: as many as that
+            n = MAX_AXIS_VALUES + 1
         if n > MAX_AXIS_VALUES:
             raise InputError(f"{where(file, at)}: {n} values; expected at most "
                              f"{MAX_AXIS_VALUES:,} on one key")
         if form == "range":
+            if type(start) is int and type(step) is int:
+                return range(start, start + n * step, step)
             return tuple(start + i * step for i in range(n))
         out, v = [], start
         for _ in range(n):  # by repeated products: integer start and factor stay integers
@@ -168,6 +187,48 @@ def _axis(value: Any, file: str, at: str) -> tuple:
             v = v * step
         return tuple(x for x in out if x <= stop)
     return (value,)
+
+
+def _first_refused(vals: Sequence, refused: Callable[[Any], bool],
+                   bounds: tuple | None = None) -> int | None:
+    """The index of the first of `vals` that `refused` refuses, or None. `bounds` (lo, hi,
+    either None): `refused` refuses an integer exactly when it is below lo or above hi, so an
+    integer range (`_axis`), whose values increase, is searched by its ends (the refused values
+    are a prefix and a suffix) rather than value by value."""
+    if bounds is not None and isinstance(vals, range):
+        lo, hi = bounds
+        if not vals:
+            return None
+        if lo is not None and vals[0] < lo:
+            return 0
+        if hi is not None and vals[-1] > hi:
+            return bisect.bisect_right(vals, hi)
+        return None
+    for i, v in enumerate(vals):
+        if refused(v):
+            return i
+    return None
+
+
+def _int_bounds(p) -> tuple | None:
+    """(lo, hi) of a Param that refuses an integer exactly outside them (`_first_refused`): an
+    integer parameter, or a number whose bounds are exact doubles (it compares the integer,
+    then its double, with them), else None."""
+    if p.kind == "int" or (p.kind == "float" and all(b is None or float(b) == b
+                                                       for b in (p.lo, p.hi))):
+        return p.lo, p.hi
+    return None
+
+
+def _coerce_refuses(p) -> Callable[[Any], bool]:
+    """Whether Param `p` refuses a value."""
+    def refused(v: Any) -> bool:
+        try:
+            p.coerce(v)
+        except ValueError:
+            return True
+        return False
+    return refused
 
 
 def _check_op_values(name: str, keys: list[str], values: list[tuple], file: str, at: str
@@ -182,13 +243,10 @@ def _check_op_values(name: str, keys: list[str], values: list[tuple], file: str,
             problems.append(f"{where(file, f'{at}.{key}')}: unknown parameter of op '{name}' "
                             f"(expected one of {', '.join(cls.PARAMS)})")
             continue
-        for i, v in enumerate(vals):
-            try:
-                p.coerce(v)
-            except ValueError:
-                idx = f"[{i}]" if len(vals) > 1 else ""
-                problems.append(f"{where(file, f'{at}.{key}{idx}')}: {p.problem(v)}")
-                break
+        i = _first_refused(vals, _coerce_refuses(p), _int_bounds(p))
+        if i is not None:
+            idx = f"[{i}]" if len(vals) > 1 else ""
+            problems.append(f"{where(file, f'{at}.{key}{idx}')}: {p.problem(vals[i])}")
     missing = [k for k, p in cls.PARAMS.items() if p.required and k not in keys]
     if missing:
         problems.append(f"{where(file, at)}: op '{name}' needs {', '.join(missing)}")
@@ -202,11 +260,18 @@ def _check_model_values(keys: list[str], values: list[tuple], file: str, at: str
             problems.append(f"{where(file, f'{at}.{key}')}: unknown key of a model grid "
                             f"(expected one of {', '.join(MODEL_KEYS)})")
             continue
-        for i, v in enumerate(vals):
+        items: Any = enumerate(vals)
+        if key in MODEL_INT_KEYS and isinstance(vals, range):  # refused outside [1, bound]
+            first = _first_refused(vals, bool, (1, MODEL_INT_BOUNDS[key][0]))
+            items = () if first is None else ((first, vals[first]),)
+        for i, v in items:
             bad = None
             if key in MODEL_INT_KEYS:
+                hi, why = MODEL_INT_BOUNDS[key]
                 if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                     bad = "expected a positive integer"
+                elif v > hi:
+                    bad = f"expected an integer <= {bound_text(hi)} ({why})"
             elif key in MODEL_CHOICE_KEYS:
                 if key == "kv_dtype" and v is None:
                     continue

@@ -4,7 +4,8 @@ Hypothesis profiles (env HYPOTHESIS_PROFILE; `ci` when it is unset, so every run
 deterministic unless asked otherwise, CI included):
   ci       derandomized (the same examples every run), no deadline, 100 examples per test
   nightly  random examples, 20x as many; a failure prints the blob that reproduces it
-Tests set their own max_examples only where one example is expensive.
+Tests set their own max_examples only where one example is expensive; the fuzz suites set theirs
+through tests/fuzzing.py `fuzz`, which scales them by the profile (20x in nightly too).
 """
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 values lie in their ranges, its loader is strict, and everything else reads from it."""
 from __future__ import annotations
 
+import copy
 import math
 from pathlib import Path
 
@@ -177,7 +178,10 @@ def test_unknown_constant_and_bad_hwspec_reference_are_input_errors(tmp_path):
         pm.load_spec(p)
 
 
-def test_check_flag_reports_a_stale_file(tmp_path, monkeypatch, capsys):
+def test_check_flag_reports_a_stale_file(fresh, tmp_path, monkeypatch, capsys):
+    # the module's fresh fit stands for the three `fit.main` runs (the fit is deterministic and
+    # test_file_is_what_a_fresh_fit_writes checks it): this test is about the flag
+    monkeypatch.setattr(fit, "fit_all", lambda *a, **k: copy.deepcopy(fresh))
     fa4 = _value_line("attention.softmax_overlap.fa4")
     p = _copy(tmp_path, fa4, "  value: 0.5\n")
     monkeypatch.setattr(fitted, "PATH", p)

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import perfmodel as pm
 from perfmodel.graph import parse_graph
 from perfmodel.hardware import parse_spec
 from perfmodel.workloads.models import parse_model
+from tests.fuzzing import fuzz
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-10, 10**6),
                     st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8))
@@ -23,9 +24,10 @@ op_entries = st.dictionaries(param_names, values, max_size=6).flatmap(
     lambda d: op_names.map(lambda o: {**d, "op": o}))
 
 
-# fuzzing keeps its own, larger budgets (the profile's derandomization still applies)
+# fuzzing keeps its own, larger budgets (the profile's derandomization still applies; nightly
+# runs 20x as many: tests/fuzzing.py `fuzz`)
 @pytest.mark.slow  # ~3 s: every example parses and predicts a graph
-@settings(max_examples=300)
+@fuzz(300)
 @given(st.lists(op_entries, max_size=4), st.one_of(st.none(), values))
 def test_graphs_fail_only_with_input_errors(entries, extra):
     raw = {"ops": entries}
@@ -41,7 +43,7 @@ def test_graphs_fail_only_with_input_errors(entries, extra):
         pass
 
 
-@settings(max_examples=150)
+@fuzz(150)
 @given(values)
 def test_specs_and_models_fail_only_with_input_errors(raw):
     for parse in (parse_spec, parse_model):
@@ -68,7 +70,7 @@ OPS = sorted(pm.ops.REGISTRY)
 
 
 @pytest.mark.slow  # 1-5 s: 400 ops built and predicted
-@settings(max_examples=400)
+@fuzz(400)
 @given(st.sampled_from(OPS), st.data(), st.sampled_from(["H100-SXM", "B200", "A100-SXM"]))
 def test_ops_with_arbitrary_valid_typed_parameters(name, data, hw):
     cls = pm.ops.REGISTRY[name]

@@ -3,7 +3,7 @@ files, model files, CLI options, op parameters, MoE routing traces and `validate
 
 Each test is seeded and bounded: the `ci` hypothesis profile of conftest.py derandomizes it (the
 same examples every run) and `max_examples` below bounds it; `HYPOTHESIS_PROFILE=nightly` draws
-new examples. Every example asserts the contract of docs/cli.md "Exit codes": exit 0 or 2, one
+new examples, 20x as many (tests/fuzzing.py `scale`). Every example asserts the contract of docs/cli.md "Exit codes": exit 0 or 2, one
 line per problem (each `perfmodel: error: ...`, or a `perfmodel: warning: ...`), never a
 traceback (an exception escaping `main` fails the example), and where the input is accepted,
 finite positive times (JSON without NaN or Infinity) and the invariants of the conformance suite
@@ -47,6 +47,7 @@ from perfmodel.ops import REGISTRY
 from perfmodel.ops.base import MAX_ELEMENTS
 from perfmodel.validation.measurements import PUBLIC_CSV
 from perfmodel.workloads.models import builtin_model_dir
+from tests.fuzzing import scale
 
 SPEC_CASES = 400
 MODEL_CASES = 200
@@ -63,8 +64,9 @@ atexit.register(shutil.rmtree, SCRATCH, ignore_errors=True)
 
 
 def fuzz(examples: int) -> settings:
-    """The profile's settings (derandomized in CI) with this test's number of examples."""
-    return settings(max_examples=examples,
+    """The profile's settings (derandomized in CI) with this test's number of examples, times
+    the profile's multiplier (tests/fuzzing.py: 20 in nightly)."""
+    return settings(max_examples=examples * scale(),
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 # Values that broke something once or sit on a boundary, as YAML / CLI text

@@ -57,6 +57,11 @@ def _check_layout(args, experts: int) -> None:
         problems.append(f"--skew: expected a Zipf exponent in [0, 8], got {args.skew}")
     if not 0 <= args.seed <= MAX_SEED:
         problems.append(f"--seed: expected an integer in [0, 2^63 - 1], got {args.seed}")
+    # the moe op's expert types; checked here, since an empty --dtype '' once ran as the default
+    from perfmodel.ops import REGISTRY
+    dtypes = REGISTRY["moe"].PARAMS["dtype"].choices
+    if args.dtype is not None and args.dtype.lower() not in dtypes:
+        problems.append(f"--dtype: expected one of {', '.join(dtypes)}, got {args.dtype!r}")
     for r in args.replication:
         if not 1.0 <= r <= 8.0:  # nan fails too
             problems.append(f"--replication: expected numbers in [1, 8] (replicas per expert), "

@@ -114,6 +114,19 @@ def register(sub) -> None:
                         "(account_for_embedding/loss_in_pipeline_split), F,L (first/last-stage "
                         "layers) or a pipeline_model_parallel_layout such as "
                         "'Et*4|(t*4|)*14tL' (default auto; docs/cli.md)")
+    t.add_argument("--moe-dispatcher", choices=("auto", "alltoall", "deepep"), default="auto",
+                   help="MoE token dispatcher: alltoall (NCCL's all-to-all), deepep (Megatron-"
+                        "Core's flex dispatcher with DeepEP/HybridEP: one network crossing per "
+                        "destination node) or auto (deepep for a group-limited gate whose EP "
+                        "group spans nodes, as the DeepSeek-V3 recipes; default)")
+    t.add_argument("--bf16-layers", default="0,0", metavar="FIRST,LAST",
+                   help="with a quantized --dtype, the first and last decoder layers kept in "
+                        "BF16 (Megatron-Core's first_last_layers_bf16; default 0,0 as Megatron-"
+                        "Core and the Megatron-Bridge performance recipes run)")
+    t.add_argument("--ep-overlap", action="store_true",
+                   help="Megatron-Core's EP all-to-all overlap (overlap_moe_expert_parallel_comm:"
+                        " one microbatch's expert exchange beside another's compute; layouts "
+                        "without full recomputation)")
     t.add_argument("--dp", type=int, help="fixed data-parallel replicas (else searched)")
     t.add_argument("--ep", type=int, help="fixed expert parallelism (else searched; MoE)")
     t.add_argument("--micro-batch", type=int, help="sequences per microbatch (else searched)")
@@ -155,7 +168,7 @@ def _resolve(args):
     except InputError as e:
         problems += [p if p.startswith("--sm-clock") else f"--hw: {p}" for p in e.problems]
     from perfmodel.errors import show
-    from perfmodel.ops.base import MAX_ELEMENTS, MAX_GPUS, bound_text
+    from perfmodel.ops.base import MAX_ELEMENTS, MAX_GPUS, MAX_SEED, bound_text
     # upper bounds (perfmodel/ops/base.py): GPUs and processes at most MAX_GPUS, counts of
     # tokens, requests and sequences at most MAX_ELEMENTS
     for flag in ("gpus", "jobs", "isl", "osl", "requests", "concurrency", "batch", "seq",
@@ -166,6 +179,10 @@ def _resolve(args):
             problems.append(f"--{flag}: expected a positive integer, got {v}")
         elif v is not None and v > hi:
             problems.append(f"--{flag}: expected an integer <= {bound_text(hi)}, got {show(v)}")
+    seed = getattr(args, "seed", 0)
+    if not 0 <= seed <= MAX_SEED:  # numpy's generators take a seed in [0, 2^63 - 1]
+        problems.append(f"--seed: expected an integer in [0, {bound_text(MAX_SEED)}], got "
+                        f"{show(seed)}")
     rate = getattr(args, "rate", None)
     if rate is not None and not (rate > 0 and math.isfinite(rate)):
         problems.append(f"--rate: expected a positive number of requests/s, got {rate}")
@@ -411,6 +428,15 @@ def plot_front(rows, front, path: str, title: str) -> None:
     save(fig, path)
 
 
+def _bf16_layers(text: str) -> tuple[int, int]:
+    """--bf16-layers FIRST,LAST as two non-negative integers."""
+    parts = text.split(",")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise InputError(f"--bf16-layers: expected FIRST,LAST (two non-negative integers, e.g. "
+                         f"2,8), got {text!r}")
+    return int(parts[0]), int(parts[1])
+
+
 def run_train(args) -> int:
     """`plan train`: plan.training.search_training_plans, the fastest `--top` that fit."""
     from perfmodel.plan.training import search_training_plans
@@ -423,11 +449,13 @@ def run_train(args) -> int:
         m, h, args.gpus, args.batch, args.seq, args.dtype, args.tp, args.cp, args.pp, args.vp,
         args.dp, args.ep, args.micro_batch, args.recompute, args.zero,
         progress=sys.stderr.isatty(), framework=args.framework,
-        pipeline_split=args.pipeline_split)
+        pipeline_split=args.pipeline_split, moe_dispatcher=args.moe_dispatcher,
+        ep_overlap=args.ep_overlap, bf16_layers=_bf16_layers(args.bf16_layers))
     search = {"model": m.name, "hardware": h.name, "gpus": args.gpus,
               "global_batch": args.batch, "seq": args.seq, "dtype": args.dtype,
               "recompute": args.recompute, "zero": args.zero, "framework": args.framework,
-              "pipeline_split": args.pipeline_split, "layouts_tried": tried,
+              "pipeline_split": args.pipeline_split, "moe_dispatcher": args.moe_dispatcher,
+              "ep_overlap": args.ep_overlap, "layouts_tried": tried,
               "layouts_not_fitting": refused}
     rows = [p.to_dict() for p in plans]
     if args.format == "json":

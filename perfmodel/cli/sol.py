@@ -45,6 +45,14 @@ def run_sol(args) -> int:
         if args.target or args.params:
             raise InputError("--coverage: takes no op, graph or definition (got "
                              f"'{args.target}')")
+        # the cross-check runs on SOLAR's own B200 arch file: these would be ignored
+        given = [f for f, v in (("--hw", args.hw), ("--sm-clock", args.sm_clock),
+                                ("--workload", args.workload), ("--measured", args.measured),
+                                ("--baseline", args.baseline)) if v is not None]
+        if given:
+            raise InputError([f"{f}: applies to an op, a graph or a definition; --coverage "
+                              f"cross-checks on SOLAR's B200 arch file (1.5 GHz)"
+                              for f in given])
         return run_coverage(args)
     if not args.target:
         raise InputError("sol: expected an op name, a graph file (.yaml) or a definition.json "

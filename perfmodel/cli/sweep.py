@@ -28,17 +28,33 @@ def register(sub) -> None:
     s.set_defaults(fn=run_sweep)
 
 
+# a sweep projected to run longer than this after its first chunk says so once on stderr
+# (without the bar: stderr not a terminal), so a mistyped space is stopped, not waited for
+LONG_RUN_S = 30.0
+
+
 class Bar:
     """A one-line progress bar on stderr, redrawn at most ten times a second: points done, rate,
-    time left."""
+    time left. Without it, a run projected past LONG_RUN_S after its first chunk prints its
+    estimate once."""
 
     def __init__(self, total: int, enabled: bool):
         self.total, self.n, self.enabled = max(total, 1), 0, enabled
         self.start = self.drawn = time.perf_counter()
+        self.warned = False
 
     def __call__(self, n: int) -> None:
         self.n += n
         now = time.perf_counter()
+        if not self.enabled and not self.warned and self.n < self.total:
+            self.warned = True
+            rate = self.n / max(now - self.start, 1e-9)
+            left = (self.total - self.n) / rate
+            if left > LONG_RUN_S:
+                sys.stderr.write(f"sweep: {self.total:,} points at {rate:,.0f}/s: about "
+                                 f"{_duration(left)} to go (--count counts a space without "
+                                 f"running it)\n")
+                sys.stderr.flush()
         if not self.enabled or (now - self.drawn < 0.1 and self.n < self.total):
             return
         self.drawn = now
@@ -50,6 +66,19 @@ class Bar:
         if self.n >= self.total:
             sys.stderr.write("\n")
         sys.stderr.flush()
+
+
+def _duration(seconds: float) -> str:
+    """A duration as people read it: 45 s, 12 min, 3.5 h, 2.0 days, 3.1e+04 years."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    if seconds < 3.15e7:
+        return f"{seconds / 86400:.1f} days"
+    return f"{seconds / 3.15e7:.3g} years"
 
 
 def run_sweep(args) -> int:

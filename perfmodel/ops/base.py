@@ -250,7 +250,11 @@ class Op:
         return type(self) is type(other) and self.params == other.params  # type: ignore
 
     def __hash__(self) -> int:
-        return hash((self.name, tuple(sorted((k, repr(v)) for k, v in self.params.items()))))
+        h = self.__dict__.get("_hash")  # made once: ops are not changed after construction
+        if h is None:
+            h = self.__dict__["_hash"] = hash(
+                (self.name, tuple(sorted((k, repr(v)) for k, v in self.params.items()))))
+        return h
 
     def cache_key(self) -> int:
         """A small integer naming the op's class and parameter values, the same for equal ops
@@ -279,6 +283,7 @@ class Op:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state.pop("_cache_key", None)  # an id of this process's table, meaningless elsewhere
+        state.pop("_hash", None)  # str hashes are salted per process
         return state
 
 

@@ -40,13 +40,27 @@ for the others: the graph's per-microbatch weight cast runs once per step.
 **Norm-fused activation casts**: Megatron's TE layer spec builds QKV and FC1 as
 TELayerNormColumnParallelLinear, whose norm kernel writes its output already quantized: a
 cast that follows a norm in the graph is not a kernel of its own.
+
+**EP all-to-all overlap** (Megatron-Core `overlap_moe_expert_parallel_comm`, off by default;
+the perf recipes turn it on, `ep_overlap`): the combined 1F1B schedule runs one microbatch's
+forward beside another's backward, layer by layer, the expert exchanges on a communication
+stream (core 0.16.1 pipeline_parallel/combined_1f1b.py; models/common/
+model_chunk_schedule_plan.py `TransformerLayerSchedulePlan.run`):
+
+    comm stream: combine_bwd | dispatch_fwd -> dispatch_bwd          | combine_fwd
+    comp stream: attn_fwd    | mlp_bwd -> mlp_bwd_dw -> mlp_fwd      | attn_bwd
+
+each op starting when its inputs are ready and its stream is free (`ep_overlap_layer_s`). A
+MoE layer's forward and backward then take that schedule's length instead of their sum. Only
+the steady 1F1B phase pairs a forward with a backward: the first microbatch's forward and the
+last one's backward, and each pipeline rank's warm-up and cool-down microbatches, run alone.
+Not modelled: the SMs the exchange kernels take from the computation beside them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Sequence
 
-from perfmodel.errors import InputError
 from perfmodel.graph import DEFAULT_STREAM
 
 # NeMo's userbuffers configuration for Llama 3 70B TP4 on H100 (module docstring)
@@ -74,11 +88,9 @@ FRAMEWORKS = {
 
 
 def framework(name: str) -> TrainingFramework:
-    try:
-        return FRAMEWORKS[name]
-    except KeyError:
-        raise InputError(f"framework: expected one of {', '.join(FRAMEWORKS)}, "
-                         f"got {name!r}") from None
+    from perfmodel.plan.arguments import check_arguments
+    check_arguments(framework, {"framework": name})  # a name of FRAMEWORKS (a str)
+    return FRAMEWORKS[name]
 
 
 def ring_exchange_exposed_s(comm_s: float, gemm_s: float, tp: int) -> float:
@@ -183,9 +195,65 @@ def fused_cast_savings_s(ops: Sequence) -> float:
                and o.stream == DEFAULT_STREAM)
 
 
+# a MoE layer's parts in the training graph (workloads.builder: `l<i>.` ops), by the node
+# names of Megatron-Core's schedule plan
+EP_EXCHANGES = {"dispatch": "Df", "combine": "Cf", "combine_bwd": "Cb", "dispatch_bwd": "Db"}
+EP_MLP = {"experts": "Mf", "experts_dgrad": "Mb", "experts_wgrad": "Mbdw"}
+
+
+def ep_overlap_layer_s(t: dict[str, float]) -> float:
+    """One MoE layer's forward (of one microbatch) beside its backward (of another) as the
+    combined 1F1B schedule runs them (module docstring); `t` holds the parts' seconds: Af, Df,
+    Mf, Cf (forward: attention with router and norms, dispatch, experts, combine), Cb, Mb, Mbdw,
+    Db, Ab (backward: combine, experts' dgrad and wgrad, dispatch, the rest)."""
+    g = {k: t.get(k, 0.0) for k in ("Af", "Df", "Mf", "Cf", "Cb", "Mb", "Mbdw", "Db", "Ab")}
+    t1 = max(g["Cb"], g["Af"])                 # combine_bwd | attn_fwd
+    df_end = t1 + g["Df"]                      # comm: dispatch_fwd
+    mb_end = t1 + g["Mb"]                      # comp: mlp_bwd, then its wgrad
+    dw_end = mb_end + g["Mbdw"]
+    db_end = max(df_end, mb_end) + g["Db"]     # comm: dispatch_bwd needs mlp_bwd's dgrad
+    mf_end = max(df_end, dw_end) + g["Mf"]     # comp: mlp_fwd needs the dispatched tokens
+    cf_end = max(mf_end, db_end) + g["Cf"]     # comm: combine_fwd needs mlp_fwd
+    ab_end = max(db_end, mf_end) + g["Ab"]     # comp: attn_bwd needs dispatch_bwd
+    return max(cf_end, ab_end)
+
+
+def ep_overlap_savings_s(ops: Sequence, backward_at: int, paired: float) -> float:
+    """Seconds per microbatch the EP all-to-all overlap takes off the graph's schedule: each MoE
+    layer's sum of parts less `ep_overlap_layer_s`, for the share `paired` of microbatches whose
+    forward runs beside another's backward."""
+    if paired <= 0:
+        return 0.0
+    layers: dict[str, dict[str, float]] = {}
+    for i, o in enumerate(ops):
+        prefix, _, role = o.name.partition(".")
+        if not prefix.startswith("l") or not prefix[1:].isdigit():
+            continue
+        parts = layers.setdefault(prefix, {})
+        key = EP_EXCHANGES.get(role) or EP_MLP.get(role) or ("Af" if i < backward_at else "Ab")
+        parts[key] = parts.get(key, 0.0) + o.time_s
+    saved = 0.0
+    for parts in layers.values():
+        if "Df" not in parts or "Db" not in parts:
+            continue  # a dense layer, or experts without an exchange (ep = 1)
+        saved += sum(parts.values()) - ep_overlap_layer_s(parts)
+    return saved * paired
+
+
+def ep_overlap_paired_share(microbatches: int, pp: int, vp: int) -> float:
+    """The share of a pipeline rank's microbatch chunks whose forward runs beside a backward: all
+    but the warm-up's (the last rank's, (vp - 1)·pp + 1 with the overlap's extra one: Megatron-
+    Core schedules.py get_pp_rank_microbatches) and, with no pipeline, all but the first."""
+    chunks = microbatches * max(1, vp)
+    warmup = (max(1, vp) - 1) * pp + 1
+    return max(0, chunks - warmup) / chunks
+
+
 def microbatch_savings_s(fw: TrainingFramework, ops: Sequence, tp: int, sms: int, dtype: str,
-                         microbatches: int, backward_at: int) -> dict[str, float]:
-    """Per-microbatch seconds the framework takes off the graph's schedule, by mechanism."""
+                         microbatches: int, backward_at: int,
+                         ep_overlap: float = 0.0) -> dict[str, float]:
+    """Per-microbatch seconds the framework takes off the graph's schedule, by mechanism;
+    `ep_overlap`: the share of microbatches paired by the EP all-to-all overlap (0: off)."""
     out = {}
     if fw.tp_comm_overlap:
         out["tp_comm_overlap"] = tp_overlap_savings_s(ops, tp, sms, dtype, backward_at)
@@ -193,4 +261,6 @@ def microbatch_savings_s(fw: TrainingFramework, ops: Sequence, tp: int, sms: int
         out["fp8_weight_cache"] = weight_cache_savings_s(ops, microbatches)
     if fw.norm_fused_casts:
         out["norm_fused_casts"] = fused_cast_savings_s(ops)
+    if ep_overlap > 0:
+        out["ep_overlap"] = ep_overlap_savings_s(ops, backward_at, ep_overlap)
     return out

@@ -67,8 +67,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from perfmodel.errors import InputError
+from perfmodel.errors import InputError, check_result
 from perfmodel.hardware import Hardware, hardware
+from perfmodel.plan.arguments import check_arguments
 from perfmodel.plan.memory import as_model
 from perfmodel.plan.simulator.layout import Layout
 from perfmodel.plan.serving import pareto_front
@@ -169,6 +170,7 @@ def search_serving(model: ModelSpec | str, hw: Hardware | str, gpus: int, worklo
     route an MoE model's layers from a recorded expert-loads file, with EPLB's placement of
     (replication − 1)·experts redundant slots when replication > 1 (Workload.moe_loads).
     See the module docstring."""
+    check_arguments(search_serving, locals())  # types and ranges, one line per problem
     from perfmodel.plan.simulator import Workload
     from perfmodel.plan.simulator.engines import ALIASES, ENGINES
     from perfmodel.plan.simulator.kv import KV_DTYPES
@@ -194,7 +196,11 @@ def search_serving(model: ModelSpec | str, hw: Hardware | str, gpus: int, worklo
                    tuple(sorted(engine_overrides.items())), moe_loads, moe_replication)
     label = f"{m.name} on {gpus}x {h.name}"
     per_layout = _run_all(_serve_layout, job, layouts, label, progress, jobs,
-                          group=lambda lay: ((lay.tp, lay.ep), -lay.pp),
+                          # a process runs a key's layouts in turn: those of one (tp, ep) share
+                          # StepCost tables (cost.py _shared); an MoE model's of one ep also
+                          # share its routings (the MoE op's at each token count)
+                          group=lambda lay: (lay.ep if m.is_moe else (lay.tp, lay.ep),
+                                             (-lay.pp, lay.tp)),
                           weight=lambda lay: _weight(job, lay))
     return rank_serving([r for rows in per_layout for r in rows])
 
@@ -413,6 +419,7 @@ def search_disaggregated(model: ModelSpec | str, hw: Hardware | str, gpus: int,
     into a prefill pool of P replicas and a decode pool of the other D
     (`perfmodel.plan.simulator.simulate_disaggregated`), one row per (layout, P:D), ranked
     like search_serving's rows (`layout` reads "TP4 1P:1D"). Offline or a Poisson rate."""
+    check_arguments(search_disaggregated, locals())  # types and ranges, one line each
     from perfmodel.plan.simulator import Workload
     m, h = as_model(model), hardware(hw)
     workload = workload if workload is not None else Workload()
@@ -583,7 +590,15 @@ def rank_serving(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = [r for _, r in sorted(enumerate(rows), key=key)]
     for k, r in enumerate(out, 1):
         r["rank"] = k
-    return out
+    return checked(out)
+
+
+def checked(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`rows`, each row's numbers finite and non-negative (errors.check_result): what the
+    searches return."""
+    for r in rows:
+        check_result(f"search row {r.get('layout')} ({r.get('point', 'step')})", r)
+    return rows
 
 
 def best(rows: list[dict[str, Any]], key: str = "steady_output_tokens_per_s_per_gpu"
@@ -654,6 +669,7 @@ def search_training(model: ModelSpec | str, hw: Hardware | str, gpus: int, batch
     """Predict one training step of every tp × pp × dp (× ep) layout of exactly `gpus` GPUs
     with a global batch of `batch` sequences (batch / dp per replica) and return the rows,
     fastest first, the ones that are not valid or do not fit after with their reason."""
+    check_arguments(search_training, locals())  # types and ranges, one line per problem
     from perfmodel.plan.memory import DEFAULT_RECOMPUTE, DEFAULT_ZERO
     m, h = as_model(model), hardware(hw)
     _check_positive(batch=batch, seq=seq, microbatches=microbatches)
@@ -669,7 +685,7 @@ def search_training(model: ModelSpec | str, hw: Hardware | str, gpus: int, batch
     out = [r for _, r in sorted(enumerate(rows), key=key)]
     for k, r in enumerate(out, 1):
         r["rank"] = k
-    return out
+    return checked(out)
 
 
 def _train_layout(job: _Training, lay: tuple[int, int, int, int]) -> dict[str, Any]:

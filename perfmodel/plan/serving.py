@@ -23,8 +23,9 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
 
-from perfmodel.errors import InputError
+from perfmodel.errors import InputError, check_result
 from perfmodel.hardware import Hardware, hardware
+from perfmodel.plan.arguments import check_arguments
 from perfmodel.plan.memory import MemoryFit, as_model, serving_memory
 from perfmodel.report.progress import Progress
 from perfmodel.workloads.models import ModelSpec
@@ -98,6 +99,7 @@ def plan_serving(model: ModelSpec | str, hw: Hardware | str, tp: int = 1, ep: in
     `kv_dtype`: the KV cache's storage type (None: bf16), in the attention ops and in memory;
     `kv_occupancy`: the share of the worst-case cache that memory is sized for (None: a paged
     cache's mean, module docstring)."""
+    check_arguments(plan_serving, locals())  # types and ranges, one line per problem
     from perfmodel.plan.simulator.cost import StepCost
     m, h = as_model(model), hardware(hw)
     gpus = max(tp, ep) * pp
@@ -123,6 +125,9 @@ def plan_serving(model: ModelSpec | str, hw: Hardware | str, tp: int = 1, ep: in
         rate = seqs / tpot
         ok = (tpot_slo_s is None or tpot <= tpot_slo_s) and (ttft_slo_s is None
                                                              or ttft <= ttft_slo_s)
+        check_result(f"plan_serving batch {b}", {"tpot_s": tpot, "ttft_s": ttft,
+                                                  "tokens_per_s": rate,
+                                                  "memory": mem.total_bytes})
         plan.points.append(ServingPoint(seqs, tpot, ttft, rate, rate / gpus, mem, ok))
         bar.update()
     return plan
@@ -141,6 +146,12 @@ def sweep_serving(model: ModelSpec | str, hws: Sequence[str], tps: Sequence[int]
                   dtypes: Sequence[str] = ("bf16",), batches: Iterable[int] = DEFAULT_BATCHES,
                   progress: bool = False, **kw: Any) -> list[dict[str, Any]]:
     """Tidy rows (one per hardware × TP × dtype × batch) for tables, CSV and Pareto plots."""
+    # plan_serving's checks, before the loop that skips the combinations it refuses
+    check_arguments(plan_serving, {"model": model, "batches": batches, "progress": progress,
+                                   **kw})
+    for name, values in (("hw", hws), ("tp", tps), ("dtype", dtypes)):
+        for v in values:
+            check_arguments(plan_serving, {name: v})
     rows = []
     m = as_model(model)
     for hw_name in hws:

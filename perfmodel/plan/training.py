@@ -65,14 +65,16 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
 from perfmodel import fitted
-from perfmodel.errors import InputError
+from perfmodel.errors import InputError, check_result
 from perfmodel.graph import DEFAULT_STREAM
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.ops import op as make_op
 from perfmodel.plan import frameworks
+from perfmodel.plan.arguments import check_arguments
 from perfmodel.plan.memory import DEFAULT_RECOMPUTE, DEFAULT_ZERO, MemoryFit, as_model, \
     memory_fit
 from perfmodel.predict import predict, predict_op
+from perfmodel.ops.deepep import INTERNODE_RANKS
 from perfmodel.workloads.builder import RECOMPUTE, Workload, build_graph
 from perfmodel.workloads.models import ModelSpec
 
@@ -96,13 +98,21 @@ TRAINING_SM_CLOCK_FRACTION = fitted.value(TRAINING_CLOCK_KEY)
 DP_COLLECTIVES = ("grad_reduce_scatter", "param_allgather", "expert_grad_reduce_scatter",
                   "expert_param_allgather")
 PIPELINE_SCHEDULES = ("1f1b", "dualpipe")
+# Megatron-Core's MoE token dispatchers as the planner prices them (moe_token_dispatcher_type):
+# alltoall (MoEAlltoAllTokenDispatcher: NCCL's all-to-all of top_k copies of every token) and
+# deepep (the flex dispatcher with its DeepEP or HybridEP backend: DeepEP's normal kernels, a
+# token crossing the network once per destination node; ops/deepep.py); auto: as Megatron-
+# Bridge's performance recipes choose (`moe_dispatcher_of`)
+MOE_DISPATCHERS = ("auto", "alltoall", "deepep")
 # DualPipe (DeepSeek-V3 Technical Report, arXiv:2412.19437, §3.2.1-3.2.2): the communication
 # each chunk's forward or backward starts (the expert all-to-all's dispatch and combine, the
 # pipeline's sends) runs beside the computation of the chunk paired with it, on kernels that
 # hold this many SMs ("only 20 SMs are sufficient to fully utilize the bandwidths of IB and
-# NVLink", of the H800's 132); the computation gets the rest
+# NVLink", of the H800's 132); the computation gets the rest. The expert exchange is either
+# kind the dispatcher runs (moe_dispatcher: the all-to-all, or DeepEP's kernels, which are the
+# report's §3.2.2 node-limited dispatch)
 DUALPIPE_COMM_SMS = 20
-DUALPIPE_OVERLAPPED = ("alltoall", "sendrecv")
+DUALPIPE_OVERLAPPED = ("alltoall", "deepep", "sendrecv")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -490,7 +500,10 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                   framework: str = "megatron",
                   sm_clock_fraction: float | None = None,
                   pipeline_schedule: str = "1f1b",
-                  pipeline_split: str = "auto") -> TrainingPlan:
+                  pipeline_split: str = "auto",
+                  moe_dispatcher: str = "auto",
+                  ep_overlap: bool = False,
+                  bf16_layers: tuple[int, int] = (0, 0)) -> TrainingPlan:
     """One training step; `batch` sequences per model replica (global batch = batch·dp), each
     split over `cp` context-parallel ranks (GPUs = tp·cp·pp·dp). Raises InputError with the
     memory per GPU when the plan does not fit in the usable HBM, unless `allow_oversubscribed`
@@ -515,7 +528,17 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
     "first,last" or a layout string); InputError naming Megatron-Core's rule where the split is
     not possible. An uneven split is paced by its slowest rank (`_pacing_rank`): the step takes
     that rank's microbatch time per microbatch and in the bubble; memory is sized on its
-    fullest rank."""
+    fullest rank. `moe_dispatcher` (MoE with ep > 1): Megatron-Core's token dispatcher,
+    "alltoall" or "deepep" (the flex dispatcher with DeepEP or HybridEP: MOE_DISPATCHERS);
+    "auto" as the performance recipes choose (`moe_dispatcher_of`); `ep_overlap`: Megatron-
+    Core's EP all-to-all overlap (`overlap_moe_expert_parallel_comm`, off by default;
+    perfmodel.plan.frameworks `ep_overlap_layer_s`), which needs ep > 1 and no full
+    recomputation. The recipes set it for some cross-node layouts, but with it the measured
+    Qwen3-235B H100 EP 32 rows go from 10-16 % too slow to 86 % too fast, so it stays off
+    unless asked. `bf16_layers` (a quantized recipe): the (first, last) decoder layers whose
+    linears stay in BF16 (Megatron-Core's first_last_layers_bf16; none by default, as
+    Megatron-Core and the Megatron-Bridge performance recipes run)."""
+    check_arguments(plan_training, locals())  # types and ranges, one line per problem
     m, h = as_model(model), hardware(hw)
     fw = frameworks.framework(framework)
     run_hw = training_hardware(h, sm_clock_fraction)  # validates the fraction at any level
@@ -526,6 +549,20 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                          f"over the data-, context- and tensor-parallel ranks)")
     if recompute not in RECOMPUTE:
         raise InputError(f"recompute: expected one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+    if moe_dispatcher not in MOE_DISPATCHERS:
+        raise InputError(f"moe_dispatcher: expected one of {', '.join(MOE_DISPATCHERS)}, got "
+                         f"{moe_dispatcher!r}")
+    if not isinstance(ep_overlap, bool):
+        raise InputError(f"ep_overlap: expected true or false, got {ep_overlap!r}")
+    moe_dispatcher = moe_dispatcher_of(m, h, ep, moe_dispatcher)
+    if ep_overlap:
+        # Megatron-Core's own checks (core 0.16.1 transformer/transformer_config.py:1852-1906)
+        why = ("ep > 1 (it overlaps the expert-parallel all-to-all)" if ep < 2 else
+               f"no full recomputation (recompute {recompute!r})" if recompute in ("full", "op")
+               else "the 1f1b schedule (dualpipe overlaps its own way)"
+               if pipeline_schedule == "dualpipe" else None)
+        if why:
+            raise InputError(f"ep_overlap: Megatron-Core's EP all-to-all overlap needs {why}")
     if pipeline_schedule not in PIPELINE_SCHEDULES:
         raise InputError(f"pipeline_schedule: expected one of {', '.join(PIPELINE_SCHEDULES)}, "
                          f"got {pipeline_schedule!r}")
@@ -558,12 +595,16 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
         g = build_graph(model, "train", batch=batch, seq=seq, tp=tp, ep=ep, pp=pp, dp=dp,
                         dtype=dtype, microbatches=microbatches, virtual_stages=virtual_stages,
                         recompute=recompute, cp=cp, grad_reduce_dtype=grad_reduce_dtype,
-                        attention_kernel=attention_kernel)
+                        attention_kernel=attention_kernel, bf16_layers=bf16_layers,
+                        **({"moe_exchange": "deepep"} if moe_dispatcher == "deepep" else {}))
         pred = predict(g, run_hw, level)
         k = g.pipeline.per_microbatch_ops
         # what the framework hides or removes from each microbatch (perfmodel.plan.frameworks)
+        paired = (frameworks.ep_overlap_paired_share(w.n_microbatches, pp, virtual_stages)
+                  if ep_overlap else 0.0)
         saved = frameworks.microbatch_savings_s(fw, pred.ops[:k], tp, h.sm_count, dtype,
-                                                w.n_microbatches, g.meta["backward_op"])
+                                                w.n_microbatches, g.meta["backward_op"],
+                                                ep_overlap=paired)
         return g, pred, saved
 
     g, pred, saved = stage(m)
@@ -644,6 +685,12 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
     if pipeline_schedule == "dualpipe":
         breakdown["dualpipe_overlap"] = -hidden * mb
     breakdown.update(dp_exposed=dp_exposed, optimizer=optimizer_s)
+    # (the breakdown holds the framework's savings as negative terms: only its sum is checked)
+    check_result(f"plan_training({m.name})", {
+        "step_time_s": step, "tokens_per_s": tokens / step, "mfu": mfu,
+        "mfu_megatron": mfu_megatron, "pipeline_s": pipeline_s, "dp_exposed_s": dp_exposed,
+        "optimizer_s": optimizer_s, "memory": mem.total_bytes,
+        "breakdown (sum)": sum(breakdown.values())})
     return TrainingPlan(m.name, h.name, tp, pp, dp, dtype, batch * dp, seq, step,
                         tokens / step, mfu, mem, ep, cp, virtual_stages, mb, recompute, zero,
                         mfu_megatron, pipeline_s, dp_exposed, optimizer_s, breakdown,
@@ -689,6 +736,22 @@ def _pacing_rank(split: PipelineSplit, ops, microbatch_s: float, tokens: int,
             for r, n in enumerate(ranks)]
     pace = max(range(len(ranks)), key=lambda r: (work[r], r))
     return pace, ranks[pace], head_s, emb_s
+
+
+def moe_dispatcher_of(model: ModelSpec, hw: Hardware, ep: int, dispatcher: str = "auto") -> str:
+    """The MoE token dispatcher a step runs: as given, or for "auto" as Megatron-Bridge's
+    performance recipes choose it. Their DeepSeek-V3 recipes run the flex dispatcher with DeepEP
+    or HybridEP (H100 at EP 64 and B200 at EP 32 across 8-GPU nodes: Megatron-Bridge r0.1.0-
+    r0.5.0 scripts/performance configs), whose internode kernels send a token over the network
+    once per destination node: built for DeepSeek's node-limited, group-limited gate
+    (arXiv:2412.19437 §2.1.2, at most 4 nodes a token). Their Qwen3 and GPT-OSS recipes keep the
+    all-to-all. So "auto" takes DeepEP for a group-limited gate whose expert-parallel group spans
+    NVLink domains where DeepEP's internode kernels run it, the all-to-all otherwise."""
+    if dispatcher != "auto":
+        return dispatcher
+    groups, _ = model.group_limit
+    spans = ep > (hw.nvlink_domain_gpus or 8)
+    return "deepep" if spans and groups > 1 and ep in INTERNODE_RANKS else "alltoall"
 
 
 def training_hardware(hw: Hardware, sm_clock_fraction: float | None = None) -> Hardware:
@@ -846,7 +909,8 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
                           micro_batch: int | None = None, recompute: str | None = None,
                           zero: int = DEFAULT_ZERO, progress: bool = False,
                           top: int | None = None, framework: str = "megatron",
-                          pipeline_split: str = "auto"
+                          pipeline_split: str = "auto", moe_dispatcher: str = "auto",
+                          ep_overlap: bool = False, bf16_layers: tuple[int, int] = (0, 0)
                           ) -> tuple[list[TrainingPlan], int, int]:
     """Every layout of `gpus` GPUs (`training_layouts`) with the least recomputation that fits
     (none, then full; a given `recompute` is fixed), predicted and ranked by tokens/s:
@@ -854,7 +918,10 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
     choice). The memory check runs before the step is predicted, so the layouts that do not
     fit cost almost nothing. `framework`: plan_training's (perfmodel.plan.frameworks);
     `pipeline_split`: plan_training's (split_pipeline), for every layout; a given pp and vp it
-    cannot split raise its InputError."""
+    cannot split raise its InputError. `moe_dispatcher`, `ep_overlap`: plan_training's, the
+    overlap on every MoE layout that allows it (ep > 1, no full recomputation); `bf16_layers`:
+    plan_training's."""
+    check_arguments(search_training_plans, locals())  # types and ranges, one line each
     from perfmodel.report.progress import Progress
     m, h = as_model(model), hardware(hw)
     frameworks.framework(framework)  # an unknown one fails before the search
@@ -883,7 +950,11 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
                 continue
             plans.append(plan_training(m, h, batch, seq, t, p, d, dtype, e, batch // b, v,
                                        recompute=rc, zero=zero, cp=c, framework=framework,
-                                       pipeline_split=pipeline_split))
+                                       pipeline_split=pipeline_split,
+                                       moe_dispatcher=moe_dispatcher,
+                                       ep_overlap=(ep_overlap and e > 1
+                                                   and rc not in ("full", "op")),
+                                       bf16_layers=bf16_layers))
             break
         else:
             refused += 1

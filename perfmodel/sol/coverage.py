@@ -239,4 +239,11 @@ def summary(checks: list[ProblemCheck]) -> dict:
 
 
 def read(path: str | Path | None = None) -> list[Workload]:
-    return problems_mod.read_csv(path)
+    """The workloads of a SOL-ExecBench CSV, each with its published bound (the cross-check
+    divides by it); at least one (a table of nothing checks nothing)."""
+    from perfmodel.errors import InputError
+    out = problems_mod.read_csv(path, published=True)
+    if not out:
+        raise InputError(f"{path or problems_mod.DEFAULT_CSV}: no workloads (expected a row per "
+                         f"workload after the header)")
+    return out

@@ -403,6 +403,11 @@ def map_workload(w: Workload) -> Mapped:
     except InputError as e:  # a shape the op cannot take: the mapping failed, say why
         return Mapped(w, "none", reason=f"inferred op rejected: {e.problems[0]}",
                       io_bytes={n: t.bytes for n, t in w.tensors.items()})
+    except ZeroDivisionError:
+        # a zero-size dimension (an empty cache, cache_len 0) the families' shape inference
+        # divides by: no op is inferred, and SOLAR's memory bound of the I/O still applies
+        return Mapped(w, "none", reason="no op inferred: a zero-size dimension",
+                      io_bytes={n: t.bytes for n, t in w.tensors.items()})
     return b.result()
 
 

@@ -27,21 +27,29 @@ NVlabs/SOLAR for B200 at 1.5 GHz).
 
 Element sizes follow the tensor's torch dtype. A `float4_e2m1fn_x2` element is one byte: a packed
 pair of FP4 values (its shape counts pairs).
+
+Bounds (the declared schema of both inputs, `_size_problem`): every axis value and dimension is
+an integer in [0, MAX_ELEMENTS] (perfmodel.ops.base: no GPU holds a larger tensor), every tensor
+at most MAX_ELEMENTS elements, an axis expression at most MAX_EXPRESSION characters whose every
+intermediate value stays within 2^MAX_EXPRESSION_BITS (`2 ** 2 ** 40` would take forever); the
+CSV's T_SOL_ms a finite time in [MIN_T_SOL_MS, MAX_T_SOL_MS] or empty. JSON text (definitions,
+workload lines, the CSV's JSON cells) is read by perfmodel.jsonio. A value outside its bounds is
+one line naming the file, the key (or line and column) and the expectation.
 """
 from __future__ import annotations
 
 import ast
 import csv
 import io
-import json
 import math
 import operator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from perfmodel import yamlio
-from perfmodel.errors import InputError
+from perfmodel import jsonio, yamlio
+from perfmodel.errors import InputError, show
+from perfmodel.ops.base import ELEMENTS_WHY, MAX_ELEMENTS, bound_text
 
 DEFAULT_CSV = Path(__file__).resolve().parent / "data" / "solexec_workloads.csv.gz"
 
@@ -58,6 +66,30 @@ FLOAT_DTYPES = ("fp64", "fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "nvfp4")
 AXIS_TYPES = ("const", "var", "expr")
 CSV_COLUMNS = ("problem_id", "subset", "workload_index", "workload_uuid", "model_source",
                "op_kind", "direction", "axes_json", "shapes_dtypes_json", "T_SOL_ms")
+# an axis expression ("K // 128", "num_pages * page_size"): a line of arithmetic, not a program
+MAX_EXPRESSION = 256
+MAX_EXPRESSION_BITS = 128
+# the published bounds run from 6e-8 ms to seconds; these bounds keep every ratio finite
+MIN_T_SOL_MS, MAX_T_SOL_MS = 1e-12, 1e12
+# workload indices: a workload.jsonl line or the CSV's index, far below this
+MAX_INDEX = 2**31 - 1
+
+
+def _size_problem(v: Any) -> str:
+    """What is wrong with `v` as an axis value or dimension, or ''."""
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        return f"expected a non-negative integer, got {show(v)}"
+    if v > MAX_ELEMENTS:
+        return f"expected an integer <= {bound_text(MAX_ELEMENTS)} ({ELEMENTS_WHY}), got {show(v)}"
+    return ""
+
+
+def _numel_problem(dims: tuple[int, ...]) -> str:
+    n = math.prod(dims)
+    if n > MAX_ELEMENTS:
+        return (f"{' x '.join(map(str, dims))} = {show(n)} elements: expected at most "
+                f"{bound_text(MAX_ELEMENTS)} in one tensor ({ELEMENTS_WHY})")
+    return ""
 
 
 @dataclass(frozen=True)
@@ -155,8 +187,8 @@ class Definition:
             v = values.get(a)
             if v is None:
                 problems.append(f"{at}.axes.{a}: missing (a var axis needs a value)")
-            elif isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                problems.append(f"{at}.axes.{a}: expected a non-negative integer, got {v!r}")
+            elif _size_problem(v):
+                problems.append(f"{at}.axes.{a}: {_size_problem(v)}")
             else:
                 axes[a] = v
         if problems:
@@ -183,11 +215,14 @@ class Definition:
         if shape is None:
             return Tensor(name, None, spec["dtype"])
         dims = []
+        at = f"{self.file or self.name}: {group}.{name}.shape"
         for d in shape:
             if isinstance(d, int):
                 dims.append(d)
             else:
-                dims.append(_eval_axis(str(d), axes, f"{self.file}: {group}.{name}.shape"))
+                dims.append(_eval_axis(str(d), axes, at))
+        if _numel_problem(tuple(dims)):
+            raise InputError(f"{at}: {_numel_problem(tuple(dims))}")
         return Tensor(name, tuple(dims), spec["dtype"])
 
     def workload(self, selector: str | int | None = None) -> Workload:
@@ -201,10 +236,10 @@ class Definition:
         chosen = None
         if selector is None:
             chosen = 0
-        elif isinstance(selector, int) or str(selector).isdigit():
-            chosen = int(selector)
+        elif isinstance(selector, int) or (str(selector).isascii() and str(selector).isdigit()):
+            chosen = int(selector) if len(str(selector)) <= 18 else len(self.workloads)
             if chosen >= len(self.workloads):
-                raise InputError(f"--workload: index {chosen} out of range ({self.name} has "
+                raise InputError(f"--workload: index {show(selector)} out of range ({self.name} has "
                                  f"{len(self.workloads)} workloads, 0..{len(self.workloads) - 1})")
         else:
             hits = [i for i, w in enumerate(self.workloads) if w.get("uuid") == selector]
@@ -220,11 +255,7 @@ class Definition:
 def load_definition(path: str | Path, workloads: str | Path | None = None) -> Definition:
     """Read a definition.json (and the workload.jsonl beside it, or `workloads`)."""
     path = Path(path)
-    try:
-        raw = json.loads(yamlio.read_text(path, "problem definition"))
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
-    d = parse_definition(raw, str(path))
+    d = parse_definition(jsonio.load(path, "problem definition"), str(path))
     wl = Path(workloads) if workloads else path.with_name("workload.jsonl")
     if workloads or wl.exists():
         d = Definition(d.name, d.axes, d.inputs, d.outputs, d.op_type, d.description, d.file,
@@ -256,8 +287,8 @@ def parse_definition(raw: Any, file: str = "<definition>") -> Definition:
             t = spec["type"]
             if t == "const":
                 v = spec.get("value")
-                if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                    problems.append(f"{at}.value: expected a non-negative integer, got {v!r}")
+                if _size_problem(v):
+                    problems.append(f"{at}.value: {_size_problem(v)}")
                     continue
                 axes[a] = {"type": t, "value": v}
             elif t == "expr":
@@ -287,7 +318,7 @@ def parse_definition(raw: Any, file: str = "<definition>") -> Definition:
                 problems.append(f"{at}: expected {{shape, dtype}}")
                 continue
             dt = spec.get("dtype")
-            if dt not in TORCH_DTYPES:
+            if not isinstance(dt, str) or dt not in TORCH_DTYPES:
                 problems.append(f"{at}.dtype: expected a torch dtype ({', '.join(TORCH_DTYPES)}), "
                                 f"got {dt!r}")
             shape = spec.get("shape")
@@ -299,7 +330,9 @@ def parse_definition(raw: Any, file: str = "<definition>") -> Definition:
                     for i, d in enumerate(shape):
                         if isinstance(d, bool) or not isinstance(d, (int, str)):
                             problems.append(f"{at}.shape[{i}]: expected an axis name or an "
-                                            f"integer, got {d!r}")
+                                            f"integer, got {show(d)}")
+                        elif isinstance(d, int) and _size_problem(d):
+                            problems.append(f"{at}.shape[{i}]: {_size_problem(d)}")
                         elif isinstance(d, str) and isinstance(raw["axes"], dict):
                             unknown = [x for x in _names_or_bad(d) if x not in raw["axes"]]
                             if unknown:
@@ -329,9 +362,9 @@ def read_workloads(path: str | Path, definition: Definition | None = None
         if not line.strip():
             continue
         try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as e:
-            problems.append(f"{path}:{no}: not JSON ({e.msg})")
+            raw = jsonio.loads(line, f"{path}:{no}")
+        except InputError as e:
+            problems += e.problems
             continue
         if isinstance(raw, dict) and isinstance(raw.get("workload"), dict):
             raw = raw["workload"]
@@ -340,7 +373,7 @@ def read_workloads(path: str | Path, definition: Definition | None = None
             continue
         out.append({"uuid": str(raw.get("uuid", "")), "axes": raw.get("axes", {})})
     if problems:
-        raise InputError(problems)
+        raise InputError(problems[:20])
     if definition is not None:
         for i, w in enumerate(out):  # every line resolves (reports the first bad one)
             Definition(definition.name, definition.axes, definition.inputs, definition.outputs,
@@ -349,8 +382,11 @@ def read_workloads(path: str | Path, definition: Definition | None = None
 
 
 # ---- the workloads CSV ------------------------------------------------------------------
-def read_csv(path: str | Path | None = None) -> list[Workload]:
-    """Every workload of the SOL-ExecBench workloads CSV (default: the copy shipped here)."""
+def read_csv(path: str | Path | None = None, published: bool = False) -> list[Workload]:
+    """Every workload of the SOL-ExecBench workloads CSV (default: the copy shipped here), each
+    row checked against the columns' schema (`_csv_workload`); the first 20 problems reported,
+    one line each naming the file, line and column. `published`: every row must carry its
+    T_SOL_ms (the coverage cross-check compares with it)."""
     path = Path(path) if path else DEFAULT_CSV
     reader = csv.DictReader(io.StringIO(yamlio.read_text(path, "workloads CSV"), newline=""))
     try:
@@ -364,32 +400,119 @@ def read_csv(path: str | Path | None = None) -> list[Workload]:
             from None
     out, problems = [], []
     for no, row in enumerate(rows, 2):
+        at = f"{path}:{no}"
         try:
-            out.append(_csv_workload(row))
-        except (ValueError, KeyError, TypeError, json.JSONDecodeError) as e:
-            problems.append(f"{path}:{no} ({row.get('problem_id', '?')}): {e}")
+            w = _csv_workload(row, at)
+        except InputError as e:
+            problems += e.problems
+            continue
+        if published and w.published_sol_s is None:
+            problems.append(f"{at}: T_SOL_ms: missing (the cross-check compares with the "
+                            f"published bound)")
+        out.append(w)
     if problems:
         raise InputError(problems[:20])
     return out
 
 
-def _csv_workload(row: Mapping[str, str]) -> Workload:
-    axes = json.loads(row["axes_json"])
-    sd = json.loads(row["shapes_dtypes_json"])
-    groups = {}
-    for g in ("inputs", "outputs"):
-        groups[g] = {}
-        for name, (shape, dtype) in sd[g].items():
-            if dtype not in TORCH_DTYPES:
-                raise ValueError(f"{g}.{name}: unknown dtype {dtype!r}")
-            groups[g][name] = Tensor(name, None if shape is None else tuple(int(x) for x in shape),
-                                     dtype)
-    t = row.get("T_SOL_ms", "")
-    return Workload(row["problem_id"], int(row["workload_index"]), row["workload_uuid"],
-                    {k: int(v) for k, v in axes.items()}, groups["inputs"], groups["outputs"],
-                    op_kind=row["op_kind"], direction=row["direction"], subset=row["subset"],
-                    model_source=row["model_source"],
-                    published_sol_s=float(t) * 1e-3 if t else None)
+def _csv_workload(row: Mapping[str, Any], at: str) -> Workload:
+    """One CSV row as a Workload: the columns' schema checked (module docstring), every problem
+    of the row reported."""
+    problems: list[str] = []
+    if row.get(None):  # csv.DictReader files cells beyond the header under the key None
+        problems.append(f"{at}: {len(row[None])} cell(s) beyond the header's "
+                        f"{len(row) - 1} columns")
+    cells = {c: row.get(c) for c in CSV_COLUMNS}
+    for c in ("problem_id", "workload_index", "axes_json", "shapes_dtypes_json"):
+        if not cells[c]:
+            problems.append(f"{at}: {c}: missing (a required column)")
+    if problems:
+        raise InputError(problems)
+    index = cells["workload_index"]
+    if not (index.isascii() and index.isdigit() and len(index) <= 10
+            and int(index) <= MAX_INDEX):
+        problems.append(f"{at}: workload_index: expected an integer in [0, {MAX_INDEX}], got "
+                        f"{show(index)}")
+    axes = _csv_json(cells["axes_json"], f"{at}: axes_json", problems)
+    if axes is not _UNREAD:
+        if not isinstance(axes, dict):
+            problems.append(f"{at}: axes_json: expected an object of axis name → integer, got "
+                            f"{show(axes)}")
+        else:
+            problems += [f"{at}: axes_json.{k}: {_size_problem(v)}" for k, v in axes.items()
+                         if _size_problem(v)]
+    groups = _csv_tensors(_csv_json(cells["shapes_dtypes_json"], f"{at}: shapes_dtypes_json",
+                                    problems), f"{at}: shapes_dtypes_json", problems)
+    t = cells["T_SOL_ms"] or ""
+    published = None
+    if t.strip():
+        try:
+            ms = float(t)
+        except ValueError:
+            ms = math.nan
+        if not MIN_T_SOL_MS <= ms <= MAX_T_SOL_MS:  # nan and inf fail too
+            problems.append(f"{at}: T_SOL_ms: expected a time in ms in [{MIN_T_SOL_MS:g}, "
+                            f"{MAX_T_SOL_MS:g}] or empty, got {show(t)}")
+        else:
+            published = ms * 1e-3
+    if problems:
+        raise InputError(problems)
+    return Workload(cells["problem_id"], int(index), cells["workload_uuid"] or "", dict(axes),
+                    groups["inputs"], groups["outputs"], op_kind=cells["op_kind"] or "",
+                    direction=cells["direction"] or "", subset=cells["subset"] or "",
+                    model_source=cells["model_source"] or "", published_sol_s=published)
+
+
+_UNREAD = object()  # a JSON cell that is not JSON (its problem recorded)
+
+
+def _csv_json(text: str, at: str, problems: list[str]) -> Any:
+    try:
+        return jsonio.loads(text, at)
+    except InputError as e:
+        problems += e.problems
+        return _UNREAD
+
+
+def _csv_tensors(sd: Any, at: str, problems: list[str]) -> dict[str, dict[str, Tensor]]:
+    """{"inputs": {name: [shape or null, dtype]}, "outputs": {...}} as Tensors by group."""
+    groups: dict[str, dict[str, Tensor]] = {"inputs": {}, "outputs": {}}
+    if sd is _UNREAD:
+        return groups
+    if not isinstance(sd, dict) or set(sd) != set(groups):
+        problems.append(f"{at}: expected an object with exactly inputs and outputs, got "
+                        f"{show(sd)}")
+        return groups
+    for g, block in sd.items():
+        if not isinstance(block, dict):
+            problems.append(f"{at}.{g}: expected an object of tensor name → [shape, dtype], got "
+                            f"{show(block)}")
+            continue
+        for name, spec in block.items():
+            here = f"{at}.{g}.{name}"
+            if not (isinstance(spec, list) and len(spec) == 2):
+                problems.append(f"{here}: expected [shape or null, dtype], got {show(spec)}")
+                continue
+            shape, dtype = spec
+            if not isinstance(dtype, str) or dtype not in TORCH_DTYPES:
+                problems.append(f"{here}: dtype: expected a torch dtype "
+                                f"({', '.join(TORCH_DTYPES)}), got {show(dtype)}")
+                continue
+            if shape is not None:
+                if not isinstance(shape, list):
+                    problems.append(f"{here}: shape: expected a list of integers or null, got "
+                                    f"{show(shape)}")
+                    continue
+                bad = next((f"[{i}]: {_size_problem(d)}" for i, d in enumerate(shape)
+                            if _size_problem(d)), None)
+                if bad is None and _numel_problem(tuple(shape)):
+                    bad = f": {_numel_problem(tuple(shape))}"
+                if bad is not None:
+                    problems.append(f"{here}: shape{bad}")
+                    continue
+                shape = tuple(shape)
+            groups[g][name] = Tensor(name, shape, dtype)
+    return groups
 
 
 def by_problem(workloads: Iterable[Workload]) -> dict[str, list[Workload]]:
@@ -407,18 +530,20 @@ _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
 
 
 def _check_expr(text: str) -> ast.AST:
+    if len(text) > MAX_EXPRESSION:
+        raise ValueError(f"an expression of {len(text)} characters (at most {MAX_EXPRESSION})")
     try:
         tree = ast.parse(text, mode="eval")
-    except SyntaxError:
-        raise ValueError(f"'{text}' is not an arithmetic expression") from None
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        raise ValueError(f"{show(text)} is not an arithmetic expression") from None
     for node in ast.walk(tree):
         if not isinstance(node, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.USub, ast.UAdd,
                                  ast.Name, ast.Load, ast.Constant, *_BINOPS)):
-            raise ValueError(f"'{text}': only + - * / // % ** and parentheses of axes and "
+            raise ValueError(f"{show(text)}: only + - * / // % ** and parentheses of axes and "
                              f"integers are allowed")
         if isinstance(node, ast.Constant) and (isinstance(node.value, bool)
                                                or not isinstance(node.value, (int, float))):
-            raise ValueError(f"'{text}': constants must be numbers")
+            raise ValueError(f"{show(text)}: constants must be numbers")
     return tree
 
 
@@ -433,12 +558,22 @@ def _names_or_bad(text: str) -> list[str]:
         return [text]
 
 
+def _bounded(value: Any, text: str, at: str) -> int | float:
+    """An intermediate value of an expression: a finite real within 2^MAX_EXPRESSION_BITS."""
+    if not isinstance(value, (int, float)) or (isinstance(value, float)
+                                                and not math.isfinite(value)) \
+            or abs(value) > 2 ** MAX_EXPRESSION_BITS:
+        raise InputError(f"{at}: {show(text)} leaves the integers perfmodel can size "
+                         f"(beyond 2^{MAX_EXPRESSION_BITS}, or not a real number)")
+    return value
+
+
 def _eval_axis(text: str, axes: Mapping[str, int], at: str) -> int:
     def ev(node):
         if isinstance(node, ast.Expression):
             return ev(node.body)
         if isinstance(node, ast.Constant):
-            return node.value
+            return _bounded(node.value, text, at)
         if isinstance(node, ast.Name):
             if node.id not in axes:
                 raise InputError(f"{at}: unknown axis '{node.id}'")
@@ -447,19 +582,28 @@ def _eval_axis(text: str, axes: Mapping[str, int], at: str) -> int:
             v = ev(node.operand)
             return -v if isinstance(node.op, ast.USub) else v
         if isinstance(node, ast.BinOp):
+            a, b = ev(node.left), ev(node.right)
+            if isinstance(node.op, ast.Pow) and abs(a) > 1 and \
+                    abs(b) * math.log2(abs(a)) > MAX_EXPRESSION_BITS:  # before computing it
+                return _bounded(math.inf, text, at)
             try:
-                return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
+                return _bounded(_BINOPS[type(node.op)](a, b), text, at)
             except ZeroDivisionError:
-                raise InputError(f"{at}: '{text}' divides by zero") from None
-        raise InputError(f"{at}: cannot evaluate '{text}'")
+                raise InputError(f"{at}: {show(text)} divides by zero") from None
+            except (OverflowError, ValueError):
+                return _bounded(math.inf, text, at)
+        raise InputError(f"{at}: cannot evaluate {show(text)}")
     try:
         value = ev(_check_expr(text))
     except ValueError as e:
         raise InputError(f"{at}: {e}") from None
     if isinstance(value, float):
         if not value.is_integer():
-            raise InputError(f"{at}: '{text}' = {value:g} is not an integer")
+            raise InputError(f"{at}: {show(text)} = {value:g} is not an integer")
         value = int(value)
     if value < 0:
-        raise InputError(f"{at}: '{text}' = {value} is negative")
+        raise InputError(f"{at}: {show(text)} = {value} is negative")
+    if value > MAX_ELEMENTS:
+        raise InputError(f"{at}: {show(text)} = {show(value)}: expected at most "
+                         f"{bound_text(MAX_ELEMENTS)} ({ELEMENTS_WHY})")
     return value

@@ -402,9 +402,21 @@ def blackwell_case(row: dict, s: dict):
     return fn(row, s, src)
 
 
+# shape_json flags whose value is a truth value; a string such as "false" must not read as true
+FLAGS = ("causal",)
+TRUE, FALSE = (True, 1, "true", "True", "1"), (False, 0, "false", "False", "0", None)
+
+
 def parse_shape(text: str) -> dict:
-    """shape_json as a dict (a JSON object), or ValueError."""
+    """shape_json as a dict (a JSON object), its FLAGS as bools, or ValueError naming the key."""
     s = json.loads(text)
     if not isinstance(s, dict):
         raise ValueError("shape_json is not a JSON object")
+    for key in FLAGS:
+        if key not in s:
+            continue
+        v = s[key]
+        if isinstance(v, (dict, list)) or v not in TRUE + FALSE:
+            raise ValueError(f"shape_json: {key}: expected true or false, got {v!r}")
+        s[key] = v in TRUE and v is not None
     return s

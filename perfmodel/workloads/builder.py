@@ -73,11 +73,13 @@ RECOMPUTE = ("none", "selective", "op", "full")
 #             ops, `low_precision_input=True` on proj and ffn2), so only the QKV and gate/up
 #             linears cast their BF16 input.
 FUSIONS = ("none", "add_norm", "trtllm")
-# How a serving engine moves tokens to their experts' GPUs over data-parallel attention
-# (Workload.moe_exchange): NCCL's all-to-all (vLLM's and SGLang's default all-to-all backends
-# price as one) or DeepEP's normal kernels (ops/deepep.py), which TensorRT-LLM's wide-EP MoE
-# runs (AIConfigurator's TensorRT-LLM model prices its dispatch and combine from measured DeepEP
-# calls: validate/data/aiconfigurator_moe_a2a.csv)
+# How tokens move to their experts' GPUs (Workload.moe_exchange): NCCL's all-to-all (vLLM's and
+# SGLang's default all-to-all backends price as one; Megatron-Core's MoEAlltoAllTokenDispatcher)
+# or DeepEP's normal kernels (ops/deepep.py), which TensorRT-LLM's wide-EP MoE runs
+# (AIConfigurator's TensorRT-LLM model prices its dispatch and combine from measured DeepEP
+# calls: validate/data/aiconfigurator_moe_a2a.csv) and Megatron-Core's flex dispatcher with its
+# DeepEP or HybridEP backend (MoEFlexTokenDispatcher: each token crosses the network once per
+# destination node, then NVLink; core 0.16.1 transformer/moe/token_dispatcher.py)
 MOE_EXCHANGES = ("alltoall", "deepep")
 # who picks the tensor-parallel all-reduce (Workload.allreduce): the op's `auto`, or a serving
 # engine's own dispatch (perfmodel/ops/custom_allreduce.py ENGINES)
@@ -91,8 +93,6 @@ DEEPEP_WIRE = {"fp8": "fp8", "nvfp4": "nvfp4"}
 ACT = "bf16"          # activations, attention, norms
 ACT_BYTES = 2.0
 ADAM_FLOP_PER_PARAM = 12  # two moment updates, bias correction, update (fp32)
-NVFP4_BF16_LAYER_FRACTION = 0.16  # NVFP4 recipe: ~15 % of blocks stay BF16 (12B: 10 of 62)
-NVFP4_BF16_FIRST_LAYERS = 2
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,12 @@ class Workload:
     # serving: which kernel the linears' GEMMs run (ops.gemm_dispatch): the best the model
     # offers, or an engine's own table by M (vLLM's per-tensor FP8 CUTLASS kernels)
     gemm_dispatch: str = "best"
+    # training with a quantized recipe: the (first, last) decoder layers whose linears stay in
+    # BF16, Megatron-Core's first_last_layers_bf16 with num_layers_at_start/end_in_bf16
+    # (transformer_config.py; off by default, and in Megatron-Bridge's performance recipes; the
+    # NVFP4 pretraining paper's 12B model keeps the first 2 and last 8 of 62, arXiv:2509.25149
+    # §4)
+    bf16_layers: tuple[int, int] = (0, 0)
 
     def check(self, model: ModelSpec, names: Mapping[str, str] | None = None) -> None:
         """Refuse a workload this model cannot run: InputError, one line per problem naming the
@@ -188,9 +194,6 @@ class Workload:
         if self.moe_exchange not in MOE_EXCHANGES:
             p.append(("moe_exchange", f"expected one of {', '.join(MOE_EXCHANGES)}, got "
                                       f"{self.moe_exchange!r}"))
-        elif self.moe_exchange == "deepep" and self.phase == "train":
-            p.append(("moe_exchange", "DeepEP's exchange is priced for serving (prefill and "
-                                      "decode); training dispatches with the all-to-all"))
         if self.allreduce not in ALLREDUCE_DISPATCH:
             p.append(("allreduce", f"expected one of {', '.join(ALLREDUCE_DISPATCH)}, got "
                                    f"{self.allreduce!r}"))
@@ -206,6 +209,7 @@ class Workload:
         if self.attention_kernel == "trtllm" and self.phase == "train":
             p.append(("attention_kernel", "TensorRT-LLM's attention kernels are inference "
                                           "kernels (forward only): prefill and decode"))
+        p += self._bf16_layers_problems(model)
         if not (isinstance(self.moe_replication, (int, float))
                 and 1.0 <= self.moe_replication <= 8.0):  # nan fails both comparisons
             p.append(("moe_replication", f"expected a number in [1, 8], got "
@@ -281,6 +285,22 @@ class Workload:
         if self.batch % m:
             p.append(("microbatches", f"{m} must divide the batch {self.batch}"))
         return p
+
+    def _bf16_layers_problems(self, model: ModelSpec) -> list[tuple[str, str]]:
+        v = self.bf16_layers
+        if (not isinstance(v, tuple) or len(v) != 2
+                or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in v)):
+            return [("bf16_layers", f"expected two non-negative integers (first, last), got "
+                                    f"{show(v)}")]
+        if sum(v) == 0:
+            return []
+        if self.phase != "train" or not LINEAR_RECIPES[self.dtype].quantized:
+            return [("bf16_layers", f"keeps layers of a quantized training recipe in BF16; "
+                                    f"this is {self.phase} in {self.dtype}")]
+        if sum(v) > model.layers:
+            return [("bf16_layers", f"{v[0]} + {v[1]} layers kept in BF16, but {model.name} has "
+                                    f"{model.layers}")]
+        return []
 
     def _loads_problems(self, model: ModelSpec) -> list[tuple[str, str]]:
         """An expert-loads file must match the model: one row per layer, routed tokens in
@@ -368,6 +388,12 @@ class Workload:
         return max(d for d in range(1, min(self.batch, 4 * self.pp) + 1) if self.batch % d == 0)
 
 
+# ops built by _GraphWriter.add, by (kind, parameters): ops are not changed after construction,
+# so graphs share them; cleared when full
+BUILT_OPS = 1 << 14
+_BUILT: dict[tuple, Op] = {}
+
+
 class _GraphWriter:
     """Appends ops in order; identical ops share one object so the scheduler predicts once."""
 
@@ -411,7 +437,14 @@ class _GraphWriter:
         key = (kind, tuple(sorted(params.items())))
         o = self._ops.get(key)
         if o is None:
-            o = self._ops[key] = make_op(kind, **params)
+            # one object per distinct op across graphs too (_BUILT): the serving simulator
+            # builds a graph's ops at every token count it prices, most of them seen before
+            o = _BUILT.get(key)
+            if o is None:
+                if len(_BUILT) >= BUILT_OPS:
+                    _BUILT.clear()
+                o = _BUILT[key] = make_op(kind, **params)
+            self._ops[key] = o
         return self.add_op(name, o, after, stream)
 
     def add_op(self, name: str, o: Op, after: list[str] | None = None,
@@ -640,8 +673,10 @@ class _LayerBuilder:
                 a2a *= _receive_imbalance(make_op("moe", **moe))
         deepep_call = self._deepep_call() if w.moe_all_to_all else None
         if deepep_call is not None:
-            self.g.add(f"{p}dispatch", "deepep", phase="dispatch",
-                       dtype=DEEPEP_WIRE.get(w.dtype, "bf16"), **deepep_call)
+            # TensorRT-LLM quantizes before its dispatch; Megatron-Core's flex dispatcher sends
+            # the BF16 hidden states and its experts quantize them after (TEGroupedMLP)
+            wire = DEEPEP_WIRE.get(w.dtype, "bf16") if w.phase != "train" else "bf16"
+            self.g.add(f"{p}dispatch", "deepep", phase="dispatch", dtype=wire, **deepep_call)
         elif w.moe_all_to_all:
             self.g.add(f"{p}dispatch", "alltoall", bytes=a2a, gpus=w.ep)
         self.moe_params = moe
@@ -664,7 +699,9 @@ class _LayerBuilder:
         w, m = self.w, self.m
         if w.moe_exchange != "deepep" or w.ep not in DEEPEP_RANKS:
             return None
-        call = dict(tokens=max(1, int(self.t)), hidden=m.hidden, top_k=m.top_k,
+        # training: each TP rank dispatches its sequence-parallel share (dispatch_bytes)
+        tokens = self.t // self.tp if w.phase == "train" else self.t
+        call = dict(tokens=max(1, int(tokens)), hidden=m.hidden, top_k=m.top_k,
                     experts=m.experts, ep=w.ep, mode="normal")
         groups, group_top_k = m.group_limit
         if w.ep in INTERNODE_RANKS and group_top_k is not None and groups > 1:
@@ -714,13 +751,22 @@ class _LayerBuilder:
         ffn = [g for g in self.gemms if g[0].endswith(("gate_up", "down"))]
         attn = [g for g in self.gemms if g not in ffn]
         if m.is_moe_layer(layer):
-            if self.w.moe_all_to_all:
+            # the exchanges run backward: the combine's gradient is sent out to the experts as
+            # a dispatch is, the dispatch's summed back as a combine is, both in BF16
+            deepep_call = self._deepep_call() if self.w.moe_all_to_all else None
+            if deepep_call is not None:
+                self.g.add(f"{p}combine_bwd", "deepep", phase="dispatch", dtype="bf16",
+                           **deepep_call)
+            elif self.w.moe_all_to_all:
                 self.g.add(f"{p}combine_bwd", "alltoall", bytes=self.dispatch_bytes,
                            gpus=self.w.ep)
             # expert dgrad and wgrad: each the FLOP and weight traffic of the forward pass
             self.g.add(f"{p}experts_dgrad", "moe", **self.moe_params)
             self.g.add(f"{p}experts_wgrad", "moe", **self.moe_params)
-            if self.w.moe_all_to_all:
+            if deepep_call is not None:
+                self.g.add(f"{p}dispatch_bwd", "deepep", phase="combine", dtype="bf16",
+                           **deepep_call)
+            elif self.w.moe_all_to_all:
                 self.g.add(f"{p}dispatch_bwd", "alltoall", bytes=self.dispatch_bytes,
                            gpus=self.w.ep)
         else:
@@ -759,7 +805,7 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
                 fusion: str = "none", attention_kernel: str | None = None,
                 moe_loads: str | None = None, moe_variation: float = 0.0,
                 moe_exchange: str = "alltoall", allreduce: str = "auto",
-                gemm_dispatch: str = "best") -> OpGraph:
+                gemm_dispatch: str = "best", bf16_layers: tuple[int, int] = (0, 0)) -> OpGraph:
     """The op graph one GPU runs for one step of `phase` (see module docstring). `kv_dtype`:
     the KV cache's storage type in serving (None: the activation dtype); `recompute`
     (training): the forward work repeated before each layer's backward (RECOMPUTE); `cp`
@@ -768,10 +814,12 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
     `kv_dtype`): attention in FP8 MMAs on the cache (Workload.fp8_attention); `fusion`
     (serving): the kernels the engine fuses (FUSIONS); `attention_kernel` (serving): the GQA
     attention's kernel family (Workload.attention_kernel); `moe_loads`, `moe_variation`: MoE
-    routing from recorded expert loads (Workload.moe_loads); `moe_exchange` (serving): the MoE
-    dispatch and combine, NCCL's all-to-all or DeepEP's kernels (Workload.moe_exchange);
+    routing from recorded expert loads (Workload.moe_loads); `moe_exchange`: the MoE dispatch and
+    combine, NCCL's all-to-all or DeepEP's kernels (Workload.moe_exchange);
     `allreduce` (serving): who picks the tensor-parallel all-reduce (Workload.allreduce);
-    `gemm_dispatch` (serving): the linears' GEMM kernels (Workload.gemm_dispatch).
+    `gemm_dispatch` (serving): the linears' GEMM kernels (Workload.gemm_dispatch);
+    `bf16_layers` (training, a quantized recipe): the first and last decoder layers kept in BF16
+    (Workload.bf16_layers).
     `grad_reduce_dtype` (training): the dtype gradients are reduce-scattered in, bf16 (Megatron-
     Core's DistributedDataParallelConfig.grad_reduce_in_fp32 = False) or fp32 (PyTorch FSDP's
     MixedPrecision reduce_dtype as torchtitan and Composer set it)."""
@@ -780,7 +828,8 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
     w = Workload(phase, batch, seq, context, tp, ep, pp, dp, dtype, microbatches, virtual_stages,
                  moe_routing, moe_replication, moe_skew, kv_dtype, recompute, cp, fp8_attention,
                  fusion, attention_kernel, moe_loads, moe_variation, moe_exchange, allreduce,
-                 gemm_dispatch)
+                 gemm_dispatch, tuple(bf16_layers) if isinstance(bf16_layers, list)
+                 else bf16_layers)
     w.check(model)
     mb = w.n_microbatches
     seqs = batch // mb
@@ -849,7 +898,9 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
             if group > 1:
                 out.add(f"{prefix}param_allgather", "allgather",
                         bytes=float(params * ACT_BYTES), gpus=group, placement=where)
-    meta = {"model": model.name, **{k: v for k, v in asdict(w).items()
+    # graph files keep the meta as YAML/JSON, which has lists, not tuples
+    meta = {"model": model.name, **{k: list(v) if isinstance(v, tuple) else v
+                                    for k, v in asdict(w).items()
                                     if v is not None and not (k == "cp" and v == 1)},
             "tokens_per_microbatch": tokens, "microbatches": mb}
     if phase == "train":  # where the microbatch's backward starts (plan.training's overlap)
@@ -993,14 +1044,12 @@ def layer_nodes(model: ModelSpec, workload: Workload, prefix: str = "", layer: i
 
 
 def _high_precision_layers(model: ModelSpec, w: Workload) -> set[int]:
-    """NVFP4 pretraining keeps ~15 % of the linear layers in BF16, mostly at the end (the 12B
-    model: first 2 and last 8 of 62 blocks; arXiv:2509.25149 §4): the first FIRST and the last
-    enough to reach the fraction."""
-    if w.dtype != "nvfp4" or w.phase != "train":
+    """The decoder layers whose linears a quantized training recipe keeps in BF16
+    (Workload.bf16_layers: the first and the last so many)."""
+    first, last = w.bf16_layers
+    if w.phase != "train" or not LINEAR_RECIPES[w.dtype].quantized or not first + last:
         return set()
-    n = math.ceil(NVFP4_BF16_LAYER_FRACTION * model.layers)
-    first = min(NVFP4_BF16_FIRST_LAYERS, n)
-    return set(range(first)) | set(range(model.layers - (n - first), model.layers))
+    return set(range(first)) | set(range(model.layers - last, model.layers))
 
 
 def _stage_transfer(out: _GraphWriter, name: str, nbytes: float, tp: int,

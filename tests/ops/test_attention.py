@@ -39,8 +39,8 @@ def test_b300_double_mufu_makes_it_faster_than_b200():
 
 
 def test_b300_halves_b200s_exp_time_on_hd128_at_the_same_sustained_tensor_clock():
-    """The B300-vs-B200 headline shape (bf16 hd128) at B200's sustained fraction (the two fits,
-    0.669 and 0.672, nearly agree): B300's doubled MUFU halves the exps' time. It does not show
+    """The B300-vs-B200 headline shape (bf16 hd128) at B200's sustained fraction (taken for both,
+    so only the MUFU differs): B300's doubled MUFU halves the exps' time. It does not show
     in the kernel's time there: with FA4's overlap fitted at its bound (1.0, B200's headline at
     B200's own sustained clock) the softmax hides entirely under the MMAs at head dim 128, so
     both GPUs are tensor-bound (the FA4 paper's B300 gain at hd128 is not reproduced)."""

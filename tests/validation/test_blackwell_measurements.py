@@ -236,3 +236,23 @@ def test_skipped_rows_carry_their_family(loaded):
     assert all(isinstance(s, Skipped) for s in skipped.values())
     assert sum(reasons.values()) == 53 and len(reasons) == 6
     assert all(r.startswith(("no op models", "composite")) for r in reasons)
+
+
+def test_a_causal_flag_written_as_a_string_reads_as_written(tmp_path):
+    """shape_json's `causal` is a truth value: "false" is not causal (a string used to read as
+    True), and anything but a truth value is one line naming the key."""
+    from perfmodel.validation.measurements import load_cases
+    head = "id,hardware,library,op,dtype,shape_json,metric,value,unit\n"
+    shape = ('"{""batch"": 2, ""nheads"": 16, ""seqlen_q"": 4096, ""seqlen_k"": 4096, '
+             '""headdim"": 128, ""causal"": %s, ""pass"": ""fwd""}"')
+    rows = {flag: f"r-{i},H100-SXM,FlashAttention-2,attention_fwd,bf16,{shape % flag},"
+                  f"tflops,300,TFLOPS\n" for i, flag in enumerate(('""false""', "false",
+                                                                      '""true""'))}
+    path = tmp_path / "rows.csv"
+    path.write_text(head + "".join(rows.values()))
+    cases, skipped = load_cases(path)
+    causal = {c.id: c.op.causal for c in cases}
+    assert causal == {"r-0": False, "r-1": False, "r-2": True}, (cases, skipped)
+    path.write_text(head + rows['""false""'].replace('""false""', '""maybe""'))
+    with pytest.raises(pm.InputError, match="causal: expected true or false"):
+        load_cases(path)

@@ -304,7 +304,8 @@ def test_deepep_exchange_replaces_the_all_to_all_within_its_rank_templates():
     """moe_exchange="deepep" (TensorRT-LLM's wide-EP MoE) prices dispatch and combine with the
     deepep op at EP 2/4/8 (intranode) and 16-160 (internode, with the gate's group limit), the
     dispatch on the wire in the experts' type and the normal combine in BF16; another group
-    size keeps the all-to-all; training refuses it."""
+    size keeps the all-to-all; training runs it both ways in BF16 (Megatron-Core's flex
+    dispatcher)."""
     m = pm.load_model("deepseek-v3")
     kw = dict(batch=256, context=2000, tp=1, ep=8, dtype="nvfp4")
     nccl = build_graph(m, "decode", **kw)
@@ -328,7 +329,8 @@ def test_deepep_exchange_replaces_the_all_to_all_within_its_rank_templates():
     assert (w.ep, w.expert_groups, w.group_top_k) == (16, 8, 4)
     odd = build_graph(m, "decode", moe_exchange="deepep", **{**kw, "ep": 256})  # no config
     assert Counter(n.op.name for n in odd.nodes)["alltoall"] == 2 * (61 - 3)
-    with pytest.raises(InputError, match="moe_exchange"):
-        build_graph(m, "train", batch=8, seq=4096, ep=8, dp=8, moe_exchange="deepep")
+    train = build_graph(m, "train", batch=8, seq=4096, ep=8, dp=8, moe_exchange="deepep")
+    assert Counter(n.op.name for n in train.nodes)["deepep"] > 0
+    assert all(n.op.dtype == "bf16" for n in train.nodes if n.op.name == "deepep")
     with pytest.raises(InputError, match="moe_exchange"):
         build_graph(m, "decode", moe_exchange="pplx", **kw)

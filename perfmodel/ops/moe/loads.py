@@ -37,7 +37,6 @@ shares instead (every expert is active there, so per-token structure no longer m
 from __future__ import annotations
 
 import functools
-import json
 import math
 import os
 from collections import OrderedDict
@@ -46,7 +45,8 @@ from pathlib import Path
 
 import numpy as np
 
-from perfmodel.errors import InputError
+from perfmodel import jsonio
+from perfmodel.errors import InputError, show
 from perfmodel.ops.moe.traces import TraceError
 from perfmodel.yamlio import is_file, read_text
 
@@ -146,15 +146,10 @@ def load_expert_loads(path: str | os.PathLike) -> ExpertLoads:
 
 @functools.lru_cache(maxsize=32)
 def _load(path: str, mtime_ns: int, size: int) -> ExpertLoads:
-    try:
-        raw = json.loads(read_text(path, "expert loads"))
+    try:  # perfmodel.jsonio: UTF-8, nesting and finite numbers checked, one-line errors
+        raw = jsonio.loads(read_text(path, "expert loads"), path)
     except InputError as e:
         raise LoadsError(e.problems) from None
-    except RecursionError:
-        raise LoadsError(f"{path}: not JSON (nested too deeply)") from None
-    except json.JSONDecodeError as e:
-        raise LoadsError(f"{path}: not JSON ({e.msg} at line {e.lineno}, column {e.colno})") \
-            from None
     expect = "a list of layers, each a list of per-expert token counts"
     if not isinstance(raw, dict):
         raise LoadsError(f"{path}: expected a JSON object with key '{LOADS_KEY}' ({expect}), "
@@ -178,10 +173,11 @@ def _load(path: str, mtime_ns: int, size: int) -> ExpertLoads:
             raise LoadsError(f"{path}: {LOADS_KEY}[{i}]: {len(row)} expert counts, expected "
                              f"{width} (as in layer 0)")
         for j, v in enumerate(row):
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-                    or v < 0:
+            # at most 2^53: exact as the float the counts become (and a 400-digit integer
+            # would not convert at all)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 2**53:
                 raise LoadsError(f"{path}: {LOADS_KEY}[{i}][{j}]: expected a non-negative "
-                                 f"token count, got {v!r}")
+                                 f"token count (at most 2^53), got {show(v)}")
     counts = np.array(rows, dtype=float)
     if not counts.sum() > 0:
         raise LoadsError(f"{path}: {LOADS_KEY}: every layer is all zeros (no routed tokens)")

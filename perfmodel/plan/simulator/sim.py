@@ -37,6 +37,7 @@ expert-parallel layout has ep/tp data-parallel attention groups; the simulation 
 from __future__ import annotations
 
 import bisect
+import functools
 import heapq
 import math
 from collections import deque
@@ -78,6 +79,14 @@ def expected_tokens_per_step(drafts: int, acceptance: float) -> float:
     if acceptance >= 1.0:
         return float(drafts + 1)
     return (1.0 - acceptance ** (drafts + 1)) / (1.0 - acceptance)
+
+
+@functools.lru_cache(maxsize=64)
+def _countdown(n: int) -> np.ndarray:
+    """n, n − 1, ..., 1 as int64 (read only): the weights of SGLang's admission test."""
+    out = np.arange(n, 0, -1, dtype=np.int64)
+    out.flags.writeable = False
+    return out
 
 
 class Request:
@@ -128,6 +137,10 @@ class Lane:
         self.token_ratio = SGLANG_INIT_NEW_TOKEN_RATIO  # SGLang's new_token_ratio
         self.version = 0                        # bumped when the running set changes
         self.blocked_memo: tuple | None = None  # (version, request id, blocked)
+        # remaining_outputs as int64 arrays sorted (stably) by tokens left, per (version, j):
+        # SGLang's admission test reads them for every request it tries (_remaining_sorted)
+        self.remaining_memo: tuple | None = None
+        self.tested: tuple | None = None  # (request, running L, L and O with it): the last test
         self.unfinished = 0
 
     # -- moves ----------------------------------------------------------------------------------
@@ -194,12 +207,56 @@ class Lane:
         """(tokens left to generate, tokens held: prompt + generated) of each running request
         with output left, as SGLang's PrefillAdder counts them."""
         left, held, j = [], [], self.j
+        add_left, add_held = left.append, held.append
         for r in self.running.values():
-            g = min(r.output, r.g0 + j - r.j0) if r.state == DECODE else r.generated
-            if r.output > g:
-                left.append(r.output - g)
-                held.append(r.prompt + g)
+            # a decoder's g = min(output, g0 + j - j0): one with output left has g < output
+            g = r.g0 + j - r.j0 if r.state == DECODE else r.generated
+            out = r.output
+            if out > g:
+                add_left(out - g)
+                add_held(r.prompt + g)
         return left, held
+
+    def _remaining_sorted(self) -> tuple[np.ndarray, np.ndarray]:
+        """`remaining_outputs` as int64 arrays (L, O) in the stable order of L, memoized per
+        (version, j): the running set and every running request's tokens are fixed between a
+        version bump and the next decode step (`admitted` extends it by an admission)."""
+        memo = self.remaining_memo
+        if memo is not None and memo[0] == self.version and memo[1] == self.j:
+            return memo[2], memo[3]
+        left, held = self.remaining_outputs()
+        L, O = np.asarray(left, dtype=np.int64), np.asarray(held, dtype=np.int64)
+        order = np.argsort(L, kind="stable")
+        L, O = L[order], O[order]
+        self.remaining_memo = (self.version, self.j, L, O)
+        return L, O
+
+    @staticmethod
+    def _with(L: np.ndarray, O: np.ndarray, r: Request) -> tuple[np.ndarray, np.ndarray]:
+        """The running requests' (L, O) with `r`'s added last in admission order: inserted
+        after every equal L, where a stable sort of the running requests then `r` puts it."""
+        left, held = r.output - r.generated, r.prompt + r.generated
+        k = int(L.searchsorted(left, side="right"))
+        n = len(L)
+        L2, O2 = np.empty(n + 1, dtype=np.int64), np.empty(n + 1, dtype=np.int64)
+        L2[:k], L2[k], L2[k + 1:] = L[:k], left, L[k:]
+        O2[:k], O2[k], O2[k + 1:] = O[:k], held, O[k:]
+        return L2, O2
+
+    def admitted(self, r: Request, version: int) -> None:
+        """`r` joined the running set (admission order: last) since `version`, its generated
+        tokens those it held when tested: the memo of `_remaining_sorted` follows it."""
+        memo = self.remaining_memo
+        if memo is None or memo[0] != version or memo[1] != self.j:
+            return
+        L, O = memo[2], memo[3]
+        if r.output > r.generated:  # remaining_outputs keeps requests with output left
+            tested = self.tested
+            if tested is not None and tested[0] is r and tested[1] is L:
+                L, O = tested[2], tested[3]  # the arrays its admission test built
+            else:
+                L, O = self._with(L, O, r)
+        self.remaining_memo = (self.version, self.j, L, O)
 
     def sglang_future_fits(self, r: Request) -> bool:
         """SGLang's admission test for a request that ignores EOS with no prefix cache
@@ -209,25 +266,24 @@ class Lane:
             free − prompt(r) + O_1 + ... + O_(i−1) − L_(i+1) · (n − i + 1) > 0   for every i
         (L_(n+1) := L_n): when request i + 1 finishes, the n − i + 1 still running have each
         grown by L_(i+1) tokens, and the shorter ones have freed theirs."""
-        left, held = self.remaining_outputs()
-        left.append(r.output - r.generated)
-        held.append(r.prompt + r.generated)
-        L, O = np.asarray(left, dtype=np.int64), np.asarray(held, dtype=np.int64)
-        order = np.argsort(L, kind="stable")
-        L, O = L[order], O[order]
-        n = len(L)
-        steps = np.empty(n, dtype=np.int64)
-        steps[:-1], steps[-1] = L[1:], L[-1]
-        freed = np.concatenate(([0], np.cumsum(O)[:-1]))
+        running = self._remaining_sorted()
+        L, O = self._with(*running, r)
+        self.tested = (r, running[0], L, O)
+        # freed_i − L_(i+1) · (n − i) for every i, in int64 (exact): the test is that cur plus
+        # each is positive, i.e. cur plus their minimum
+        t = np.cumsum(O)
+        t -= O  # freed_i = O_1 + ... + O_(i−1)
+        t[:-1] -= L[1:] * _countdown(len(L))[:-1]
+        t[-1] -= L[-1]  # L_(n+1) := L_n, times 1
         cur = (self.capacity - self.used) * self.bt - (r.prompt + r.generated)
-        return bool(np.all(cur + freed - steps * (n - np.arange(n)) > 0))
+        return bool(cur + int(t.min()) > 0)
 
     def sglang_budget(self) -> float:
         """SGLang's PrefillAdder.rem_total_tokens before this step's admissions: the free
         tokens less every running request's remaining output (clipped) at new_token_ratio."""
-        left, _ = self.remaining_outputs()
+        L, _ = self._remaining_sorted()
         return ((self.capacity - self.used) * self.bt
-                - self.token_ratio * sum(min(x, SGLANG_CLIP_MAX_NEW_TOKENS) for x in left))
+                - self.token_ratio * int(np.minimum(L, SGLANG_CLIP_MAX_NEW_TOKENS).sum()))
 
     def decayed_token_ratio(self) -> None:
         """One decode batch later (scheduler.py update_running_batch)."""
@@ -545,7 +601,10 @@ class Simulation:
             self.peak = used
         if self.peak_running < running:
             self.peak_running = running
-        latency, stage = self.price(decode, ln.a + ln.n * (ln.j + 1), ())
+        # price() of a decode-only step: StepCost.step_times takes _decode_step_times for it
+        graphs, pad = self.graphs_of(decode, decode, False)
+        latency, stage = self.cost._decode_step_times(decode, ln.a + ln.n * (ln.j + 1),
+                                                      graphs, pad)
         stage_free = self.stage_free
         t = start
         last = len(stage_free) - 1
@@ -718,6 +777,7 @@ class Simulation:
                     break
                 ln.waiting.popleft()
                 r.blocks, r.computed = blocks, tokens
+                before = ln.version
                 ln.running[r.id] = r
                 ln.version += 1
                 ln.used += blocks
@@ -726,6 +786,7 @@ class Simulation:
                     r.first_s = r.arrival
                     r.pieces.append(r.arrival)
                 ln.start_decode(r)
+                ln.admitted(r, before)
                 self.admitted_decoders += 1
                 continue
             blocks = -(-c // bt)
@@ -735,6 +796,7 @@ class Simulation:
             r.state, r.blocks, r.computed = PREFILL, blocks, 0
             ln.running[r.id] = r
             ln.version += 1
+            ln.admitted(r, ln.version - 1)
             ln.prefilling.append(r)
             ln.used += blocks
             ln.reserved_total += r.total_blocks
