@@ -13,7 +13,8 @@ LIST_COLUMNS = ("name", "architecture", "compute_capability", "aliases", "device
 
 def register(sub) -> None:
     hw = sub.add_parser("hw", help="hardware specs")
-    hwsub = hw.add_subparsers(dest="hw_command", required=True, parser_class=type(hw))
+    hw.set_defaults(fn=run_list)  # bare `perfmodel hw` lists them (`perfmodel hw list`)
+    hwsub = hw.add_subparsers(dest="hw_command", required=False, parser_class=type(hw))
     hwsub.add_parser("list", help="built-in hardware names and aliases").set_defaults(fn=run_list)
     show = hwsub.add_parser("show", help="a resolved spec with derived peaks")
     show.add_argument("name", help="name, alias, driver device name or spec path")

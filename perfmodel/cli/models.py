@@ -16,8 +16,11 @@ from perfmodel.workloads.models import list_models, load_model
 
 
 def register(sub) -> None:
-    models = sub.add_parser("models", help="built-in models: list, or show one")
-    msub = models.add_subparsers(dest="models_command", required=True,
+    models = sub.add_parser("models", help="built-in models: list (the default), show one, or "
+                                           "import a Hugging Face config.json")
+    # bare `perfmodel models` lists them (`perfmodel models list`)
+    models.set_defaults(fn=run_list)
+    msub = models.add_subparsers(dest="models_command", required=False,
                                  parser_class=type(models))
     msub.add_parser("list", help="built-in model names with their sizes").set_defaults(
         fn=run_list)

@@ -28,3 +28,15 @@ def test_unknown_model_is_bad_input(capsys):
     assert main(["models", "show", "llama9"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown model 'llama9'" in err
+
+
+def test_bare_models_and_hw_list_them(capsys):
+    """`perfmodel models` and `perfmodel hw` with no subcommand list, as their `list` does."""
+    assert main(["models", "list"]) == 0
+    listed = capsys.readouterr().out
+    assert main(["models"]) == 0
+    assert capsys.readouterr().out == listed
+    assert main(["hw", "list"]) == 0
+    listed = capsys.readouterr().out
+    assert main(["hw"]) == 0
+    assert capsys.readouterr().out == listed

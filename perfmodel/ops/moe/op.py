@@ -235,11 +235,9 @@ class Moe(Op):
             if len(ids) != self.tokens:
                 raise InputError(f"trace: {self.trace} has {len(ids)} rows, one per token, but "
                                  f"tokens is {self.tokens}")
-        elif self.tokens * self.experts <= EXACT_ROUTING_LIMIT:
-            ids = synthetic_trace(self.tokens, self.experts, self.top_k,
-                                  "zipf" if self.skew > 0 else "uniform", self.skew, self.seed)
-        else:  # many tokens: per-expert counts from a multinomial over the popularity
-            return routed_counts(self.tokens, self.experts, self.top_k, self.skew, self.seed)
+        else:
+            return _synthetic_counts(self.tokens, self.experts, self.top_k, self.skew,
+                                     self.seed)
         return np.bincount(ids.ravel(), minlength=self.experts)
 
     @functools.cached_property
@@ -368,6 +366,22 @@ class Moe(Op):
                                  details={"part": "finalize (top-k weighted sum)"})
         return sequence_demand((sort, expand, gemms, activation, finalize), launch_from=2,
                                details=gemms.details)
+
+
+@functools.lru_cache(maxsize=4096)
+def _synthetic_counts(tokens: int, experts: int, top_k: int, skew: float,
+                      seed: int) -> np.ndarray:
+    """Tokens per expert of a seeded synthetic routing: a function of these alone (not of the
+    GPUs or the placement), so a search's layouts and a serving simulation's step-cost nodes
+    share one draw per token count (read-only: the cached array is never written)."""
+    if tokens * experts <= EXACT_ROUTING_LIMIT:
+        ids = synthetic_trace(tokens, experts, top_k, "zipf" if skew > 0 else "uniform", skew,
+                              seed)
+        counts = np.bincount(ids.ravel(), minlength=experts)
+    else:  # many tokens: per-expert counts from a multinomial over the popularity
+        counts = routed_counts(tokens, experts, top_k, skew, seed)
+    counts.setflags(write=False)
+    return counts
 
 
 def _redundant(v) -> int:
