@@ -111,12 +111,43 @@ def calibrate(progress: bool = False, serving: bool = True) -> Calibration:
     refit = {s: ids for s, ids in refit.items() if ids}
     cv = dict(in_sample)  # sources no rule draws from: the full fit never saw them
     bar = Progress(len(refit), "cross-validating by source", force=progress)
-    for source, _ in sorted(refit.items()):
-        held = by_source[source]
-        fold = fit.fit_all(exclude=frozenset(c.id for c in held), serving=False)
-        cv.update(predict_cases(held, fold))
+    for predicted in _folds([by_source[s] for s in sorted(refit)]):
+        cv.update(predicted)
         bar.update()
     return Calibration(entries, cases, in_sample, cv, roofline, refit)
+
+
+_HELD: list[list[Case]] = []  # the folds' held-out rows, for the forked workers
+
+
+def _fold(k: int) -> dict[str, float]:
+    """Fold k: every constant refitted without its held-out rows, those rows predicted."""
+    held = _HELD[k]
+    return predict_cases(held, fit.fit_all(exclude=frozenset(c.id for c in held),
+                                           serving=False))
+
+
+def _folds(held: list[list[Case]]):
+    """The folds' predictions, in forked workers where the machine has several CPUs (the search's
+    default_jobs; each fold refits from the fitted constants alone, so a fold gives the same
+    numbers in any process, in any order: tests/test_fitted.py
+    test_fit_does_not_depend_on_the_values_it_replaces)."""
+    import multiprocessing
+    from perfmodel.plan.search import default_jobs
+    global _HELD
+    n = default_jobs(len(held))
+    _HELD = held
+    try:
+        if n <= 1:
+            for k in range(len(held)):
+                yield _fold(k)
+            return
+        with multiprocessing.get_context("fork").Pool(n) as pool:
+            # the slowest folds (the most rows to refit without) start first
+            order = sorted(range(len(held)), key=lambda k: -len(held[k]))
+            yield from pool.imap_unordered(_fold, order)
+    finally:
+        _HELD = []
 
 
 def _ape(pred: float, meas: float) -> float:
