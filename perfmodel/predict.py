@@ -255,39 +255,44 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
     ctas_per_sm = ts.ctas_per_sm
     best, best_t = None, math.inf
 
+    def kernel_total(i: int, ctas: int, kernels: int, w_t, w_f: float, w_s: float,
+                     w_l2: float, w_h: float) -> float:
+        """One candidate's time (engine.candidate_times_s on floats, module comment)."""
+        cps = ctas_per_sm[i]
+        if cps is None:
+            cps = ctas_per_sm[i] = tile_ctas_per_sm(hw, threads[i], registers[i],
+                                                    smem_cta[i])[0]
+        busiest = math.ceil(ctas / sms) + 0.0
+        rate = min(hbm_bw, min(ctas, sms * cps) * in_flight[i] / hbm_lat)
+        t_f = busiest * (w_f / ctas) / r_fma
+        t_s = busiest * (w_s / ctas) / r_smem
+        t_l2 = w_l2 / l2_rate
+        t_h = w_h / rate if rate else math.inf
+        if tensor:
+            # stretched to its power-limited time first, as engine.power_limited
+            t_t = busiest * (w_t / ctas) / r_tensor * power_ratio
+            busy = max(t_t, t_f, t_s, t_l2, t_h)
+        else:
+            t_t, busy = 0.0, max(t_f, t_s, t_l2, t_h)
+        if hi <= lo:
+            clock = lo
+        elif not any_tensor:
+            clock = hi
+        else:
+            clock = hi - (min(max(t_t / busy, 0.0), 1.0) if busy > 0 else 0.0) * (hi - lo)
+        # the engine's max(t_f·s, t_s·s, t_l2·s, t_h, t_t·s): a product by s > 0 keeps the order
+        # of its factors (rounding is monotone), so the largest product is the largest
+        # factor's; t_t is 0 without tensor work
+        top = max(max(t_f, t_s, t_l2, t_t) * (sustained / clock), t_h)
+        return top + (hbm_lat if w_h > 0 else 0.0) + launch_s * kernels
+
     def scan(candidates):
         nonlocal best, best_t
         for c in candidates:
             i, split, valid, w_t, w_f, w_s, w_l2, w_h, ctas, kernels = c
             if not valid:
                 continue  # np.where(valid, total, inf): never the fastest while any is valid
-            cps = ctas_per_sm[i]
-            if cps is None:
-                cps = ctas_per_sm[i] = tile_ctas_per_sm(hw, threads[i], registers[i],
-                                                        smem_cta[i])[0]
-            busiest = math.ceil(ctas / sms) + 0.0
-            rate = min(hbm_bw, min(ctas, sms * cps) * in_flight[i] / hbm_lat)
-            t_f = busiest * (w_f / ctas) / r_fma
-            t_s = busiest * (w_s / ctas) / r_smem
-            t_l2 = w_l2 / l2_rate
-            t_h = w_h / rate if rate else math.inf
-            if tensor:
-                # stretched to its power-limited time first, as engine.power_limited
-                t_t = busiest * (w_t / ctas) / r_tensor * power_ratio
-                busy = max(t_t, t_f, t_s, t_l2, t_h)
-            else:
-                t_t, busy = 0.0, max(t_f, t_s, t_l2, t_h)
-            if hi <= lo:
-                clock = lo
-            elif not any_tensor:
-                clock = hi
-            else:
-                clock = hi - (min(max(t_t / busy, 0.0), 1.0) if busy > 0 else 0.0) * (hi - lo)
-            scale = sustained / clock
-            top = max(t_f * scale, t_s * scale, t_l2 * scale, t_h)
-            if tensor:
-                top = max(top, t_t * scale)
-            total = top + (hbm_lat if w_h > 0 else 0.0) + launch_s * kernels
+            total = kernel_total(i, ctas, kernels, w_t, w_f, w_s, w_l2, w_h)
             if total < best_t:
                 best, best_t = c, total
 
@@ -331,31 +336,7 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
         w_s = tiles * k_pad * smem_per_k + tiles * 2.0 * tm * tn * c_b
         w_l2 = tiles * l2_per_k * k + c_bytes + 0.0
         w_h = hbm + 0.0
-        cps = ctas_per_sm[i]
-        if cps is None:
-            cps = ctas_per_sm[i] = tile_ctas_per_sm(hw, threads[i], registers[i],
-                                                    smem_cta[i])[0]
-        busiest = math.ceil(tiles / sms) + 0.0
-        rate = min(hbm_bw, min(tiles, sms * cps) * flight / hbm_lat)
-        t_f = busiest * (w_f / tiles) / r_fma
-        t_s = busiest * (w_s / tiles) / r_smem
-        t_l2 = w_l2 / l2_rate
-        t_h = w_h / rate if rate else math.inf
-        if tensor:
-            t_t = busiest * (w_t / tiles) / r_tensor * power_ratio
-            busy = max(t_t, t_f, t_s, t_l2, t_h)
-        else:
-            t_t, busy = 0.0, max(t_f, t_s, t_l2, t_h)
-        if hi <= lo:
-            clock = lo
-        elif not any_tensor:
-            clock = hi
-        else:
-            clock = hi - (min(max(t_t / busy, 0.0), 1.0) if busy > 0 else 0.0) * (hi - lo)
-        # scan's max(t_f·s, t_s·s, t_l2·s, t_h, t_t·s): a product by s > 0 keeps the order of
-        # its factors (rounding is monotone), so the largest product is the largest factor's
-        top = max(max(t_f, t_s, t_l2, t_t) * (sustained / clock), t_h)
-        total = top + (hbm_lat if w_h > 0 else 0.0) + launch_s
+        total = kernel_total(i, tiles, 1, w_t, w_f, w_s, w_l2, w_h)
         if total < best_t:
             best, best_t = (i, 1, True, w_t, w_f, w_s, w_l2, w_h, tiles, 1), total
     # then the split-K candidates of the tiles whose lower bound (perfmodel.batch._search:
