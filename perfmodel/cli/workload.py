@@ -80,7 +80,9 @@ def read_input(args) -> Input:
             unused = sorted(given_flags(args) | ({"phase"} if args.phase else set()))
             notes = tuple(f"{FLAGS[k]}: applies to a model; {args.file} is a graph file "
                           f"(ignored)" for k in unused)
-            return Input(parse_graph(raw, str(path)), warnings=notes)
+            graph = parse_graph(raw, str(path))
+            model, workload, note = built_from(graph, str(path))
+            return Input(graph, model, workload, notes + ((note,) if note else ()))
         model = parse_model(raw, str(path))
     elif args.file.lower() in list_models():
         model = load_model(args.file)
@@ -103,6 +105,30 @@ def read_input(args) -> Input:
                           f"of the step: {p}" for p in e.problems]) from None
     notes = tuple(f"{FLAGS[k]}: {msg}" for k, msg in w.warnings())
     return Input(graph, model, w, notes)
+
+
+def built_from(graph: OpGraph, file: str) -> tuple[ModelSpec | None, Workload | None, str]:
+    """The built-in model and workload a graph file was built from (`perfmodel build` writes
+    them in `meta`), so that its memory is checked as the model's is; (None, None, a note) for a
+    graph `perfmodel build` wrote from another model file, (None, None, "") for a graph written
+    by hand (no `meta.model`)."""
+    meta = graph.meta
+    name = meta.get("model")
+    if not isinstance(name, str) or "phase" not in meta:
+        return None, None, ""
+    if name.lower() not in list_models():
+        return None, None, (f"{file}: built from model {name!r}, not a built-in one: its memory "
+                            f"is not checked")
+    fields = {f.name for f in dataclasses.fields(Workload)}
+    kw = {k: tuple(v) if isinstance(v, list) else v for k, v in meta.items() if k in fields}
+    try:
+        w = Workload(**kw)
+        model = load_model(name)
+        w.check(model)
+    except (InputError, TypeError) as e:
+        return None, None, (f"{file}: meta does not describe a workload of {name} "
+                            f"({yamlio.one_line(e)}): its memory is not checked")
+    return model, w, ""
 
 
 def graph_from(args) -> OpGraph:

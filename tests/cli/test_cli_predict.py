@@ -90,3 +90,26 @@ def test_kv_dtype_of_a_training_step_is_bad_input(capsys):
     assert main(["predict", "llama3-8b", "--phase", "train", "--kv-dtype", "fp8",
                  "--hw", H100]) == 2
     assert "--kv-dtype: training keeps K and V" in capsys.readouterr().err
+
+
+def test_a_built_graph_file_is_checked_for_memory_as_its_model_is(tmp_path, capsys):
+    """`perfmodel build` records the built-in model and workload in the graph's meta; predicting
+    the file warns as predicting the model does (DeepSeek-V3 EP8 decode does not fit an H100)."""
+    args = ["--phase", "decode", "--batch", "64", "--context", "4096", "--ep", "8", "--tp", "8",
+            "--dtype", "fp8"]
+    path = tmp_path / "dsv3.yaml"
+    assert main(["build", "deepseek-v3", *args, "--output", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["predict", "deepseek-v3", *args, "--hw", "h100", "--format", "json"]) == 0
+    from_model = json.loads(capsys.readouterr().out)["memory"]
+    assert main(["predict", str(path), "--hw", "h100", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["memory"] == from_model and not from_model["fits"]
+    assert "does not fit" in err or "needs" in err
+    # a graph whose meta names no built-in model: one note, no check
+    text = path.read_text().replace("model: deepseek-v3", "model: my-moe", 1)
+    other = tmp_path / "other.yaml"
+    other.write_text(text)
+    assert main(["predict", str(other), "--hw", "h100", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert "memory" not in json.loads(out) and "not a built-in one" in err
