@@ -7,8 +7,10 @@ that broke something once.
 Budgets: a test names its examples for the `ci` profile; `fuzz` scales them by the profile's
 max_examples over ci's 100, so `HYPOTHESIS_PROFILE=nightly` (2000) runs 20x as many, fresh ones.
 "Dirty" (issue 42): a traceback or an exception other than InputError, a non-finite number, an
-exit code other than 0/2, a run over SLOW_S seconds, or exit 0 on input known to be invalid;
-every helper here fails the example on each of them.
+exit code other than 0/2, or exit 0 on input known to be invalid; every helper here fails the
+example on each of them. Runaway sizes are refused by the inputs' declared bounds, which the
+suites assert as InputErrors; how long a run takes is measured by benchmarks/speed_report.py, not
+asserted here (a timed assertion depends on the machine).
 """
 from __future__ import annotations
 
@@ -16,12 +18,9 @@ import contextlib
 import io
 import json
 import math
-import time
 
 from hypothesis import HealthCheck, event, settings
 
-# A run over this many seconds is dirty (a hang or a runaway size)
-SLOW_S = 30.0
 CI_EXAMPLES = 100  # the ci profile's max_examples (tests/conftest.py)
 
 
@@ -47,15 +46,11 @@ JUNK = [True, False, None, "x", "", "8", "1e3", [1], [], {"a": 1}, {}]
 def cli(*argv) -> tuple[int, str, list[str]]:
     """One in-process run of `perfmodel ARGV`: (exit code, stdout, stderr lines). An exception
     escaping main fails the example; so does an exit code other than 0 or 2, a stderr line that
-    is not `perfmodel: error|warning|note: ...`, exit 2 without an error line, or a run over
-    SLOW_S."""
+    is not `perfmodel: error|warning|note: ...`, or exit 2 without an error line."""
     from perfmodel.cli.main import main
     out, err = io.StringIO(), io.StringIO()
-    start = time.perf_counter()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main([str(a) for a in argv])
-    took = time.perf_counter() - start
-    assert took < SLOW_S, (argv, f"{took:.1f} s")
     lines = err.getvalue().splitlines()
     assert code in (0, 2), (argv, code)
     assert all(line.startswith(("perfmodel: error: ", "perfmodel: warning: ",

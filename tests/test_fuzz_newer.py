@@ -4,7 +4,7 @@ definitions and coverage CSVs (`sol`), the Python planners' arguments, sweep spa
 
 Every example asserts the contract (tests/fuzzing.py): exit 0 or 2 with one line per problem
 and no traceback (an exception escaping fails the example), or for the Python planners a result
-or an InputError; no non-finite number in what is returned or printed; no run over 30 s; and
+or an InputError; no non-finite number in what is returned or printed; and
 where the input is known to be invalid (a value of the wrong type or out of its declared range,
 bytes that are not JSON), exit 2 or an InputError whose line names the key, flag or parameter.
 
@@ -29,7 +29,6 @@ import json
 import math
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 from hypothesis import event, given
@@ -41,7 +40,7 @@ from perfmodel.ops.base import MAX_ELEMENTS, MAX_GPUS, MAX_SEED
 from perfmodel.sol.problems import DEFAULT_CSV, TORCH_DTYPES
 from perfmodel.workloads.hf_config import FIELDS
 from perfmodel.workloads.models import parse_model
-from tests.fuzzing import JUNK, NUMBERS, SLOW_S, cli, finite_numbers, fuzz, names, no_nan
+from tests.fuzzing import JUNK, NUMBERS, cli, finite_numbers, fuzz, names, no_nan
 
 HF_CASES = 400
 SOL_CASES = 250
@@ -535,7 +534,6 @@ def planner_calls(draw):
 def test_planner_arguments(call):
     name, kwargs, bad = call
     fn = PLANNERS[name][0]
-    start = time.perf_counter()
     try:
         result = fn(**kwargs)
     except InputError as e:
@@ -547,8 +545,6 @@ def test_planner_arguments(call):
             (bad, e.problems)
         event("InputError")
         return
-    finally:
-        assert time.perf_counter() - start < SLOW_S
     assert not bad, (name, bad, "accepted")
     event("returned")
     if isinstance(result, tuple):  # search_training_plans: (plans, tried, refused)
