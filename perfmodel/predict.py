@@ -221,8 +221,7 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str) -> Estimate | None:
     overlap; a dtype the GPU lacks: the engine's error) and the engine path decides."""
     if level not in LEVELS or op.promotes_on_cuda_cores(hw):
         return None
-    if op.dispatch != "best" or op.swap_ab:
-        op = op.resolved(hw)  # the kernel an engine's table picks, a swap-AB one transposed
+    op = op.resolved(hw)  # the kernel an engine's table picks, a swap-AB one transposed
     compute = tensor_dtype(op.dtype)
     if compute != "fp32":
         if not hw.supports(compute):

@@ -98,10 +98,9 @@ def run(argv: list, keep_stdout: bool) -> tuple[int, list]:
 
 def line_matches(shown: str, printed: str) -> bool:
     """The same words (spacing collapsed), numbers to the digits shown."""
-    s_parts, p_parts = NUMBER.split(" ".join(shown.split())), NUMBER.split(" ".join(printed.split()))
-    s_nums, p_nums = NUMBER.findall(" ".join(shown.split())), NUMBER.findall(
-        " ".join(printed.split()))
-    if s_parts != p_parts or len(s_nums) != len(p_nums):
+    shown, printed = " ".join(shown.split()), " ".join(printed.split())
+    s_nums, p_nums = NUMBER.findall(shown), NUMBER.findall(printed)
+    if NUMBER.split(shown) != NUMBER.split(printed) or len(s_nums) != len(p_nums):
         return False
     return all(number_matches(float(p.replace("...", "")), s) for s, p in zip(s_nums, p_nums))
 

@@ -396,8 +396,7 @@ class Gemm(Op):
             raise InputError(f"gemm dtype '{self.dtype}' is not supported by {hw.name}'s tensor "
                              f"cores ({hw.mma_instruction}; supported: "
                              f"{', '.join(sorted(hw.tensor_flop_per_sm_per_clk))})")
-        g = self.resolved(hw) if self.dispatch != "best" or self.swap_ab else self
-        return _candidates(g._shape_key(), hw)
+        return _candidates(self.resolved(hw)._shape_key(), hw)
 
     def _shape_key(self) -> tuple:
         return (self.m, self.n, self.k, self.batch, self.dtype, self.a_dtype, self.b_dtype,

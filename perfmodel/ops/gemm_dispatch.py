@@ -62,7 +62,8 @@ TILE_PATTERN = re.compile(r"^\s*(\d+)\s*x\s*(\d+)(?:\s+cluster\s+(\d+)\s*x\s*(\d
 TILE_M = {"wgmma": (64, 128, 256), "tcgen05": (64, 128, 256), "mma_sync": (16, 32, 64, 128, 256)}
 TILE_N_STEP = 8   # wgmma/tcgen05 N in steps of 8 (16 for tcgen05 M = 128)
 TILE_N_MAX = 256
-CLUSTER_MAX = 4
+CLUSTER_MAX = 4          # CTAs along one dimension of the clusters the tables use
+CLUSTER_CTAS_MAX = 8     # CTAs in a portable thread-block cluster (CUDA programming guide)
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,9 @@ def parse_tile(text: str, mma_instruction: str) -> ParsedTile:
     if not (TILE_N_STEP <= tn <= TILE_N_MAX and tn % TILE_N_STEP == 0):
         raise InputError(f"gemm tile: N must be a multiple of {TILE_N_STEP} in "
                          f"[{TILE_N_STEP}, {TILE_N_MAX}], got {tn}")
-    if not (1 <= cm <= CLUSTER_MAX and 1 <= cn <= CLUSTER_MAX and cm * cn <= CLUSTER_MAX * 2):
-        raise InputError(f"gemm tile: cluster dimensions in [1, {CLUSTER_MAX}], got {cm}x{cn}")
+    if not (1 <= cm <= CLUSTER_MAX and 1 <= cn <= CLUSTER_MAX and cm * cn <= CLUSTER_CTAS_MAX):
+        raise InputError(f"gemm tile: cluster dimensions in [1, {CLUSTER_MAX}] and at most "
+                         f"{CLUSTER_CTAS_MAX} CTAs, got {cm}x{cn}")
     if (cm > 1 or cn > 1) and mma_instruction == "mma_sync":
         raise InputError("gemm tile: thread-block clusters need Hopper or later (wgmma/tcgen05)")
     return ParsedTile(tm, tn, cm, cn)

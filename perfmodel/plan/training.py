@@ -549,20 +549,10 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                          f"over the data-, context- and tensor-parallel ranks)")
     if recompute not in RECOMPUTE:
         raise InputError(f"recompute: expected one of {', '.join(RECOMPUTE)}, got {recompute!r}")
-    if moe_dispatcher not in MOE_DISPATCHERS:
-        raise InputError(f"moe_dispatcher: expected one of {', '.join(MOE_DISPATCHERS)}, got "
-                         f"{moe_dispatcher!r}")
-    if not isinstance(ep_overlap, bool):
-        raise InputError(f"ep_overlap: expected true or false, got {ep_overlap!r}")
     moe_dispatcher = moe_dispatcher_of(m, h, ep, moe_dispatcher)
-    if ep_overlap:
-        # Megatron-Core's own checks (core 0.16.1 transformer/transformer_config.py:1852-1906)
-        why = ("ep > 1 (it overlaps the expert-parallel all-to-all)" if ep < 2 else
-               f"no full recomputation (recompute {recompute!r})" if recompute in ("full", "op")
-               else "the 1f1b schedule (dualpipe overlaps its own way)"
-               if pipeline_schedule == "dualpipe" else None)
-        if why:
-            raise InputError(f"ep_overlap: Megatron-Core's EP all-to-all overlap needs {why}")
+    why = ep_overlap_refusal(ep, recompute, pipeline_schedule) if ep_overlap else None
+    if why:
+        raise InputError(f"ep_overlap: Megatron-Core's EP all-to-all overlap needs {why}")
     if pipeline_schedule not in PIPELINE_SCHEDULES:
         raise InputError(f"pipeline_schedule: expected one of {', '.join(PIPELINE_SCHEDULES)}, "
                          f"got {pipeline_schedule!r}")
@@ -736,6 +726,18 @@ def _pacing_rank(split: PipelineSplit, ops, microbatch_s: float, tokens: int,
             for r, n in enumerate(ranks)]
     pace = max(range(len(ranks)), key=lambda r: (work[r], r))
     return pace, ranks[pace], head_s, emb_s
+
+
+def ep_overlap_refusal(ep: int, recompute: str, pipeline_schedule: str = "1f1b") -> str | None:
+    """What Megatron-Core's EP all-to-all overlap needs that this layout lacks, None if it can
+    run (core 0.16.1 transformer/transformer_config.py:1852-1906)."""
+    if ep < 2:
+        return "ep > 1 (it overlaps the expert-parallel all-to-all)"
+    if recompute in ("full", "op"):
+        return f"no full recomputation (recompute {recompute!r})"
+    if pipeline_schedule == "dualpipe":
+        return "the 1f1b schedule (dualpipe overlaps its own way)"
+    return None
 
 
 def moe_dispatcher_of(model: ModelSpec, hw: Hardware, ep: int, dispatcher: str = "auto") -> str:
@@ -952,8 +954,8 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
                                        recompute=rc, zero=zero, cp=c, framework=framework,
                                        pipeline_split=pipeline_split,
                                        moe_dispatcher=moe_dispatcher,
-                                       ep_overlap=(ep_overlap and e > 1
-                                                   and rc not in ("full", "op")),
+                                       ep_overlap=(ep_overlap
+                                                   and ep_overlap_refusal(e, rc) is None),
                                        bf16_layers=bf16_layers))
             break
         else:
