@@ -56,6 +56,14 @@ def register(sub) -> None:
                    "clients draw them (--random-range-ratio; InferenceX runs 0.8)")
     s.add_argument("--osl-range", type=float, metavar="R", help="output lengths uniform in "
                    "[floor(R x OSL), OSL] per request")
+    s.add_argument("--isl-std", type=float, metavar="S", help="input lengths normal with mean "
+                   "ISL and standard deviation S tokens (rounded, at least 1)")
+    s.add_argument("--osl-std", type=float, metavar="S", help="output lengths normal with mean "
+                   "OSL and standard deviation S tokens")
+    s.add_argument("--lengths", metavar="FILE", help="CSV of one request a row, with columns "
+                   "isl and osl (or prompt_len/output_len, input_tokens/output_tokens): a "
+                   "dataset's lengths replayed in order, cycled if --requests asks for more; "
+                   "replaces --isl/--osl")
     mode = s.add_mutually_exclusive_group()
     mode.add_argument("--offline", action="store_true",
                       help="every request queued at t = 0: maximum throughput (the default)")
@@ -93,7 +101,10 @@ def register(sub) -> None:
     s.add_argument("--moe-replication", type=float, default=1.0, help="MoE: expert slots / "
                    "experts; > 1 places (R - 1) x experts redundant slots by DeepSeek's EPLB "
                    "from the --moe-loads statistics (default 1: contiguous, EPLB off)")
-    s.add_argument("--plot", help="draw tokens/s/GPU against TPOT and the Pareto front (PNG)")
+    s.add_argument("--plot", help="draw p99 TTFT and TPOT against tokens/s/GPU, the SLOs and "
+                   "the chosen layout (PNG)")
+    s.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report: "
+                   "the inputs, the layouts, interactive Pareto and latency-vs-load charts")
     s.set_defaults(fn=run_serve)
 
     t = kinds.add_parser("train", help="training: every TP x CP x PP x VP x DP (x EP) x "
@@ -197,6 +208,20 @@ def _resolve(args):
         if v is not None and not (0 < v <= 1):
             problems.append(f"--{flag.replace('_', '-')}: expected a range ratio in (0, 1], "
                             f"got {v}")
+    for side in ("isl", "osl"):
+        std = getattr(args, f"{side}_std", None)
+        if std is not None and not (std > 0 and math.isfinite(std)):
+            problems.append(f"--{side}-std: expected a standard deviation > 0 in tokens, got "
+                            f"{std}")
+        if std is not None and getattr(args, f"{side}_range", None) is not None:
+            problems.append(f"--{side}-std: a length is drawn either uniform (--{side}-range) "
+                            f"or normal (--{side}-std), not both")
+    if getattr(args, "lengths", None) is not None:
+        given = [f"--{f.replace('_', '-')}" for f in ("isl_range", "osl_range", "isl_std",
+                                                     "osl_std") if getattr(args, f, None)]
+        if given:
+            problems.append(f"--lengths: the file gives every request's lengths; drop "
+                            f"{', '.join(given)}")
     burstiness = getattr(args, "burstiness", 1.0)
     if not (burstiness > 0 and math.isfinite(burstiness)):
         problems.append(f"--burstiness: expected a positive number (1: Poisson), got "
@@ -207,12 +232,17 @@ def _resolve(args):
 
 
 def run_serve(args) -> int:
+    if args.html:  # before the search, as --plot
+        from perfmodel.cli.format import check_output
+        from perfmodel.report.html import require_plotly
+        check_output(args.html, "--html")
+        require_plotly("--html")
     if args.plot:  # before the search: a path that cannot be written fails at once
         from perfmodel.cli.format import check_output
         check_output(args.plot, "--plot", plot=True)
     from perfmodel.plan.search import best, pareto, search_serving
     from perfmodel.plan.simulator import Workload
-    from perfmodel.plan.simulator.workload import range_lengths
+    from perfmodel.plan.simulator.workload import read_length_pairs
     from perfmodel.workloads.builder import expert_weight_dtype
     problems = []
     slo = {}
@@ -232,9 +262,9 @@ def run_serve(args) -> int:
     if args.burstiness != 1.0 and mode != "rate":
         print("perfmodel: warning: --burstiness applies to --rate arrivals only (ignored)",
               file=sys.stderr)
-    wl = Workload(mode, args.requests, range_lengths(args.isl, args.isl_range, "--isl-range"),
-                  range_lengths(args.osl, args.osl_range, "--osl-range"), rate=args.rate,
-                  concurrency=args.concurrency, seed=args.seed,
+    pairs = read_length_pairs(args.lengths) if args.lengths is not None else None
+    wl = Workload(mode, args.requests, _lengths(args, "isl"), _lengths(args, "osl"), pairs,
+                  rate=args.rate, concurrency=args.concurrency, seed=args.seed,
                   burstiness=args.burstiness if mode == "rate" else 1.0)
     settings = _spec_settings(args)
     common = dict(engine=args.engine, dtype=args.dtype, kv_dtype=args.kv_dtype, tp=args.tp,
@@ -275,9 +305,26 @@ def run_serve(args) -> int:
     if args.plot:
         from perfmodel.cli.format import writing
         with writing(args.plot, "--plot"):
-            plot_front(rows, front, args.plot, f"{m.name} on {args.gpus}x {h.name}")
+            from perfmodel.plan.plots import plot_serve_search
+            plot_serve_search(rows, top, front, search, args.plot)
         print(f"wrote {args.plot}", file=sys.stderr)
+    if args.html:
+        from perfmodel.cli.format import write_output
+        from perfmodel.report.html import serve_report
+        write_output(args.html, serve_report(rows, top, front, search, vars(args)), "--html")
+        print(f"wrote {args.html}", file=sys.stderr)
     return 0
+
+
+def _lengths(args, side: str) -> Any:
+    """--isl / --osl as the simulator's length: fixed, uniform over --*-range or normal with
+    --*-std."""
+    from perfmodel.plan.simulator.workload import normal_lengths, range_lengths
+    length = getattr(args, side)
+    std = getattr(args, f"{side}_std", None)
+    if std is not None:
+        return normal_lengths(length, std, f"--{side}-std")
+    return range_lengths(length, getattr(args, f"{side}_range"), f"--{side}-range")
 
 
 def _spec_settings(args) -> dict[str, Any]:
@@ -319,6 +366,8 @@ def _describe(w: dict[str, Any]) -> str:
     what = {"offline": "offline (every request queued at t = 0)",
             "rate": f"{arrivals} at {w.get('rate')} requests/s",
             "concurrency": f"{w.get('concurrency')} requests in flight"}[w["mode"]]
+    if "pairs" in w:
+        return f"{what}, lengths from a file ({w['pairs']:,} rows, replayed in order and cycled)"
     if "isl" not in w:
         return what
     return f"{what}, isl {_length(w['isl'])}, osl {_length(w['osl'])}"
@@ -407,25 +456,6 @@ def serve_table(rows, top, front, search) -> str:
               _f(r["ttft_p99_s"], 1e3), _f(r["tpot_p99_s"], 1e3, 1)]
              + (["yes" if r["meets_slo"] else "no"] if slo else []) for r in front]))
     return "\n".join(lines)
-
-
-def plot_front(rows, front, path: str, title: str) -> None:
-    """tokens/s/GPU against mean TPOT for every point that fits, the front drawn through
-    (perfmodel.plan.plots.plot_pareto), each front point labelled with its layout."""
-    from perfmodel.plan.plots import plot_pareto
-    from perfmodel.report.plots import save
-    pts = [{"hardware": title, "tpot_s": r["tpot_mean_s"], "fits": True,
-            "tokens_per_s_per_gpu": r["output_tokens_per_s_per_gpu"]}
-           for r in rows if r["fits"] and r["tpot_mean_s"]]
-    fig = plot_pareto(pts)
-    ax = fig.axes[0]
-    for r in front:
-        if r["tpot_mean_s"]:
-            label = r["layout"] + (f" c={r['concurrency']}" if r["concurrency"] else "")
-            ax.annotate(label, (r["tpot_mean_s"] * 1e3, r["output_tokens_per_s_per_gpu"]),
-                        textcoords="offset points", xytext=(4, 4), fontsize=7)
-    ax.set_title(title, fontsize=9)
-    save(fig, path)
 
 
 def _bf16_layers(text: str) -> tuple[int, int]:

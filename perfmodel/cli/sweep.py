@@ -25,6 +25,9 @@ def register(sub) -> None:
     s.add_argument("--progress", action="store_true",
                    help="draw the progress bar even when stderr is not a terminal")
     s.add_argument("--count", action="store_true", help="print the number of points and stop")
+    s.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report: the "
+                                                  "inputs, the rows, interactive charts of the "
+                                                  "model points")
     s.set_defaults(fn=run_sweep)
 
 
@@ -100,10 +103,18 @@ def run_sweep(args) -> int:
                              "a .csv")
     if args.output:
         check_output(args.output, "--output")
+    if args.html:
+        from perfmodel.report.html import require_plotly
+        check_output(args.html, "--html")
+        require_plotly("--html")
     space = sweep.load_space(args.space)
     if args.count:
         print(space.size)
         return 0
+    kept: list[tuple] = []
+    if args.html:
+        from perfmodel.report.html import check_sweep_size
+        check_sweep_size(space.size, "--html")
     client = sweep.dask_client(args.dask, args.workers) if args.dask else None
     try:
         if fmt == "parquet":
@@ -118,6 +129,9 @@ def run_sweep(args) -> int:
             sink = sweep.CsvSink(stream, space.header)
         source = (sweep.dask_chunks(space, client, chunk) if client is not None
                   else sweep.chunks(space, chunk))
+        if args.html:
+            from perfmodel.report.html import keeping
+            source = keeping(source, kept)
         bar = Bar(space.size, args.progress or sys.stderr.isatty())
         n = sweep.run(space, sink, source, bar)
         if args.output:
@@ -125,6 +139,11 @@ def run_sweep(args) -> int:
             if sink_stream is not None and sink_stream is not sys.stdout:
                 sink_stream.close()
             print(f"wrote {n:,} rows to {args.output}", file=sys.stderr)
+        if args.html:
+            from perfmodel.cli.format import write_output
+            from perfmodel.report.html import sweep_report
+            write_output(args.html, sweep_report(space, kept, vars(args)), "--html")
+            print(f"wrote {args.html}", file=sys.stderr)
     finally:
         if client is not None:
             cluster = getattr(client, "cluster", None)

@@ -75,30 +75,9 @@ def run_validate(args) -> int:
                              f"{c.predicted_time_s * 1e6:.4g}", f"{c.error:+.1%}", c.bound]
                             for c in judged[:args.worst]]))
     if args.plot:
-        from matplotlib.figure import Figure
-        from matplotlib.ticker import LogLocator
-        from perfmodel.validation.plots import plot_predicted_vs_measured
-        classes = sorted({c.case.op_class for c in comps})
-        cols = min(3, len(classes))
-        rows_n = -(-len(classes) // cols)
-        width, height = 5.5 * cols, 4.8 * rows_n
-        fig = Figure(figsize=(width, height))
-        axes = fig.subplots(rows_n, cols, squeeze=False)
-        for ax, cls in zip(axes.flat, classes):
-            plot_predicted_vs_measured([c for c in comps if c.case.op_class == cls], ax=ax,
-                                       by="library")
-            # drawing ~40 log-log panels is the plot's cost: minor ticks at 2 and 5 of each
-            # decade only, and the title at a fixed height (else placed by measuring the ticks)
-            ax.xaxis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
-            ax.yaxis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
-            ax.set_title(cls, fontsize=9, y=1.0)
-        for ax in list(axes.flat)[len(classes):]:
-            ax.set_visible(False)
-        # fixed margins (inches) instead of tight_layout, which measures every tick label
-        fig.subplots_adjust(left=0.9 / width, right=1 - 0.2 / width, bottom=0.7 / height,
-                            top=1 - 0.4 / height, wspace=0.3, hspace=0.32)
+        from perfmodel.validation.plots import plot_validation
         with writing(args.plot, "--plot"):
-            fig.savefig(args.plot, dpi=110)
+            plot_validation(comps, args.plot, level=args.level)
         print(f"\nwrote {args.plot}", file=sys.stderr)
     if args.rows:
         print()

@@ -307,15 +307,20 @@ class _Collective(Op):
         steps = (nccl.base_steps(link, algorithm, protocol, wire_link)
                  + hops * nccl.hop(link, algorithm, protocol) * wire_link.protocol_step(protocol))
         hbm = 2 * sent + (sent if self.REDUCES and algorithm != "nvls" else 0.0)
+        channels = nccl.channels(algorithm, protocol, s, g, hw.compute_capability,
+                                 g if across else 1)
+        # the chunk pipeline's fill: the first chunk crosses every stage before the link
+        # streams (nccl.pipeline_fill_s)
+        fill = nccl.pipeline_fill_s(algorithm, protocol, s, g, sent,
+                                    wire_link.bandwidth_bytes_per_s
+                                    * wire_link.achievable_fraction * efficiency, channels)
         return Demand(work={f"link:{link}": wire, "hbm": hbm}, launch=None, flop=0.0,
-                      hbm_bytes=hbm, kernels=0,
+                      hbm_bytes=hbm, kernels=0, fixed_s=fill,
                       link_steps={link: steps},
                       details={"bytes_sent_per_gpu": sent, "wire_bytes_per_gpu": wire,
                                "steps": hops, "hops": {link: hops}, "algorithm": algorithm,
-                               "protocol": protocol,
-                               "channels": nccl.channels(algorithm, protocol, s, g,
-                                                         hw.compute_capability,
-                                                         g if across else 1)})
+                               "protocol": protocol, "channels": channels,
+                               "pipeline_fill_s": fill})
 
     # -- across NVLink domains -----------------------------------------------------------------
     def _across_domains(self, hw, domains: int, fewest: int, most: int) -> Demand | Choice:

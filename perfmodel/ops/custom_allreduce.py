@@ -34,9 +34,28 @@ context, custom allreduce incurs a cost of cudaMemcpy"; ops.all_reduce with reg_
 SGLang's pull kernels copy the input into their buffer and, for the 2-shot kernel, the result
 back (custom_all_reduce_pull.cuh lines 186-192: "1.copy the input to the buffer ... 3. copy the
 reduced result back"); SGLang's push kernel writes into the peers' buffers from the input
-directly and copies nothing. Each copy is one more kernel and 2·S of HBM. The host-side cost of
-an eager call (Python dispatch, stream bookkeeping) is not modelled: AIConfigurator's eager
-rows carry a 20-30 µs floor that the model does not have (validate/data/SOURCES.md).
+directly and copies nothing. Each copy is one more kernel and 2·S of HBM.
+
+The host's call path of an eager call (`EAGER_HOST_S`). Eagerly, every call runs the engine's
+Python dispatch (vLLM's CudaCommunicator.all_reduce → CustomAllreduce.custom_all_reduce →
+ops.all_reduce; SGLang's GroupCoordinator.all_reduce → CustomAllReduceV2; vLLM's torch
+symm-mem path adds the symmetric buffer's copy in and out and torch.ops.symm_mem's own
+dispatch) and the launches it issues, on the host, before the GPU can start the call's kernels.
+Timed back to back (a loop of calls, the clock read once around it: nccl-tests' convention,
+the project's research notes on communication §2.1, and PyTorch's c10d, §2.3: "a Python-timed
+loop without per-iteration synchronize measures pipelined launches"), a call takes the longer of
+its host path and its GPU time: the GPU idles while the host is behind (small messages, flat in
+size at the host path), the host runs ahead while the GPU is busy (large ones). The op adds the
+host path's excess over the kernels' own time as serial time (Demand.fixed_s), so an eager call
+costs max(host path, GPU time). No source publishes the host path of these calls (the research
+notes §4 "Gaps": "per-call host overhead of c10d"), so it is a fitted constant per engine path
+(`custom_allreduce.eager_host_s.<path>` in perfmodel/fitted.yaml, the rule in
+perfmodel/validation/collectives.py `fit_eager_host_s`): the median of the engine's eager calls
+of at most 1 MiB on H100 SXM (x86 hosts), where the kernels take well under the call's time.
+Until the fit has written a key, that path has no host time. A graph replay has none: its
+launch is one graph launch for the whole step. What is not modelled: the host's own speed (on
+GB200/GB300, whose hosts are Grace CPUs, the engines' eager floors are about 2.3x the x86 hosts';
+the spec carries no host CPU).
 
 The engines' rules, read from their released wheels (pip download --no-deps):
 
@@ -88,8 +107,10 @@ counts (a kernel is priced at the link's achievable rate whatever its CTAs).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
+from perfmodel import fitted
 from perfmodel.demand import Demand
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -117,6 +138,40 @@ NVLINK_TRIPS = {("custom_allreduce", "oneshot"): 4, ("custom_allreduce", "twosho
                 ("lamport", "oneshot"): 2, ("lamport", "twoshot"): 4,
                 (None, "oneshot"): 4, (None, "twoshot"): 7, (None, "multimem"): 5}
 LINK_STEPS = {"oneshot": 1, "twoshot": 2, "multimem": 2}  # barrier rounds (the op's details)
+
+# The host path of one eager call, s, by (engine, path) (module docstring): fitted keys of
+# perfmodel/fitted.yaml; 0 until the fit has written them.
+EAGER_HOST_KEYS = {("vllm", "custom_allreduce"): "custom_allreduce.eager_host_s.vllm",
+                   ("vllm", "torch_symm_mem"): "custom_allreduce.eager_host_s.vllm_symm_mem",
+                   ("sglang", "push"): "custom_allreduce.eager_host_s.sglang",
+                   ("sglang", "pull"): "custom_allreduce.eager_host_s.sglang"}
+
+
+def _fitted_or_zero(key: str) -> float:
+    value = fitted.value_or_nan(key)
+    return 0.0 if math.isnan(value) else value
+
+
+EAGER_HOST_S = {path: _fitted_or_zero(key) for path, key in EAGER_HOST_KEYS.items()}
+
+
+def eager_host_s(engine: str, path: str | None) -> float:
+    """The host path of one eager call of `engine`'s kernel on `path` (0 where none is fitted)."""
+    return EAGER_HOST_S.get((engine, path), 0.0)
+
+
+def with_host_path(demand: Demand, hw, host_s: float) -> Demand:
+    """`demand` timed back to back behind a host path of `host_s` per call: the host path's
+    excess over the kernels' own time (engine.pipes_time_s, launches included) added as serial
+    time, so the call costs max(host path, GPU time) (module docstring)."""
+    if host_s <= 0.0:
+        return demand
+    from perfmodel.engine import pipes_time_s  # the engine imports no op: no cycle
+    gpu_s = pipes_time_s(demand, hw)
+    excess = max(0.0, host_s - gpu_s)
+    return replace(demand, fixed_s=demand.fixed_s + excess,
+                   details={**demand.details, "host_path_s": host_s,
+                            "host_bound": excess > 0.0})
 
 # -- vLLM 0.24.0 -----------------------------------------------------------------------------
 VLLM_WORLD_SIZES = (2, 4, 6, 8)      # custom_all_reduce.py CustomAllreduce._SUPPORTED_WORLD_SIZES
@@ -218,14 +273,22 @@ def _vllm(hw, g: int, s: float, mode: str, link: str) -> Dispatch:
             max_size = min(VLLM_CUSTOM_MAX_SIZES[cc][g], max_size)
         if s < max_size:  # should_custom_ar
             one = g == 2 or any(g <= ws and s < below for ws, below in VLLM_ONESTAGE_MAX)
-            return Dispatch(kernel_demand(hw, "oneshot" if one else "twoshot", g, s, link,
-                                          "vllm", copies=int(mode == "eager"),
-                                          path="custom_allreduce"))
+            return _eager(hw, mode, kernel_demand(hw, "oneshot" if one else "twoshot", g, s,
+                                                  link, "vllm", copies=int(mode == "eager"),
+                                                  path="custom_allreduce"))
     if symm and s <= VLLM_SYMM_MEM_MAX_SIZES[cc][g]:  # should_use_symm_mem
         kernel = "multimem" if g in VLLM_MULTIMEM_WORLD_SIZES.get(cc, ()) else "twoshot"
-        return Dispatch(kernel_demand(hw, kernel, g, s, link, "vllm", copies=2,
-                                      path="torch_symm_mem"))
+        return _eager(hw, mode, kernel_demand(hw, kernel, g, s, link, "vllm", copies=2,
+                                              path="torch_symm_mem"))
     return Dispatch(None)
+
+
+def _eager(hw, mode: str, kernel: Demand) -> Dispatch:
+    """The engine's kernel, behind its host path when the call is eager."""
+    if mode == "eager":
+        kernel = with_host_path(kernel, hw, eager_host_s(kernel.details["engine"],
+                                                         kernel.details["path"]))
+    return Dispatch(kernel)
 
 
 def _sglang(hw, g: int, s: float, mode: str, link: str) -> Dispatch:
@@ -240,12 +303,12 @@ def _sglang(hw, g: int, s: float, mode: str, link: str) -> Dispatch:
         return Dispatch(None)
     eager = mode == "eager"
     if s <= push:
-        return Dispatch(kernel_demand(hw, "oneshot", g, s, link, "sglang", path="push"))
+        return _eager(hw, mode, kernel_demand(hw, "oneshot", g, s, link, "sglang", path="push"))
     if s <= pull:
-        return Dispatch(kernel_demand(hw, "oneshot", g, s, link, "sglang", copies=int(eager),
-                                      path="pull"))
-    return Dispatch(kernel_demand(hw, "twoshot", g, s, link, "sglang", copies=2 * int(eager),
-                                  path="pull"))
+        return _eager(hw, mode, kernel_demand(hw, "oneshot", g, s, link, "sglang",
+                                              copies=int(eager), path="pull"))
+    return _eager(hw, mode, kernel_demand(hw, "twoshot", g, s, link, "sglang",
+                                          copies=2 * int(eager), path="pull"))
 
 
 def _trtllm(hw, g: int, s: float, link: str) -> Dispatch:

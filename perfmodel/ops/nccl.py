@@ -214,3 +214,36 @@ def channels(algorithm: str, protocol: str, nbytes: float, ranks: int,
                                                     == ("ring", "ll") else 1)
     fits = int(nbytes // (THREADS[protocol] * threshold))
     return max(1, min(NVLINK_RING_CHANNELS, fits))
+
+
+# Pipeline fill. A channel streams its share of the buffer as a pipeline of chunks: each chunk
+# passes the algorithm's stages in turn, and the channel streams at its rate only once its first
+# chunk has crossed them, so a call pays (stages − 1) chunk times beyond its bytes over the
+# bandwidth (the fill; the drain is the bandwidth term's last chunk). Stages: NVLS moves a chunk
+# through four (copied into the NVLS buffer, multimem.ld_reduce through the switch, multimem.st
+# back, copied out of the buffer: nccl-tests registers no user buffer, so NCCL copies in and out;
+# the research notes on communication §1.8, §1.11); a Simple ring two (a step's chunk lands in
+# the peer's buffer before the peer's recvReduceSend forwards it). Chunk: NVLS's chunk,
+# NCCL_NVLS_CHUNKSIZE 128 KiB (v2.27.7, research notes §1.6); a Simple ring step, the Simple
+# buffer of 4 MiB per channel connection over NCCL_STEPS = 8 slots (v2.27.7 src/init.cc:618-631,
+# device.h:25; research notes §1.7): 512 KiB; never more than the channel's share of one GPU's
+# shard, S / (channels · G). LL and LL128 move lines of 16 and 128 B, flagged one by one, and
+# their base and hop latencies already hold their start (their fill is not counted).
+NVLS_CHUNK_BYTES = 128 * 1024
+SIMPLE_STEP_BYTES = 4 * 1024 * 1024 // 8
+PIPELINE_STAGES = {"nvls": 4, ("ring", "simple"): 2}
+
+
+def pipeline_fill_s(algorithm: str, protocol: str, nbytes: float, gpus: int, sent_bytes: float,
+                    rate_bytes_per_s: float, n_channels: int) -> float:
+    """The fill of NCCL's chunk pipeline (above) for a collective of `nbytes` per GPU over
+    `gpus` GPUs that sends `sent_bytes` per GPU at `rate_bytes_per_s` (the pair's payload rate:
+    the link's rate x achievable fraction x bus efficiency) over `n_channels` channels; 0 for the
+    pairs whose fill is not counted."""
+    stages = PIPELINE_STAGES.get(algorithm if algorithm == "nvls" else (algorithm, protocol))
+    if stages is None or nbytes <= 0 or rate_bytes_per_s <= 0 or gpus < 2:
+        return 0.0
+    chunk = NVLS_CHUNK_BYTES if algorithm == "nvls" else SIMPLE_STEP_BYTES
+    chunk = min(chunk, nbytes / (n_channels * gpus))
+    per_channel = rate_bytes_per_s / n_channels
+    return (stages - 1) * chunk * (sent_bytes / nbytes) / per_channel

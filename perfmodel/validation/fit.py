@@ -238,6 +238,13 @@ SPECS = {
         f"launches, NVLink barriers" + (", the host's wait for the received counts" if
         (m, p) == ("normal", "dispatch") else "") + "; ops/deepep.py), serial with them")
        for m in ("normal", "low_latency") for p in ("dispatch", "combine")},
+    **{f"custom_allreduce.eager_host_s.{path}": (
+        (5.0e-6, 1.0e-4), 10,
+        f"the host's call path of an eager {what} all-reduce, timed back to back: a call takes "
+        f"the longer of it and the kernels' GPU time (ops/custom_allreduce.py; the c10d loop "
+        f"and nccl-tests' timing, communication notes §2)")
+       for path, what in (("vllm", "vLLM custom"), ("vllm_symm_mem", "vLLM torch symm-mem"),
+                          ("sglang", "SGLang custom"))},
     "attention.fixed_s.trtllm_gen_decode": (
         (0.0, 2.0e-5), 8,
         "trtllm-gen's Blackwell generation kernels (ops/attention/trtllm.py): the one-time start "
@@ -420,6 +427,9 @@ PRIORS = {
     "serving.request_overhead_s.vllm": 0.0,    # no host path per request
     "serving.request_overhead_s.sglang": 0.0,
     "serving.request_overhead_s.trtllm": 0.0,
+    "custom_allreduce.eager_host_s.vllm": 0.0,  # no host path: the kernels' time alone
+    "custom_allreduce.eager_host_s.vllm_symm_mem": 0.0,
+    "custom_allreduce.eager_host_s.sglang": 0.0,
     "nccl.ll_hop_s.hopper": 0.6e-6,            # tuning.cc's hwLat[NVLINK][RING][LL]
     "nccl.ll_hop_s.blackwell": 0.6e-6,
     "nccl.ll_base_s.hopper": 6.6e-6,           # tuning.cc's baseLat[RING][LL]
@@ -1373,6 +1383,17 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
         entries[key] = _entry(key, value, rows, DEEPEP_RULE.format(
             gpu=collectives.FIXED_FIT_GPU, mode=mode.replace("_", "-"), phase=phase,
             tokens=collectives.FIXED_FIT_TOKENS, n=len(rows), fit=value))
+    from perfmodel.ops.custom_allreduce import EAGER_HOST_KEYS
+    engine_rows = [r for r in collectives.load_engine_rows(trtllm_path=None)
+                   if r["id"] not in exclude]
+    eager = collectives.fit_eager_host_s(engine_rows)
+    for key in dict.fromkeys(EAGER_HOST_KEYS.values()):
+        value, rows = eager.get(key, (PRIORS[key], []))
+        paths = [(e, p) for (e, p), k in EAGER_HOST_KEYS.items() if k == key]
+        entries[key] = _entry(key, value, rows, collectives.EAGER_HOST_RULE.format(
+            engine=paths[0][0], gpu=collectives.EAGER_HOST_FIT_GPU,
+            limit=collectives.EAGER_HOST_FIT_MAX_BYTES,
+            path=" or ".join(p for _, p in paths), n=len(rows)))
     for key, (value, rows) in trtllm.items():
         rule = (XQA_RULE.format(n=len(rows), fit=value) if key == XQA_KEY else
                 TRTLLM_GEN_FIXED_RULE.format(limit=TRTLLM_GEN_FIXED_MAX_S * 1e6, n=len(rows),

@@ -207,7 +207,8 @@ def _case(row: dict) -> Case | Skipped:
         mma, weights = ("bf16", "mxfp4") if dt == "w4a16_mxfp4" else (_dtype(dt), None)
         o = ops.Moe(tokens=s["tokens"], hidden=s["hidden"], expert_hidden=s["expert_hidden"],
                     experts=s["experts"], top_k=s["top_k"], gpus=s["ep"], dtype=mma,
-                    weight_dtype=weights, routing="token_balanced")
+                    weight_dtype=weights, routing="token_balanced",
+                    fp8_scaling="block" if dt == "fp8_block" else "tensor")
         t = value
         kind = "moe_" + dt.replace("_e4m3", "")
     elif kind.startswith("attention_"):

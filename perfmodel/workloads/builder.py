@@ -486,11 +486,18 @@ class _LayerBuilder:
             # linear methods; fusion of the cast into the norm before is not modelled)
             self.g.add(name, "linear", m=self.t, n=n, k=k, dtype=d,
                        **({"quantize_input": False} if quantized_input else {}),
+                       **({"fp8_scaling": "block"} if self._block_fp8(d) else {}),
                        **({"dispatch": self.w.gemm_dispatch}
                           if self.w.gemm_dispatch != "best" else {}))
         else:
             self.g.add(name, "gemm", m=self.t, n=n, k=k, dtype=d, batch=batch)
         self.gemms.append((name, n, k, d, batch))
+
+    def _block_fp8(self, dtype: str) -> bool:
+        """Serving an FP8 checkpoint stored with block scales (ModelSpec.fp8_weight_block:
+        DeepSeek-V3/R1): its linears and experts run block-scaled FP8 GEMMs."""
+        return (self.w.phase != "train" and dtype == "fp8"
+                and bool(self.m.fp8_weight_block))
 
     def allreduce(self, name: str):
         if self.tp > 1:
@@ -663,6 +670,8 @@ class _LayerBuilder:
         weights = expert_weight_dtype(m, w.dtype, w.phase)
         if weights != w.dtype:  # stored narrower (gpt-oss's MXFP4 experts), MMAs in w.dtype
             moe["weight_dtype"] = weights
+        elif self._block_fp8(w.dtype):
+            moe["fp8_scaling"] = "block"
         a2a = self.dispatch_bytes
         if w.moe_loads is not None:  # this layer of the recorded loads, the model's gate
             groups, group_top_k = m.group_limit

@@ -24,7 +24,11 @@ INT_KEYS = {  # key: (required, minimum)
     "q_lora_rank": (False, 0), "kv_lora_rank": (False, 0), "qk_nope_head_dim": (False, 0),
     "qk_rope_head_dim": (False, 0), "v_head_dim": (False, 0),
     "expert_groups": (False, 0), "group_top_k": (False, 0), "sliding_window": (False, 0),
+    "fp8_weight_block": (False, 0),
 }
+# The block-scaled FP8 checkpoints' weight block (DeepSeek-V3 §3.3.2: 128x128 weights, 1x128
+# activations), the K block ops.gemm promotes per (FP8_BLOCK)
+FP8_WEIGHT_BLOCK = 128
 # Which layers a `sliding_window` applies to (`sliding_window_layers`): every layer, or those of
 # even / odd index (0-based; gpt-oss: even, its config.json layer_types starting with
 # "sliding_attention")
@@ -83,6 +87,11 @@ class ModelSpec:
     # the routed experts' weight storage type when it differs from the run's GEMM dtype policy
     # (gpt-oss: mxfp4, its checkpoint's quantization_config); None: the policy's
     expert_dtype: str | None = None
+    # the FP8 checkpoint's scaling: 0, one scale per tensor (NVIDIA's FP8 Llama checkpoints);
+    # 128, FP32 scales per 128x128 weight block and 1x128 activation block (DeepSeek-V3/R1's
+    # config.json quantization_config.weight_block_size [128, 128]), which an fp8 run's linears
+    # and experts then take (ops.gemm / ops.moe fp8_scaling "block")
+    fp8_weight_block: int = 0
     path: str = ""
 
     @property
@@ -226,6 +235,11 @@ def parse_model(raw: Any, file: str = "<model>") -> ModelSpec:
     elif "sliding_window_layers" in raw and not values.get("sliding_window"):
         problems.append(f"{file}: sliding_window_layers: needs sliding_window (the window's "
                         f"keys per query)")
+    block = values.get("fp8_weight_block", 0)
+    if block not in (0, FP8_WEIGHT_BLOCK):
+        problems.append(f"{file}: fp8_weight_block: expected 0 (per-tensor scales) or "
+                        f"{FP8_WEIGHT_BLOCK} (128x128 weight blocks, the only block-scaled FP8 "
+                        f"layout the kernels implement), got {show(block)}")
     expert_dtype = raw.get("expert_dtype")
     if expert_dtype is not None and expert_dtype not in EXPERT_DTYPES:
         problems.append(f"{file}: expert_dtype: expected one of {', '.join(EXPERT_DTYPES)}, "

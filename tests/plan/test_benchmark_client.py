@@ -158,3 +158,62 @@ def test_client_engine_settings_are_checked(settings, message):
     with pytest.raises(pm.InputError, match=message.replace("[", r"\[").replace("]", r"\]")):
         simulate("llama3-8b", "H100-SXM", Workload("concurrency", 4, 64, 8, concurrency=2),
                  "trtllm", **settings)
+
+
+def test_normal_lengths_have_the_given_mean_and_spread_clipped_at_one():
+    """--isl-std: lengths from N(ISL, S), rounded and clipped to >= 1; without S the length is
+    fixed."""
+    from perfmodel.plan.simulator.workload import normal_lengths
+    assert normal_lengths(1024, None, "--isl-std") == 1024
+    isl, _, _ = Workload("offline", 20000, normal_lengths(1000, 100.0, "--isl-std"), 10).draw()
+    assert isl.mean() == pytest.approx(1000, abs=3 * 100 / math.sqrt(len(isl)))
+    assert isl.std() == pytest.approx(100, rel=0.03)
+    wide, _, _ = Workload("offline", 5000, normal_lengths(10, 50.0, "--isl-std"), 10).draw()
+    assert wide.min() == 1  # clipped, never zero or negative
+    with pytest.raises(pm.InputError, match="--isl-std: expected a standard deviation > 0"):
+        normal_lengths(1000, 0.0, "--isl-std")
+
+
+def test_a_lengths_file_is_replayed_in_order_and_cycled(tmp_path):
+    """--lengths FILE: one (isl, osl) a row, under any of the clients' column names, replayed
+    in order and cycled when more requests are simulated than the file has rows."""
+    from perfmodel.plan.simulator.workload import read_length_pairs
+    f = tmp_path / "lengths.csv"
+    f.write_text("id,prompt_len,output_len\na,100,7\nb,2000,30\n\nc,5,500\n")
+    pairs = read_length_pairs(str(f))
+    assert pairs == [(100, 7), (2000, 30), (5, 500)]
+    isl, osl, _ = Workload("concurrency", 7, 1, 1, pairs, concurrency=2).draw()
+    assert isl.tolist() == [100, 2000, 5, 100, 2000, 5, 100]
+    assert osl.tolist() == [7, 30, 500, 7, 30, 500, 7]
+    for text, message in (("a,b\n1,2\n", "expected a header with an isl column"),
+                          ("isl,osl\n1,x\n", "row 2: expected integer isl and osl"),
+                          ("isl,osl\n0,5\n", "row 2: expected lengths ≥ 1"),
+                          ("isl,osl\n", "no requests")):
+        f.write_text(text)
+        with pytest.raises(pm.InputError, match=message):
+            read_length_pairs(str(f))
+    with pytest.raises(pm.InputError, match="--lengths: cannot read"):
+        read_length_pairs(str(tmp_path / "missing.csv"))
+
+
+def test_plan_serve_takes_lengths_from_a_file_and_from_a_normal(tmp_path, capsys):
+    """The CLI's --lengths and --isl-std/--osl-std reach the simulated requests: the token
+    counts the JSON reports are the file's rows, cycled."""
+    from perfmodel.cli.main import main
+    f = tmp_path / "lengths.csv"
+    f.write_text("isl,osl\n300,20\n700,60\n")
+    argv = ["plan", "serve", "llama3-8b", "--hw", "h100", "--gpus", "1", "--concurrency", "2",
+            "--requests", "6", "--format", "json"]
+    assert main(argv + ["--lengths", str(f)]) == 0
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    assert row["requests"] == 6
+    # tokens in and out of the file's rows cycled over 6 requests: 3 x (300 + 700) prompt
+    # tokens beside 3 x (20 + 60) output tokens
+    assert row["total_tokens_per_s"] / row["output_tokens_per_s"] == \
+        pytest.approx((3000 + 240) / 240)
+    assert main(argv + ["--isl-std", "50", "--osl-std", "5"]) == 0
+    assert json.loads(capsys.readouterr().out)["search"]["workload"]["isl"] == \
+        ["normal", 1024.0, 50.0]
+    assert main(argv + ["--lengths", str(f), "--isl-range", "0.8"]) == 2
+    assert "--lengths: the file gives every request's lengths; drop --isl-range" in \
+        capsys.readouterr().err

@@ -38,7 +38,7 @@ import numpy as np
 from dataclasses import replace
 
 from perfmodel import fitted
-from perfmodel.demand import Choice, Demand, LaunchShape, sequence_demand
+from perfmodel.demand import Choice, Demand, LaunchShape, Overlap, sequence_demand
 from perfmodel.errors import InputError
 from perfmodel.units import bytes_per_element, tensor_dtype
 from perfmodel.ops.moe.eplb import eplb_placement, nodes_for, route_token_balanced_slots
@@ -49,7 +49,7 @@ from perfmodel.ops.moe.routing import (POLICIES, Routing, place_contiguous, plac
 from perfmodel.ops.moe.routing import route as route_tokens
 from perfmodel.ops.moe.traces import load_trace, popularity, synthetic_trace
 from perfmodel.ops.base import GPUS_WHY, MAX_GPUS, MAX_SEED, Op, Param, positive
-from perfmodel.ops.gemm import fp4_mma_n
+from perfmodel.ops.gemm import FP8_BLOCK, fp4_mma_n
 from perfmodel.ops.streaming import stream_demand
 
 # Above this many token × expert draws, route by per-expert counts instead of per token
@@ -73,7 +73,8 @@ PLACEMENTS = ("auto", "contiguous", "balanced", "eplb")
 # and the trace/loads files' size and modification time: a new op of the same routing, or of
 # another layer shape, does not draw again. Entries are shared, so read only.
 ROUTING_CACHE = 1024
-ROUTING_FREE_PARAMS = ("hidden", "expert_hidden", "dtype", "weight_dtype", "shared_experts")
+ROUTING_FREE_PARAMS = ("hidden", "expert_hidden", "dtype", "weight_dtype", "fp8_scaling",
+                       "shared_experts")
 _ROUTINGS: OrderedDict = OrderedDict()
 
 
@@ -127,6 +128,11 @@ class Moe(Op):
                                   "means dequant in the GEMM mainloop (e.g. gpt-oss's MXFP4 "
                                   "experts with BF16 activations: dtype bf16, weight_dtype "
                                   "mxfp4)"),
+        "fp8_scaling": Param("choice", default="tensor", choices=("tensor", "block"),
+                             doc="fp8 experts: one scale per tensor, or FP32 scales per 1x128 "
+                                 "activation and 128x128 weight block (DeepSeek-V3's FP8 "
+                                 "checkpoints), promoted on the CUDA cores where the MMA takes "
+                                 "no scales (ops.gemm)"),
         "replication": Param("float", default=1.0, lo=1.0, hi=8.0,
                              doc="expert replicas / experts"),
         "routing": Param("choice", default="token_balanced", choices=POLICIES),
@@ -164,6 +170,9 @@ class Moe(Op):
         if wd is not None and bytes_per_element(wd) > bytes_per_element(v["dtype"]):
             out.append(("weight_dtype", f"{wd} weights wider than the MMA dtype {v['dtype']}: "
                                         f"weights are stored in dtype or narrower"))
+        if v["fp8_scaling"] == "block" and tensor_dtype(v["dtype"]) != "fp8":
+            out.append(("fp8_scaling", f"block scaling applies to fp8 experts, not "
+                                       f"{v['dtype']}"))
         if v["trace"] and v["loads"]:
             out.append(("loads", "give a routing trace or an expert-loads file, not both"))
         if not v["loads"]:
@@ -337,16 +346,28 @@ class Moe(Op):
         n_granule = fp4_mma_n(hw, tensor_dtype(self.dtype), TILE_N) / TILE_N
         work = {f"tensor:{tensor_dtype(self.dtype)}": 2.0 * padded * 3 * h * f * n_granule,
                 "l2": hbm, "hbm": hbm}
+        overlap = None
+        if self.fp8_scaling == "block" and "mxfp8" not in hw.block_scaled_mma:
+            # block-scaled FP8 on an MMA that takes no scales (wgmma): every 128 of K the
+            # partial sums of each output leave the tensor core and are scaled into the FP32
+            # accumulators on the CUDA cores, one FFMA per output and K block, serial with the
+            # MMAs they wait for (DeepSeek-V3 §3.3.2; ops.gemm's promotion, as DeepGEMM's and
+            # CUTLASS's sm90 blockwise grouped GEMMs run it): GEMM1's 2f outputs over K = h,
+            # GEMM2's h outputs over K = f, per padded row
+            work["fma"] = padded * (2 * f * math.ceil(h / FP8_BLOCK)
+                                    + h * math.ceil(f / FP8_BLOCK))
+            overlap = Overlap((f"tensor:{tensor_dtype(self.dtype)}",), ("fma",), 0.0)
         if wb < w:
             # each row tile converts the weight tiles it multiplies (CONVERT_OPS per element on
             # the FMA pipe, as ops.gemm's mixed-input mainloop)
             ops_per = (DEFAULT_CONVERT_OPS if self.weight_dtype in hw.block_scaled_mma
                        else CONVERT_OPS.get(self.weight_dtype, DEFAULT_CONVERT_OPS))
-            work["fma"] = row_tiles * 3.0 * h * f * ops_per
+            work["fma"] = work.get("fma", 0.0) + row_tiles * 3.0 * h * f * ops_per
         launch = LaunchShape(ctas=max(1, tiles), threads_per_cta=384, registers_per_thread=168,
                              smem_per_cta_bytes=smem_bytes,
                              bytes_in_flight_per_cta=smem_bytes * 4 // 5)
         gemms = Demand(work=work, launch=launch, flop=2.0 * tokens * 3 * h * f, hbm_bytes=hbm,
+                       overlap=overlap,
                        kernels=2,  # grouped GEMM gate/up, grouped GEMM down
                        details={"activated_replicas": len(rows), "tokens_on_gpu": tokens,
                                 "part": "grouped GEMMs"})

@@ -83,6 +83,66 @@ def range_lengths(length: int, ratio: float | None, what: str) -> Any:
     return ("uniform", max(1, math.floor(ratio * length)), length)
 
 
+def normal_lengths(mean: int, std: float | None, what: str) -> Any:
+    """Lengths drawn from a normal distribution of this mean and standard deviation, rounded
+    and clipped to ≥ 1 (`Lengths` "normal"); None: the fixed length `mean`."""
+    if std is None:
+        return mean
+    if not (isinstance(std, (int, float)) and math.isfinite(std) and std > 0):
+        raise InputError(f"{what}: expected a standard deviation > 0 in tokens, got {std!r}")
+    return ("normal", mean, float(std))
+
+
+# Columns a lengths file may name each length by: ours, then the names benchmark clients and
+# dataset dumps use (vLLM's benchmark_serving `prompt_len`/`output_len`, genai-perf's
+# `input_tokens`/`output_tokens`)
+LENGTH_COLUMNS = {"isl": ("isl", "prompt_len", "input_tokens", "input_len"),
+                  "osl": ("osl", "output_len", "output_tokens")}
+
+
+def read_length_pairs(path: str, what: str = "--lengths", max_rows: int = 10_000_000
+                      ) -> list[tuple[int, int]]:
+    """(isl, osl) per request from a CSV file with a header naming an input-length column and
+    an output-length column (LENGTH_COLUMNS), one request a row: a dataset's lengths replayed
+    in order (`Workload.pairs`). Every problem is an InputError naming the file (and row)."""
+    import csv
+    try:
+        with open(path, newline="") as f:
+            reader = csv.reader(f)
+            header = [h.strip().lower() for h in next(reader, [])]
+            cols = {}
+            for key, names in LENGTH_COLUMNS.items():
+                found = [header.index(n) for n in names if n in header]
+                if not found:
+                    raise InputError(f"{what}: {path}: expected a header with an {key} column "
+                                     f"(one of {', '.join(names)}), got "
+                                     f"{', '.join(header) or 'an empty file'}")
+                cols[key] = found[0]
+            pairs = []
+            for line, row in enumerate(reader, start=2):
+                if not any(c.strip() for c in row):
+                    continue
+                if len(pairs) >= max_rows:
+                    raise InputError(f"{what}: {path}: at most {max_rows:,} requests, got more")
+                try:
+                    pair = tuple(int(row[cols[k]]) for k in ("isl", "osl"))
+                except (IndexError, ValueError):
+                    raise InputError(f"{what}: {path}: row {line}: expected integer isl and "
+                                     f"osl, got {', '.join(row)!r}") from None
+                if min(pair) < 1:
+                    raise InputError(f"{what}: {path}: row {line}: expected lengths ≥ 1, got "
+                                     f"{pair[0]}, {pair[1]}")
+                pairs.append(pair)
+    except OSError as e:
+        raise InputError(f"{what}: cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{what}: {path}: expected a text CSV file") from None
+    if not pairs:
+        raise InputError(f"{what}: {path}: no requests (expected a row per request under the "
+                         f"header)")
+    return pairs
+
+
 @dataclass(frozen=True)
 class Workload:
     """A seeded request stream (see the module docstring)."""
