@@ -133,6 +133,10 @@ class Demand:
     # (DeepEP's dispatch waits on the host for the counts it will receive). Added to the
     # latency; the roofline leaves it out.
     fixed_s: float = 0.0
+    # The host's call path when calls are timed back to back (an eager call's Python and launch
+    # path: ops/custom_allreduce.py): a call takes at least this long, whatever its GPU time;
+    # what the floor adds beyond the GPU time counts as latency
+    host_floor_s: float = 0.0
     sequence: tuple["Demand", ...] = ()  # kernels run back to back (e.g. attention fwd + bwd);
     #                                      `work` holds their sum
     details: Mapping[str, object] = field(default_factory=dict)
@@ -162,6 +166,8 @@ class Demand:
         for link, steps in self.link_steps.items():
             if steps < 0:
                 raise ValueError(f"negative step count {steps} on link '{link}'")
+        if self.host_floor_s < 0 or not math.isfinite(self.host_floor_s):
+            raise ValueError(f"host floor {self.host_floor_s} s must be finite and >= 0")
         if self.fixed_s < 0 or not math.isfinite(self.fixed_s):
             raise ValueError(f"fixed time {self.fixed_s} s must be finite and >= 0")
         if self.cta_dram_round_trips < 0:

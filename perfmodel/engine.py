@@ -393,8 +393,23 @@ def _pipes_times(demand: Demand, hw: Hardware) -> tuple[float, dict[str, float],
 def pipes_time_s(demand: Demand, hw: Hardware) -> float:
     """Just the pipes-level time (for ranking alternatives)."""
     if demand.sequence:
-        return sum(pipes_time_s(d, hw) for d in demand.sequence) * demand.repeat
-    return _pipes_times(demand, hw)[0] * demand.repeat
+        t = sum(pipes_time_s(d, hw) for d in demand.sequence) * demand.repeat
+    else:
+        t = _pipes_times(demand, hw)[0] * demand.repeat
+    return max(t, demand.host_floor_s * demand.repeat)
+
+
+def _host_floored(e: Estimate, demand: Demand) -> Estimate:
+    """`e` behind the demand's host floor (Demand.host_floor_s): calls timed back to back take
+    the longer of the host path and the GPU time; the excess counts as latency."""
+    floor = demand.host_floor_s * demand.repeat
+    if floor <= e.time_s:
+        return e
+    times = {**e.resource_time_s,
+             "latency": e.resource_time_s.get("latency", 0.0) + floor - e.time_s}
+    return dataclasses.replace(e, time_s=floor, bound=max(times, key=times.get),
+                               resource_time_s=times,
+                               details={**e.details, "host_bound": True})
 
 
 def pipes(demand: Demand, hw: Hardware) -> Estimate:
@@ -407,18 +422,18 @@ def pipes(demand: Demand, hw: Hardware) -> Estimate:
                 times[r] = times.get(r, 0.0) + t
         total = sum(e.time_s for e in parts) * demand.repeat
         times = {r: t * demand.repeat for r, t in times.items()}
-        return Estimate(total, max(times, key=times.get), times, demand.flop * demand.repeat,
-                        demand.hbm_bytes * demand.repeat, "pipes",
-                        roofline(demand, hw).time_s,
-                        {**demand.details, "parts": [{"time_s": e.time_s, "bound": e.bound,
-                                                      **e.details} for e in parts]})
+        return _host_floored(Estimate(
+            total, max(times, key=times.get), times, demand.flop * demand.repeat,
+            demand.hbm_bytes * demand.repeat, "pipes", roofline(demand, hw).time_s,
+            {**demand.details, "parts": [{"time_s": e.time_s, "bound": e.bound, **e.details}
+                                         for e in parts]}), demand)
     single, times, launch_details = _pipes_times(demand, hw)
     bound = max(times, key=times.get)
     times = {r: t * demand.repeat for r, t in times.items() if t > 0}
     roof = roofline(demand, hw).time_s
-    return Estimate(single * demand.repeat, bound, times, demand.flop * demand.repeat,
-                    demand.hbm_bytes * demand.repeat, "pipes", roof,
-                    {**demand.details, **launch_details})
+    return _host_floored(Estimate(single * demand.repeat, bound, times,
+                                  demand.flop * demand.repeat, demand.hbm_bytes * demand.repeat,
+                                  "pipes", roof, {**demand.details, **launch_details}), demand)
 
 
 def _level_time_s(demand: Demand, hw: Hardware, level: str) -> float:

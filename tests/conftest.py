@@ -30,6 +30,22 @@ def h100():
     return pm.hardware("H100-SXM")
 
 
+@pytest.fixture(scope="session")
+def b200():
+    return pm.hardware("B200")
+
+
+@pytest.fixture
+def closing():
+    """Collects matplotlib figures a test makes and closes them after it (pyplot keeps every
+    open figure alive)."""
+    import matplotlib.pyplot as plt
+    figs = []
+    yield figs.append
+    for f in figs:
+        plt.close(f)
+
+
 @pytest.fixture(params=ALL_HW)
 def any_hw(request):
     return pm.hardware(request.param)

@@ -46,7 +46,7 @@ the project's research notes on communication §2.1, and PyTorch's c10d, §2.3: 
 loop without per-iteration synchronize measures pipelined launches"), a call takes the longer of
 its host path and its GPU time: the GPU idles while the host is behind (small messages, flat in
 size at the host path), the host runs ahead while the GPU is busy (large ones). The op adds the
-host path's excess over the kernels' own time as serial time (Demand.fixed_s), so an eager call
+host path as the call's floor (Demand.host_floor_s), so an eager call
 costs max(host path, GPU time). No source publishes the host path of these calls (the research
 notes §4 "Gaps": "per-call host overhead of c10d"), so it is a fitted constant per engine path
 (`custom_allreduce.eager_host_s.<path>` in perfmodel/fitted.yaml, the rule in
@@ -160,19 +160,6 @@ def eager_host_s(engine: str, path: str | None) -> float:
     return EAGER_HOST_S.get((engine, path), 0.0)
 
 
-def with_host_path(demand: Demand, hw, host_s: float) -> Demand:
-    """`demand` timed back to back behind a host path of `host_s` per call: the host path's
-    excess over the kernels' own time (engine.pipes_time_s, launches included) added as serial
-    time, so the call costs max(host path, GPU time) (module docstring)."""
-    if host_s <= 0.0:
-        return demand
-    from perfmodel.engine import pipes_time_s  # the engine imports no op: no cycle
-    gpu_s = pipes_time_s(demand, hw)
-    excess = max(0.0, host_s - gpu_s)
-    return replace(demand, fixed_s=demand.fixed_s + excess,
-                   details={**demand.details, "host_path_s": host_s,
-                            "host_bound": excess > 0.0})
-
 # -- vLLM 0.24.0 -----------------------------------------------------------------------------
 VLLM_WORLD_SIZES = (2, 4, 6, 8)      # custom_all_reduce.py CustomAllreduce._SUPPORTED_WORLD_SIZES
 VLLM_MAX_SIZE = 8192 * 1024          # custom_all_reduce.py CustomAllreduce.__init__ max_size
@@ -285,9 +272,11 @@ def _vllm(hw, g: int, s: float, mode: str, link: str) -> Dispatch:
 
 def _eager(hw, mode: str, kernel: Demand) -> Dispatch:
     """The engine's kernel, behind its host path when the call is eager."""
-    if mode == "eager":
-        kernel = with_host_path(kernel, hw, eager_host_s(kernel.details["engine"],
-                                                         kernel.details["path"]))
+    if mode == "eager":  # the engine prices the floor (Demand.host_floor_s)
+        host = eager_host_s(kernel.details["engine"], kernel.details["path"])
+        if host > 0.0:
+            kernel = replace(kernel, host_floor_s=host,
+                             details={**kernel.details, "host_path_s": host})
     return Dispatch(kernel)
 
 

@@ -18,7 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from perfmodel.report.tables import _INDEX_PART, role_of
+from perfmodel.report.tables import INDEX_PART, role_of
 from perfmodel.schedule import Prediction, ScheduledOp
 
 # One color per resource family, so "what binds" reads the same in every panel.
@@ -188,7 +188,7 @@ def layer_of(name: str) -> int | None:
     """The layer index in an op's name (`l12.qkv` → 12, `blocks.3.mlp` → 3), None outside the
     repeated layers (`embed`, `lm_head`, `optimizer`)."""
     for part in re.split(r"[./]", name):
-        if _INDEX_PART.match(part):
+        if INDEX_PART.match(part):
             return int(re.sub(r"\D", "", part))
     return None
 

@@ -25,14 +25,14 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
 
 
 # Dotted name parts that are only a layer index: "12", "l12", "layer12", "block_3".
-_INDEX_PART = re.compile(r"^(?:l|layer|layers|block|blocks|blk)?_?\d+$", re.IGNORECASE)
+INDEX_PART = re.compile(r"^(?:l|layer|layers|block|blocks|blk)?_?\d+$", re.IGNORECASE)
 _TRAILING_INDEX = re.compile(r"[_\-]\d+$")  # "attn_3" -> "attn"; "fc1" stays (fc1 != fc2)
 
 
 def role_of(name: str, fallback: str = "") -> str:
     """An op's name without its layer index (`l12.qkv.dgrad` → `qkv.dgrad`), so every layer's
     copy of an op falls in one group; a bare index falls back to `fallback` (the op type)."""
-    parts = [p for p in re.split(r"[./]", name) if not _INDEX_PART.match(p)]
+    parts = [p for p in re.split(r"[./]", name) if not INDEX_PART.match(p)]
     if parts:
         parts[-1] = _TRAILING_INDEX.sub("", parts[-1]) or parts[-1]
     return ".".join(parts) or fallback or name

@@ -11,16 +11,6 @@ from perfmodel.validation import collectives
 KiB, MiB = 1 << 10, 1 << 20
 
 
-@pytest.fixture(scope="module")
-def h100():
-    return pm.hardware("H100-SXM")
-
-
-@pytest.fixture(scope="module")
-def b200():
-    return pm.hardware("B200")
-
-
 @pytest.mark.parametrize("hw_name", ["H100-SXM", "B200"])
 @pytest.mark.parametrize("algorithm", ["nccl", "vllm", "sglang", "trtllm"])
 def test_small_messages_are_latency_bound_and_flat_in_size(hw_name, algorithm):

@@ -14,16 +14,6 @@ def _pick(hw, engine, nbytes, gpus=8, mode="graph", **kw):
     return est.details
 
 
-@pytest.fixture(scope="module")
-def h100():
-    return pm.hardware("H100-SXM")
-
-
-@pytest.fixture(scope="module")
-def b200():
-    return pm.hardware("B200")
-
-
 def test_vllm_on_sm90_at_eight_gpus_switches_at_256_kib(h100):
     # CUSTOM_ALL_REDUCE_MAX_SIZES["9.0"][8] = 256 KiB, `inp_size < max_size`; then torch
     # symm-mem (multimem on 9.0 for 4, 6, 8 GPUs) up to 64 MiB, then NCCL

@@ -1,7 +1,5 @@
 """`perfmodel plan serve --plot`'s figure: p99 TTFT and TPOT against tokens/s per GPU, the SLOs
 as labelled lines, the chosen layout starred and annotated, one legend outside the panels."""
-import matplotlib.pyplot as plt
-import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from PIL import Image
 
@@ -21,14 +19,6 @@ ROWS = [row("TP2", 4, 4, 80.0, 0.2, 0.012), row("TP2", 4, 16, 240.0, 1.6, 0.027)
         row("TP1", 8, 4, 0, 0, 0, meets=False, fits=False)]
 SEARCH = {"model": "llama3-70b", "hardware": "H200-SXM", "gpus": 8, "engine": "vllm",
           "dtype": "bf16", "ttft_slo_s": 2.0, "tpot_slo_s": 0.05}
-
-
-@pytest.fixture
-def closing():
-    figs = []
-    yield figs.append
-    for f in figs:
-        plt.close(f)
 
 
 def test_latency_against_throughput_with_slos_and_the_chosen_layout(tmp_path, closing):

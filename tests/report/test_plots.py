@@ -2,7 +2,6 @@
 (its size, labels and legends read back)."""
 import re
 
-import matplotlib.pyplot as plt
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -42,14 +41,6 @@ def layered(layers: int, name: str = "m"):
 @pytest.fixture(scope="module")
 def deep():
     return layered(80, "deep")
-
-
-@pytest.fixture
-def closing():
-    figs = []
-    yield figs.append
-    for f in figs:
-        plt.close(f)
 
 
 def _legend_outside(fig, ax) -> bool:

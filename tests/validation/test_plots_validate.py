@@ -24,14 +24,6 @@ def comps():
     return compare(picked)
 
 
-@pytest.fixture
-def closing():
-    figs = []
-    yield figs.append
-    for f in figs:
-        plt.close(f)
-
-
 def test_small_multiples_per_class_and_roofline_per_gpu(comps, tmp_path, closing):
     out = tmp_path / "validate.png"
     fig = plots.plot_validation(comps, out)
