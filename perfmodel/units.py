@@ -56,6 +56,10 @@ DTYPES = tuple(DTYPE_BYTES)
 # Tensor-core rate classes a hardware spec lists (fp16, bf16, tf32, int8 on every spec; the rest
 # where the architecture has them).
 TENSOR_DTYPES = ("fp16", "bf16", "tf32", "fp8", "int8", "mxfp8", "nvfp4", "mxfp4")
+# Block-scaled FP8's block (DeepSeek-V3, arXiv:2412.19437 §3.3.2: FP32 scales per 1x128
+# activation tile and 128x128 weight block): the K block the partial sums are promoted per
+# (ops.gemm), the only block a model file's fp8_weight_block may state (workloads.models)
+FP8_BLOCK = 128
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from perfmodel.cli.format import add_sm_clock_option
 from perfmodel.errors import InputError
 from perfmodel.plan.simulator.engines import ALIASES, ENGINES
 from perfmodel.plan.simulator.kv import KV_DTYPES
-from perfmodel.report.tables import format_table
+from perfmodel.report.tables import (FRONT_COLUMNS, LATENCY_HEADS, SERVE_COLUMNS, column_heads,
+                                     format_table, latency_cells, number, row_cells)
 from perfmodel.units import GEMM_DTYPES
 
 FORMATS = ("table", "json", "csv")
@@ -23,7 +24,6 @@ FORMATS = ("table", "json", "csv")
 # a batch of 256 and 1k-token outputs (benchmarks/speed_report.py); beyond, an error names the
 # flag rather than a run of hours without a word
 MAX_SERVE_REQUESTS = 100_000
-GIB = 2.0 ** 30
 DURATION = re.compile(r"^\s*((?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*(us|µs|ms|s)?\s*$", re.I)
 UNIT_S = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, None: 1.0}
 
@@ -348,10 +348,6 @@ def _csv(rows: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-def _f(x: float | None, scale: float = 1.0, digits: int = 0) -> str:
-    return "-" if x is None else f"{x * scale:.{digits}f}"
-
-
 def _length(v: Any) -> str:
     """A workload length as to_dict gives it: an int, or [kind, a, b]."""
     if isinstance(v, list):
@@ -376,26 +372,20 @@ def _describe(w: dict[str, Any]) -> str:
 def statistics_block(row: dict[str, Any]) -> list[str]:
     """The benchmark clients' statistics of one row: mean, median, p90, p99 of TTFT, TPOT, ITL
     (ms) and E2E (s), and the throughputs (docs/cli.md "plan" defines each)."""
-    heads = ["", "mean", "median", "p90", "p99"]
-    table = []
-    for metric, label, scale, digits in (("ttft", "TTFT ms", 1e3, 1), ("tpot", "TPOT ms", 1e3, 2),
-                                         ("itl", "ITL ms", 1e3, 2), ("e2e", "E2E s", 1, 2)):
-        table.append([label] + [_f(row.get(f"{metric}_{k}_s"), scale, digits)
-                                for k in ("mean", "p50", "p90", "p99")])
     lines = ["", "latencies of the best layout (per request; ITL per token gap):",
-             format_table(heads, table), ""]
+             format_table(LATENCY_HEADS, latency_cells(row)), ""]
     lines.append(
-        f"throughput: {_f(row.get('requests_per_s'), 1, 2)} requests/s, "
-        f"{_f(row['output_tokens_per_s'])} output tokens/s "
-        f"({_f(row['output_tokens_per_s_per_gpu'])} per GPU), "
-        f"{_f(row.get('total_tokens_per_s'))} total tokens/s "
-        f"({_f(row.get('total_tokens_per_s_per_gpu'))} per GPU), "
-        f"{_f(row.get('output_tokens_per_s_per_user'), 1, 1)} per user (1 / mean TPOT); "
+        f"throughput: {number(row.get('requests_per_s'), 1, 2)} requests/s, "
+        f"{number(row['output_tokens_per_s'])} output tokens/s "
+        f"({number(row['output_tokens_per_s_per_gpu'])} per GPU), "
+        f"{number(row.get('total_tokens_per_s'))} total tokens/s "
+        f"({number(row.get('total_tokens_per_s_per_gpu'))} per GPU), "
+        f"{number(row.get('output_tokens_per_s_per_user'), 1, 1)} per user (1 / mean TPOT); "
         f"first send to last completion")
     steady = "steady state" if row.get("steady_state") else "steady state (not reached)"
-    lines.append(f"{steady}: {_f(row.get('steady_output_tokens_per_s'))} output tokens/s "
-                 f"({_f(row.get('steady_output_tokens_per_s_per_gpu'))} per GPU), "
-                 f"{_f(row.get('steady_total_tokens_per_s_per_gpu'))} total tokens/s per GPU; "
+    lines.append(f"{steady}: {number(row.get('steady_output_tokens_per_s'))} output tokens/s "
+                 f"({number(row.get('steady_output_tokens_per_s_per_gpu'))} per GPU), "
+                 f"{number(row.get('steady_total_tokens_per_s_per_gpu'))} total tokens/s per GPU; "
                  f"layouts are ranked on it")
     return lines
 
@@ -418,29 +408,18 @@ def serve_table(rows, top, front, search) -> str:
             f"best: {top['layout']} x {top['replicas']} replica{'s' * (top['replicas'] > 1)}"
             f"{point}: {top['output_tokens_per_s']:.0f} output tokens/s, "
             f"{top['output_tokens_per_s_per_gpu']:.0f} per GPU, "
-            f"{_f(top['output_tokens_per_s_per_user'], 1, 1)} per user; TTFT p99 "
-            f"{_f(top['ttft_p99_s'], 1e3)} ms, TPOT p99 {_f(top['tpot_p99_s'], 1e3, 1)} ms")
+            f"{number(top['output_tokens_per_s_per_user'], 1, 1)} per user; TTFT p99 "
+            f"{number(top['ttft_p99_s'], 1e3)} ms, TPOT p99 {number(top['tpot_p99_s'], 1e3, 1)} ms")
         lines += statistics_block(top)
     else:
         lines.append("best: none" + (" meets the SLOs" if slo and any(r["fits"] for r in rows)
                                      else " fits"))
     main_rows = [r for r in rows if r["point"] == "workload"]
     fit = [r for r in main_rows if r["fits"]]
-    heads = ["layout", "replicas", "weights GiB", "KV GiB", "act GiB", "tok/s", "tok/s/GPU",
-             "tok/s/user", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms",
-             "E2E p50 s", "E2E p99 s", "preempt", "requests"] + (["SLO"] if slo else [])
-    table = []
-    for r in fit:
-        table.append([r["layout"], r["replicas"], _f(r["weights_bytes"], 1 / GIB, 1),
-                      _f(r["kv_cache_bytes"], 1 / GIB, 1), _f(r["activation_bytes"], 1 / GIB, 1),
-                      _f(r["output_tokens_per_s"]), _f(r["output_tokens_per_s_per_gpu"]),
-                      _f(r["output_tokens_per_s_per_user"], 1, 1), _f(r["ttft_p50_s"], 1e3),
-                      _f(r["ttft_p99_s"], 1e3), _f(r["tpot_p50_s"], 1e3, 1),
-                      _f(r["tpot_p99_s"], 1e3, 1), _f(r["e2e_p50_s"], 1, 1),
-                      _f(r["e2e_p99_s"], 1, 1), r["preemptions"], r["requests"]]
-                     + (["yes" if r["meets_slo"] else "no"] if slo else []))
+    table = [row_cells(r, SERVE_COLUMNS, slo) for r in fit]
     lines += ["", "memory per GPU; throughput of the deployment; requests simulated per replica"]
-    lines.append(format_table(heads, table) if table else "(no layout fits)")
+    lines.append(format_table(column_heads(SERVE_COLUMNS, slo), table) if table
+                 else "(no layout fits)")
     rest = [r for r in main_rows if not r["fits"]]
     if rest:
         lines += ["", "not fitting or not valid:"]
@@ -448,13 +427,8 @@ def serve_table(rows, top, front, search) -> str:
                                   [[r["layout"], r["replicas"], r["reason"]] for r in rest]))
     if search["sweep"]:
         lines += ["", "Pareto front (tokens/s/GPU against tokens/s/user, every point that fits):"]
-        lines.append(format_table(
-            ["layout", "replicas", "in flight", "tok/s/GPU", "tok/s/user", "TTFT p99 ms",
-             "TPOT p99 ms"] + (["SLO"] if slo else []),
-            [[r["layout"], r["replicas"], r["concurrency"] or "offline",
-              _f(r["output_tokens_per_s_per_gpu"]), _f(r["output_tokens_per_s_per_user"], 1, 1),
-              _f(r["ttft_p99_s"], 1e3), _f(r["tpot_p99_s"], 1e3, 1)]
-             + (["yes" if r["meets_slo"] else "no"] if slo else []) for r in front]))
+        lines.append(format_table(column_heads(FRONT_COLUMNS, slo),
+                                  [row_cells(r, FRONT_COLUMNS, slo) for r in front]))
     return "\n".join(lines)
 
 
@@ -513,8 +487,8 @@ def run_train(args) -> int:
         [[k, p.layout, p.micro_batch, p.recompute, f"{p.step_time_s:.3f}",
           f"{p.tokens_per_s_per_gpu:,.0f}", f"{p.mfu * 100:.1f}", f"{p.mfu_megatron * 100:.1f}",
           f"{p.breakdown.get('pipeline_bubble', 0.0):.3f}", f"{p.dp_exposed_s:.3f}",
-          _f(p.memory.weights_bytes, 1e-9, 1), _f(p.memory.optimizer_bytes, 1e-9, 1),
-          _f(p.memory.activation_bytes, 1e-9, 1), _f(p.memory.total_bytes, 1e-9, 1)]
+          number(p.memory.weights_bytes, 1e-9, 1), number(p.memory.optimizer_bytes, 1e-9, 1),
+          number(p.memory.activation_bytes, 1e-9, 1), number(p.memory.total_bytes, 1e-9, 1)]
          for k, p in enumerate(plans[:args.top], 1)]))
     uneven = {p.pipeline_split for p in plans[:args.top] if not p.pipeline_split.startswith("even")}
     lines += [f"pipeline split {s} (decoder layers per PP rank, its VP chunks joined by +)"

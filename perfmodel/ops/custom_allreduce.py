@@ -52,7 +52,7 @@ notes §4 "Gaps": "per-call host overhead of c10d"), so it is a fitted constant 
 (`custom_allreduce.eager_host_s.<path>` in perfmodel/fitted.yaml, the rule in
 perfmodel/validation/collectives.py `fit_eager_host_s`): the median of the engine's eager calls
 of at most 1 MiB on H100 SXM (x86 hosts), where the kernels take well under the call's time.
-Until the fit has written a key, that path has no host time. A graph replay has none: its
+A graph replay has none: its
 launch is one graph launch for the whole step. What is not modelled: the host's own speed (on
 GB200/GB300, whose hosts are Grace CPUs, the engines' eager floors are about 2.3x the x86 hosts';
 the spec carries no host CPU).
@@ -107,7 +107,6 @@ counts (a kernel is priced at the link's achievable rate whatever its CTAs).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 from perfmodel import fitted
@@ -140,23 +139,17 @@ NVLINK_TRIPS = {("custom_allreduce", "oneshot"): 4, ("custom_allreduce", "twosho
 LINK_STEPS = {"oneshot": 1, "twoshot": 2, "multimem": 2}  # barrier rounds (the op's details)
 
 # The host path of one eager call, s, by (engine, path) (module docstring): fitted keys of
-# perfmodel/fitted.yaml; 0 until the fit has written them.
+# perfmodel/fitted.yaml.
 EAGER_HOST_KEYS = {("vllm", "custom_allreduce"): "custom_allreduce.eager_host_s.vllm",
                    ("vllm", "torch_symm_mem"): "custom_allreduce.eager_host_s.vllm_symm_mem",
                    ("sglang", "push"): "custom_allreduce.eager_host_s.sglang",
                    ("sglang", "pull"): "custom_allreduce.eager_host_s.sglang"}
-
-
-def _fitted_or_zero(key: str) -> float:
-    value = fitted.value_or_nan(key)
-    return 0.0 if math.isnan(value) else value
-
-
-EAGER_HOST_S = {path: _fitted_or_zero(key) for path, key in EAGER_HOST_KEYS.items()}
+EAGER_HOST_S = {path: fitted.value(key) for path, key in EAGER_HOST_KEYS.items()}
 
 
 def eager_host_s(engine: str, path: str | None) -> float:
-    """The host path of one eager call of `engine`'s kernel on `path` (0 where none is fitted)."""
+    """The host path of one eager call of `engine`'s kernel on `path` (0 for the paths
+    EAGER_HOST_KEYS does not name: no host path is priced for TensorRT-LLM's kernels)."""
     return EAGER_HOST_S.get((engine, path), 0.0)
 
 

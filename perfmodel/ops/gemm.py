@@ -49,7 +49,8 @@ import numpy as np
 from perfmodel.demand import Demand, KernelCandidates, LaunchShape, Overlap
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware
-from perfmodel.units import DTYPE_BYTES, TENSOR_DTYPES, bytes_per_element, tensor_dtype
+from perfmodel.units import (DTYPE_BYTES, FP8_BLOCK, TENSOR_DTYPES, bytes_per_element,
+                             tensor_dtype)
 from perfmodel.ops.base import Op, Param, positive
 from perfmodel.ops.gemm_dispatch import DISPATCHES, dispatched_kernel, parse_tile
 
@@ -64,7 +65,6 @@ MAX_STAGES = 8
 # 64x32..128x64 subtiles of the output; 32 KiB covers them).
 EPILOGUE_SMEM_BYTES = 32 * 1024
 MAX_SPLIT_K = 16
-FP8_BLOCK = 128  # DeepSeek-V3 fine-grained FP8 scaling block along K (arXiv:2412.19437 §3.3.2)
 # GEMM input types: every tensor-core rate class, FP8 by its two encodings too, and FP32 (SIMT)
 MMA_DTYPES = ("fp32", *TENSOR_DTYPES, "fp8_e4m3", "fp8_e5m2")
 # Persistent warp-specialized kernels by tensor-core instruction family (module docstring, "Fixed
@@ -293,6 +293,13 @@ def candidate_launch(w: dict, i: int) -> tuple[LaunchShape, str, Overlap | None]
     return launch, label, overlap
 
 
+def fp8_blocks_promoted(hw: Hardware) -> bool:
+    """Block-scaled FP8 on tensor cores that take no scales (no block-scaled MMA kind for it:
+    Hopper's wgmma): the partial sums are scaled on the CUDA cores every FP8_BLOCK of K
+    (DeepSeek-V3 §3.3.2). GEMMs, grouped GEMMs and MoE experts ask it."""
+    return "mxfp8" not in hw.block_scaled_mma
+
+
 class Gemm(Op):
     """C = A·B with M the token/row dimension and K the reduction (docs/graph-format.md "gemm")."""
 
@@ -435,9 +442,8 @@ class Gemm(Op):
                 bytes_per_element(self.b_dtype or self.dtype), bytes_per_element(self.out_dtype))
 
     def promotes_on_cuda_cores(self, hw: Hardware) -> bool:
-        """Block-scaled FP8 on tensor cores that take no scales (no block-scaled MMA kind for
-        it): the partial sums are scaled on the CUDA cores every 128 of K."""
-        return self.block_scaled_fp8 and "mxfp8" not in hw.block_scaled_mma
+        """Block-scaled FP8 where it is promoted on the CUDA cores (`fp8_blocks_promoted`)."""
+        return self.block_scaled_fp8 and fp8_blocks_promoted(hw)
 
     def kernel_candidates(self, hw: Hardware) -> KernelCandidates:
         """Every (tile, split-K) kernel worth trying, as arrays for the engine to score at once;

@@ -38,8 +38,8 @@ from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware
 from perfmodel.ops.base import Op, Param, positive
 from perfmodel.ops.gemm import (FP8_BLOCK, MMA_DTYPES, candidate_launch, ceil_div,
-                                default_persistent, fixed_costs, fp4_mma_n, hbm_operand_bytes,
-                                tile_table)
+                                default_persistent, fixed_costs, fp4_mma_n, fp8_blocks_promoted,
+                                hbm_operand_bytes, tile_table)
 from perfmodel.units import DTYPE_BYTES, bytes_per_element, tensor_dtype
 
 GROUPED_DTYPES = tuple(d for d in MMA_DTYPES if d != "fp32")  # tensor-core kernels only
@@ -229,7 +229,7 @@ class GroupedGemm(Op):
 
     def promotes_on_cuda_cores(self, hw: Hardware) -> bool:
         """As Gemm: block-scaled FP8 on tensor cores without a block-scaled MMA for it."""
-        return self.fp8_scaling == "block" and "mxfp8" not in hw.block_scaled_mma
+        return self.fp8_scaling == "block" and fp8_blocks_promoted(hw)
 
     def is_persistent(self, hw: Hardware) -> bool:
         if self.persistent is not None:

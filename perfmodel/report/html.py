@@ -13,8 +13,9 @@ import importlib.util
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from perfmodel.errors import InputError
+from perfmodel.report.tables import (FRONT_COLUMNS, LATENCY_HEADS, SERVE_COLUMNS, column_heads,
+                                     latency_cells, number, row_cells)
 
-GIB = 2.0 ** 30
 # a sweep's --html page holds every row in memory and in its table: more points belong in a
 # CSV/Parquet table (--output) and a notebook
 MAX_SWEEP_POINTS = 20_000
@@ -67,13 +68,6 @@ def keeping(source: Iterable[list[tuple]], kept: list[tuple]) -> Iterator[list[t
 def esc(value: Any) -> str:
     """`value` as text safe inside an element or a quoted attribute."""
     return html.escape(str(value), quote=True)
-
-
-def number(value: Any, scale: float = 1.0, digits: int = 0) -> str:
-    """A number as the text tables print it (`-` where there is none)."""
-    if value is None:
-        return "-"
-    return f"{value * scale:.{digits}f}"
 
 
 def cell(value: Any) -> str:
@@ -224,43 +218,10 @@ def slo_line(fig, col: int, value_s: float | None, label: str, vertical: bool) -
 
 
 # ---- plan serve ------------------------------------------------------------------------------
-# the columns of `plan serve`'s text table (perfmodel/cli/plan.py serve_table): head, row key,
-# scale, digits (None: the value as it is)
-SERVE_COLUMNS: tuple[tuple[str, str, float, int | None], ...] = (
-    ("layout", "layout", 1, None), ("replicas", "replicas", 1, None),
-    ("weights GiB", "weights_bytes", 1 / GIB, 1), ("KV GiB", "kv_cache_bytes", 1 / GIB, 1),
-    ("act GiB", "activation_bytes", 1 / GIB, 1), ("tok/s", "output_tokens_per_s", 1, 0),
-    ("tok/s/GPU", "output_tokens_per_s_per_gpu", 1, 0),
-    ("tok/s/user", "output_tokens_per_s_per_user", 1, 1),
-    ("TTFT p50 ms", "ttft_p50_s", 1e3, 0), ("TTFT p99 ms", "ttft_p99_s", 1e3, 0),
-    ("TPOT p50 ms", "tpot_p50_s", 1e3, 1), ("TPOT p99 ms", "tpot_p99_s", 1e3, 1),
-    ("E2E p50 s", "e2e_p50_s", 1, 1), ("E2E p99 s", "e2e_p99_s", 1, 1),
-    ("preempt", "preemptions", 1, None), ("requests", "requests", 1, None))
-FRONT_COLUMNS: tuple[tuple[str, str, float, int | None], ...] = (
-    ("layout", "layout", 1, None), ("replicas", "replicas", 1, None),
-    ("in flight", "concurrency", 1, None), ("tok/s/GPU", "output_tokens_per_s_per_gpu", 1, 0),
-    ("tok/s/user", "output_tokens_per_s_per_user", 1, 1), ("TTFT p99 ms", "ttft_p99_s", 1e3, 0),
-    ("TPOT p99 ms", "tpot_p99_s", 1e3, 1))
-
-
-def row_cells(row: Mapping[str, Any], columns, slo: bool) -> list[str]:
-    """One row's cells under `columns`, as the text table prints them."""
-    cells = []
-    for _, key, scale, digits in columns:
-        v = row.get(key)
-        if key == "concurrency":
-            cells.append(str(v or "offline"))
-        elif digits is None:
-            cells.append("-" if v is None else str(v))
-        else:
-            cells.append(number(v, scale, digits))
-    return cells + (["yes" if row.get("meets_slo") else "no"] if slo else [])
-
-
 def serve_layout_table(rows, top, slo: bool) -> tuple[list[str], list[list[str]], int | None]:
     """The text table's heads and the cells of the layouts that fit; the chosen row's index."""
     fit = [r for r in rows if r["point"] == "workload" and r["fits"]]
-    heads = [c[0] for c in SERVE_COLUMNS] + (["SLO"] if slo else [])
+    heads = column_heads(SERVE_COLUMNS, slo)
     chosen = next((i for i, r in enumerate(fit) if r is top or r == top), None)
     return heads, [row_cells(r, SERVE_COLUMNS, slo) for r in fit], chosen
 
@@ -314,12 +275,7 @@ def best_summary(top: Mapping[str, Any] | None, slo: bool) -> str:
 
 def statistics_table(top: Mapping[str, Any]) -> str:
     """Mean, median, p90, p99 of the chosen layout's TTFT, TPOT, ITL and E2E."""
-    cells = []
-    for metric, label, scale, digits in (("ttft", "TTFT ms", 1e3, 1), ("tpot", "TPOT ms", 1e3, 2),
-                                         ("itl", "ITL ms", 1e3, 2), ("e2e", "E2E s", 1, 2)):
-        cells.append([label] + [number(top.get(f"{metric}_{k}_s"), scale, digits)
-                                for k in ("mean", "p50", "p90", "p99")])
-    return table(["", "mean", "median", "p90", "p99"], cells, "statistics")
+    return table(LATENCY_HEADS, latency_cells(top), "statistics")
 
 
 def point_label(row: Mapping[str, Any]) -> str:
@@ -416,7 +372,7 @@ def serve_report(rows: list[dict[str, Any]], top: dict[str, Any] | None,
             [[r["layout"], r["replicas"], r["reason"]] for r in rest], "not-fitting")))
     if search.get("sweep"):
         parts.append(section(
-            "Pareto front", table([c[0] for c in FRONT_COLUMNS] + (["SLO"] if slo else []),
+            "Pareto front", table(column_heads(FRONT_COLUMNS, slo),
                                   [row_cells(r, FRONT_COLUMNS, slo) for r in pareto_rows],
                                   "front"),
             note="tokens/s/GPU against tokens/s/user, every point that fits"))

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import Any, Mapping, Sequence
+
+GIB = 2.0 ** 30
 
 
 def _is_num(s: str) -> bool:
@@ -73,3 +75,59 @@ def prediction_table(pred, all_ops: bool = False, max_rows: int = 60) -> str:
                      f"{pred.microbatch_time_s * 1e3:.4g} ms, bubble "
                      f"{pred.pipeline_bubble_s * 1e3:.4g} ms")
     return "\n".join(lines)
+
+
+# ---- `plan serve`'s tables (the CLI's text and the HTML report print the same cells) ---------
+def number(value: Any, scale: float = 1.0, digits: int = 0) -> str:
+    """A number as the serving tables print it (`-` where there is none)."""
+    if value is None:
+        return "-"
+    return f"{value * scale:.{digits}f}"
+
+
+# head, row key, scale, digits (None: the value as it is)
+SERVE_COLUMNS: tuple[tuple[str, str, float, int | None], ...] = (
+    ("layout", "layout", 1, None), ("replicas", "replicas", 1, None),
+    ("weights GiB", "weights_bytes", 1 / GIB, 1), ("KV GiB", "kv_cache_bytes", 1 / GIB, 1),
+    ("act GiB", "activation_bytes", 1 / GIB, 1), ("tok/s", "output_tokens_per_s", 1, 0),
+    ("tok/s/GPU", "output_tokens_per_s_per_gpu", 1, 0),
+    ("tok/s/user", "output_tokens_per_s_per_user", 1, 1),
+    ("TTFT p50 ms", "ttft_p50_s", 1e3, 0), ("TTFT p99 ms", "ttft_p99_s", 1e3, 0),
+    ("TPOT p50 ms", "tpot_p50_s", 1e3, 1), ("TPOT p99 ms", "tpot_p99_s", 1e3, 1),
+    ("E2E p50 s", "e2e_p50_s", 1, 1), ("E2E p99 s", "e2e_p99_s", 1, 1),
+    ("preempt", "preemptions", 1, None), ("requests", "requests", 1, None))
+FRONT_COLUMNS: tuple[tuple[str, str, float, int | None], ...] = (
+    ("layout", "layout", 1, None), ("replicas", "replicas", 1, None),
+    ("in flight", "concurrency", 1, None), ("tok/s/GPU", "output_tokens_per_s_per_gpu", 1, 0),
+    ("tok/s/user", "output_tokens_per_s_per_user", 1, 1), ("TTFT p99 ms", "ttft_p99_s", 1e3, 0),
+    ("TPOT p99 ms", "tpot_p99_s", 1e3, 1))
+# the benchmark clients' latency statistics of one row: metric, label, scale, digits
+LATENCY_ROWS = (("ttft", "TTFT ms", 1e3, 1), ("tpot", "TPOT ms", 1e3, 2),
+                ("itl", "ITL ms", 1e3, 2), ("e2e", "E2E s", 1, 2))
+LATENCY_HEADS = ["", "mean", "median", "p90", "p99"]
+
+
+def column_heads(columns, slo: bool) -> list[str]:
+    return [c[0] for c in columns] + (["SLO"] if slo else [])
+
+
+def row_cells(row: Mapping[str, Any], columns, slo: bool) -> list[str]:
+    """One row's cells under `columns` (SERVE_COLUMNS, FRONT_COLUMNS), and whether it meets the
+    SLOs when there are SLOs."""
+    cells = []
+    for _, key, scale, digits in columns:
+        v = row.get(key)
+        if key == "concurrency":
+            cells.append(str(v or "offline"))
+        elif digits is None:
+            cells.append("-" if v is None else str(v))
+        else:
+            cells.append(number(v, scale, digits))
+    return cells + (["yes" if row.get("meets_slo") else "no"] if slo else [])
+
+
+def latency_cells(row: Mapping[str, Any]) -> list[list[str]]:
+    """Mean, median, p90 and p99 of one row's TTFT, TPOT, ITL and E2E (LATENCY_ROWS)."""
+    return [[label] + [number(row.get(f"{metric}_{k}_s"), scale, digits)
+                       for k in ("mean", "p50", "p90", "p99")]
+            for metric, label, scale, digits in LATENCY_ROWS]

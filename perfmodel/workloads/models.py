@@ -13,6 +13,7 @@ from perfmodel import yamlio
 from perfmodel.errors import InputError, show
 from perfmodel.shipped import shipped_dir
 from perfmodel.ops.base import ELEMENTS_WHY, MAX_ELEMENTS, bound_text
+from perfmodel.units import FP8_BLOCK
 
 MODEL_SCHEMA_VERSION = 1
 ACTIVATIONS = ("swiglu", "gelu", "relu", "silu")
@@ -26,9 +27,6 @@ INT_KEYS = {  # key: (required, minimum)
     "expert_groups": (False, 0), "group_top_k": (False, 0), "sliding_window": (False, 0),
     "fp8_weight_block": (False, 0),
 }
-# The block-scaled FP8 checkpoints' weight block (DeepSeek-V3 §3.3.2: 128x128 weights, 1x128
-# activations), the K block ops.gemm promotes per (FP8_BLOCK)
-FP8_WEIGHT_BLOCK = 128
 # Which layers a `sliding_window` applies to (`sliding_window_layers`): every layer, or those of
 # even / odd index (0-based; gpt-oss: even, its config.json layer_types starting with
 # "sliding_attention")
@@ -236,9 +234,9 @@ def parse_model(raw: Any, file: str = "<model>") -> ModelSpec:
         problems.append(f"{file}: sliding_window_layers: needs sliding_window (the window's "
                         f"keys per query)")
     block = values.get("fp8_weight_block", 0)
-    if block not in (0, FP8_WEIGHT_BLOCK):
+    if block not in (0, FP8_BLOCK):
         problems.append(f"{file}: fp8_weight_block: expected 0 (per-tensor scales) or "
-                        f"{FP8_WEIGHT_BLOCK} (128x128 weight blocks, the only block-scaled FP8 "
+                        f"{FP8_BLOCK} (128x128 weight blocks, the only block-scaled FP8 "
                         f"layout the kernels implement), got {show(block)}")
     expert_dtype = raw.get("expert_dtype")
     if expert_dtype is not None and expert_dtype not in EXPERT_DTYPES:

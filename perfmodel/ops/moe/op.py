@@ -49,7 +49,7 @@ from perfmodel.ops.moe.routing import (POLICIES, Routing, place_contiguous, plac
 from perfmodel.ops.moe.routing import route as route_tokens
 from perfmodel.ops.moe.traces import load_trace, popularity, synthetic_trace
 from perfmodel.ops.base import GPUS_WHY, MAX_GPUS, MAX_SEED, Op, Param, positive
-from perfmodel.ops.gemm import FP8_BLOCK, fp4_mma_n
+from perfmodel.ops.gemm import FP8_BLOCK, fp4_mma_n, fp8_blocks_promoted
 from perfmodel.ops.streaming import stream_demand
 
 # Above this many token × expert draws, route by per-expert counts instead of per token
@@ -347,7 +347,7 @@ class Moe(Op):
         work = {f"tensor:{tensor_dtype(self.dtype)}": 2.0 * padded * 3 * h * f * n_granule,
                 "l2": hbm, "hbm": hbm}
         overlap = None
-        if self.fp8_scaling == "block" and "mxfp8" not in hw.block_scaled_mma:
+        if self.fp8_scaling == "block" and fp8_blocks_promoted(hw):
             # block-scaled FP8 on an MMA that takes no scales (wgmma): every 128 of K the
             # partial sums of each output leave the tensor core and are scaled into the FP32
             # accumulators on the CUDA cores, one FFMA per output and K block, serial with the
