@@ -1,14 +1,18 @@
 """Fused-dropout overhead on the GPU: the same attention with and without dropout, interleaved.
 
 What it measures (docs/studies.md §1.5-1.6; the model's side is
-perfmodel.studies.dropout.judged_overheads): PyTorch SDPA's flash backend (FlashAttention-2) and,
-where installed, flash_attn's own `flash_attn_func` (FA2 on Hopper), forward and backward, at the
+perfmodel.studies.dropout.judged_overheads): PyTorch SDPA's flash backend (FlashAttention-2), its
+cuDNN backend where the build has one (the library FA4's PR 2597 compares with), and, where
+installed, flash_attn's own `flash_attn_func` (FA2 on Hopper), forward and backward, at the
 shapes of the published GB10/GB200 rows (16 heads, head dim 64 and 128, causal and not, 4096 and
-8192 tokens per sequence, 16k tokens), p = 0.1 against p = 0. The variants alternate rep by rep
+8192 tokens per sequence, 16k tokens), p = 0.125 (the GB200 rows' p, a multiple of 1/16 as
+cuDNN requires) against p = 0. The variants alternate rep by rep
 (quack/rounding.py: sequential runs at 700 W drift 8-15 % thermally, so variants must be
 interleaved); each time is the median of REPS CUDA-event timings. Rows use the columns of
 validate/data/public_measurements.csv (op attention_fwd / attention_bwd, metric time in ms,
-shape_json with dropout_p), one per variant, so the overhead is their ratio.
+shape_json with torch_bench's keys and dropout_p: `csv_row`), one per variant, so the overhead
+is their ratio; perfmodel.validation.measurements.load_cases reads them as attention cases with
+their dropout.
 
 Without torch or without a GPU it prints a note to stderr and exits 0 (the one-shot script's
 dry run and CI import it on CPU-only machines).
@@ -30,7 +34,7 @@ from torch_bench import COLUMNS, attention_flop  # noqa: E402  (validate/ is the
 TOKENS = 16384
 HEADS = 16
 SHAPES = [(64, 4096), (64, 8192), (128, 4096), (128, 8192)]   # (head dim, seq)
-P = 0.1
+P = 0.125
 WARMUP, REPS = 2, 8
 
 
@@ -67,6 +71,12 @@ def _impls():
             return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=causal)
     out.append(("sdpa_flash", f"FlashAttention-2 (PyTorch {torch.__version__} SDPA flash)",
                 sdpa, "bhsd"))
+    if hasattr(SDPBackend, "CUDNN_ATTENTION") and torch.backends.cudnn.is_available():
+        def cudnn(q, k, v, p, causal):
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=causal)
+        out.append(("sdpa_cudnn", f"cuDNN {torch.backends.cudnn.version()} (PyTorch "
+                                  f"{torch.__version__} SDPA cudnn)", cudnn, "bhsd"))
     try:
         import flash_attn
         from flash_attn import flash_attn_func
@@ -78,6 +88,22 @@ def _impls():
     except ImportError:
         print("dropout_bench: flash_attn not installed; SDPA only", file=sys.stderr)
     return out
+
+
+def csv_row(row_id: int, hw: str, lib: str, batch: int, seq: int, head_dim: int, causal: bool,
+            direction: str, p: float, time_ms: float) -> list[str]:
+    """One measured variant as a row of COLUMNS (torch_bench's shape keys, so
+    perfmodel.validation.measurements prices it as attention with this dropout)."""
+    op = f"attention_{direction}"
+    shape = {"batch": batch, "nheads": HEADS, "nheads_kv": HEADS, "seqlen_q": seq,
+             "seqlen_k": seq, "headdim": head_dim, "causal": causal, "pass": direction,
+             "dropout_p": p}
+    flop = attention_flop(batch, HEADS, seq, seq, head_dim, causal, direction)
+    return [f"dropout_bench-{op}-{row_id:03d}", "perfmodel validate/dropout_bench.py", hw, lib,
+            op, "bf16", json.dumps(shape, separators=(",", ":")), "time", f"{time_ms:.9g}", "ms",
+            f"median of {REPS} interleaved reps (p=0 and p={P} alternating); "
+            f"bwd = (fwd+bwd) - fwd; flop={flop:.6g}; "
+            f"achieved={flop / (time_ms * 1e-3) / 1e12:.4g} TFLOP/s"]
 
 
 def main() -> int:
@@ -110,19 +136,9 @@ def main() -> int:
                           file=sys.stderr)
                     continue
                 for i, p in enumerate((0.0, P)):
-                    for op, t, direction in (("attention_fwd", t_fwd[i], "fwd"),
-                                             ("attention_bwd", t_all[i] - t_fwd[i], "bwd")):
+                    for t, direction in ((t_fwd[i], "fwd"), (t_all[i] - t_fwd[i], "bwd")):
                         seq_id += 1
-                        shape = {"batch": b, "nheads": HEADS, "seqlen": s, "headdim": d,
-                                 "causal": causal, "pass": direction, "dropout_p": p}
-                        flop = attention_flop(b, HEADS, s, s, d, causal, direction)
-                        w.writerow([f"dropout_bench-{op}-{seq_id:03d}",
-                                    "perfmodel validate/dropout_bench.py", hw, lib, op, "bf16",
-                                    json.dumps(shape, separators=(",", ":")), "time",
-                                    f"{t:.9g}", "ms",
-                                    f"median of {REPS} interleaved reps (p=0 and p={P} "
-                                    f"alternating); bwd = (fwd+bwd) - fwd; flop={flop:.6g}; "
-                                    f"achieved={flop / (t * 1e-3) / 1e12:.4g} TFLOP/s"])
+                        w.writerow(csv_row(seq_id, hw, lib, b, s, d, causal, direction, p, t))
                         sys.stdout.flush()
                 del q, k, v
                 torch.cuda.empty_cache()

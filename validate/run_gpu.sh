@@ -31,9 +31,10 @@
 #   rowwise        4 norms + 4 softmax + 2 adds           23         0.1-0.6 ms          3 s   [ 60 s]
 #   wgmma          3 modes x 1-2 warpgroups (FP8 k-blocks) 12        1-3 ms              2 s   [ 60 s]
 #   torch_bench    SDPA flash/cuDNN fwd+bwd, dropout, decode 13 (3+10) 0.05-25 ms        90 s   [150 s]
-#   dropout_bench  2 libs x 8 shapes x p in {0, 0.1}, interleaved  10+26 0.2-10 ms          25 s   [ 60 s]
+#   dropout_bench  3 libs (SDPA flash, SDPA cuDNN, flash_attn) x 8 shapes x p in {0, 0.125}, interleaved
+#                                                         10+26      0.2-10 ms          35 s   [ 90 s]
 #   sass dump      cuobjdump of each binary                -          -                   5 s   [ 60 s]
-#   total (sum of estimates)                                                           ~200 s; sum of limits 1000 s,
+#   total (sum of estimates)                                                           ~210 s; sum of limits 1030 s,
 #   but the run stops starting programs once 450 s have passed (a late program is recorded as skipped).
 set -u -o pipefail
 
@@ -215,7 +216,7 @@ else
 fi
 PROGRAMS+=(dropout_bench)
 if python3 -c 'import torch' 2>/dev/null; then
-  run_step dropout_bench 60 env PYTHONUNBUFFERED=1 python3 "$HERE/dropout_bench.py"
+  run_step dropout_bench 90 env PYTHONUNBUFFERED=1 python3 "$HERE/dropout_bench.py"
 else
   STATUS[dropout_bench]=skipped; REASON[dropout_bench]="python3 has no torch"; log "dropout_bench: skipped (no torch)"
 fi

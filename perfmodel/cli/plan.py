@@ -13,6 +13,7 @@ from typing import Any
 
 from perfmodel.cli.format import add_sm_clock_option
 from perfmodel.errors import InputError
+from perfmodel.plan.optimizers import DISTRIBUTED_OPTIMIZERS, OPTIMIZERS
 from perfmodel.plan.simulator.engines import ALIASES, ENGINES
 from perfmodel.plan.simulator.kv import KV_DTYPES
 from perfmodel.report.tables import (FRONT_COLUMNS, LATENCY_HEADS, SERVE_COLUMNS, column_heads,
@@ -150,6 +151,17 @@ def register(sub) -> None:
                         "overlapped, FP8 weights cast once per step, casts fused into norms; "
                         "NeMo, Megatron-LM); pytorch: torchtitan / FSDP, the graph as it is "
                         "(default megatron)")
+    t.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw",
+                   help="adamw (the default), muon (Newton-Schulz on every hidden weight "
+                        "matrix, 5 iterations of 3 BF16 GEMMs) or soap (Adam in the Kronecker "
+                        "factors' eigenbasis, eigenbases refreshed every 10 steps); embeddings, "
+                        "LM head and norms stay on AdamW; its step time is the 'optimizer s' "
+                        "column (docs/cli.md)")
+    t.add_argument("--distributed-optimizer", choices=DISTRIBUTED_OPTIMIZERS,
+                   help="elementwise (Megatron's distributed optimizer: state split evenly over "
+                        "the DP ranks; Muon/SOAP gather whole matrices) or layerwise (whole "
+                        "matrices per DP rank, the step paced by the busiest rank); default: "
+                        "elementwise for adamw, layerwise for muon and soap")
     t.add_argument("--top", type=int, default=10, help="plans to print (default 10)")
     t.set_defaults(fn=run_train)
 
@@ -441,6 +453,12 @@ def _bf16_layers(text: str) -> tuple[int, int]:
     return int(parts[0]), int(parts[1])
 
 
+def _optimizer_text(args, plans) -> str:
+    """The optimizer and the distributed optimizer that runs it, e.g. 'muon (layerwise)'."""
+    dist = plans[0].distributed_optimizer if plans else (args.distributed_optimizer or "")
+    return f"{args.optimizer} ({dist})" if dist else args.optimizer
+
+
 def run_train(args) -> int:
     """`plan train`: plan.training.search_training_plans, the fastest `--top` that fit."""
     from perfmodel.plan.training import search_training_plans
@@ -454,12 +472,14 @@ def run_train(args) -> int:
         args.dp, args.ep, args.micro_batch, args.recompute, args.zero,
         progress=sys.stderr.isatty(), framework=args.framework,
         pipeline_split=args.pipeline_split, moe_dispatcher=args.moe_dispatcher,
-        ep_overlap=args.ep_overlap, bf16_layers=_bf16_layers(args.bf16_layers))
+        ep_overlap=args.ep_overlap, bf16_layers=_bf16_layers(args.bf16_layers),
+        optimizer=args.optimizer, distributed_optimizer=args.distributed_optimizer)
     search = {"model": m.name, "hardware": h.name, "gpus": args.gpus,
               "global_batch": args.batch, "seq": args.seq, "dtype": args.dtype,
               "recompute": args.recompute, "zero": args.zero, "framework": args.framework,
               "pipeline_split": args.pipeline_split, "moe_dispatcher": args.moe_dispatcher,
-              "ep_overlap": args.ep_overlap, "layouts_tried": tried,
+              "ep_overlap": args.ep_overlap, "optimizer": args.optimizer,
+              "distributed_optimizer": args.distributed_optimizer, "layouts_tried": tried,
               "layouts_not_fitting": refused}
     rows = [p.to_dict() for p in plans]
     if args.format == "json":
@@ -471,7 +491,8 @@ def run_train(args) -> int:
         print(_csv(flat), end="")
         return 0
     lines = [f"{m.name} training on {args.gpus}x {h.name}: global batch {args.batch} x "
-             f"{args.seq} tokens, {args.dtype}, ZeRO {args.zero}, {args.framework}; "
+             f"{args.seq} tokens, {args.dtype}, ZeRO {args.zero}, {args.framework}, "
+             f"{_optimizer_text(args, plans)}; "
              f"{tried} layouts tried, "
              f"{len(plans)} fit in memory ({refused} do not fit with any recomputation)"]
     if not plans:
@@ -482,11 +503,13 @@ def run_train(args) -> int:
                  "num_floating_point_operations; both against the dense BF16 peak")
     lines.append(format_table(
         ["rank", "layout", "mbs", "recompute", "step s", "tok/s/GPU", "MFU 6N+attn %",
-         "MFU Megatron %", "bubble s", "DP exposed s", "weights+grads GB", "optimizer GB",
+         "MFU Megatron %", "bubble s", "DP exposed s", "optimizer s", "weights+grads GB",
+         "optimizer GB",
          "act GB", "total GB"],
         [[k, p.layout, p.micro_batch, p.recompute, f"{p.step_time_s:.3f}",
           f"{p.tokens_per_s_per_gpu:,.0f}", f"{p.mfu * 100:.1f}", f"{p.mfu_megatron * 100:.1f}",
           f"{p.breakdown.get('pipeline_bubble', 0.0):.3f}", f"{p.dp_exposed_s:.3f}",
+          f"{p.optimizer_s:.3f}",
           number(p.memory.weights_bytes, 1e-9, 1), number(p.memory.optimizer_bytes, 1e-9, 1),
           number(p.memory.activation_bytes, 1e-9, 1), number(p.memory.total_bytes, 1e-9, 1)]
          for k, p in enumerate(plans[:args.top], 1)]))

@@ -17,7 +17,10 @@ registers. A call is one dependency chain of R rounds, IMAD.WIDE → LOP3 each; 
 beside the score fragment decide how many chains a warp keeps in flight, and too few chains per
 scheduler leave issue slots idle (`philox_chain_cycles`, `chains_in_flight`). The backward
 regenerates the same mask from the saved (seed, offset) (FlashAttention-2 flash_bwd_kernel.h,
-FA4 PR 2597 "bit-identical to FA2") and applies it twice: to P for dV and to dP for dS.
+FA4 PR 2597 "bit-identical to FA2") and applies it twice: to P for dV and to dP for dS. When
+not even one chain fits beside the fragments (`rng_on_critical_path`), the mask cannot be
+generated ahead of the tile it masks and the RNG work lies on the warps' critical path; the
+attention op then prices it serial with the MMAs (ops/attention/op.py RNG_SERIAL_RESOURCES).
 """
 from __future__ import annotations
 
@@ -61,10 +64,27 @@ def philox_call_instructions(rounds: int, lop3_fold: bool = True,
     return sum(philox_work(1, rounds, lop3_fold, precomputed_keys).values())
 
 
-def philox_chain_cycles(rounds: int) -> float:
+def philox_chain_cycles(rounds: int, lop3_fold: bool = True) -> float:
     """SM clocks from a Philox call's first to its last instruction when nothing else stalls it:
-    each round's two IMAD.WIDE (independent) feed its LOP3s, which feed the next round."""
-    return SETUP_LATENCY_CLK + rounds * (IMAD_WIDE_LATENCY_CLK + LOP3_LATENCY_CLK)
+    each round's two IMAD.WIDE (independent) feed its XORs, which feed the next round. A round's
+    new words are hi ^ ctr ^ key: one LOP3 (immLut 0x96) when folded, two dependent two-input
+    XORs when not (FA2 philox.cuh; FA4 flash_attn/cute/philox.py offers the fold as an option),
+    so an unfolded round is one ALU latency longer."""
+    xor_steps = 1 if lop3_fold else 2
+    return SETUP_LATENCY_CLK + rounds * (IMAD_WIDE_LATENCY_CLK + xor_steps * LOP3_LATENCY_CLK)
+
+
+def rng_on_critical_path(register_budget: float, live_registers: float) -> bool:
+    """Whether fused Philox runs on the critical path of the warps that consume its mask: when
+    the registers left beside the pass's fragments cannot hold even one call in flight
+    (REGS_PER_CHAIN), no chain can run ahead of the data it masks (while those warps wait on the
+    MMAs), so every call sits between the warps' load of a tile and their hand-off of its
+    masked result; with room for a chain, the mask for the next tile can be generated while the
+    MMAs run (FA4 `precompute_dropout_mask`: the bitmask's INT32 work "can overlap with FP32
+    softmax on separate execution units"). FA4's backward compute warps (136 registers holding
+    S/P and dP) are the case: its philox.py comment records that folding the XORs, which lets
+    more chains be in flight per thread, regressed the backward by ~390 us (register pressure)."""
+    return register_budget - live_registers < REGS_PER_CHAIN
 
 
 def chains_in_flight(register_budget: int, live_registers: float, calls_per_thread: float) -> int:
@@ -103,13 +123,15 @@ def fused_dropout_work(scores: float, bits_per_score: int, rounds: int, directio
     calls_per_thread = scores_per_thread * bits_per_score / BITS_PER_CALL
     c = chains_in_flight(register_budget, live_registers, calls_per_thread)
     w = max(rng_warps_per_sm / 4.0, 1e-9)
-    chain_issue = calls / 32.0 * philox_chain_cycles(rounds) / (w * c)
+    chain_issue = calls / 32.0 * philox_chain_cycles(rounds, lop3_fold) / (w * c)
     work = {"fma_heavy": imad, "fma": imad, "alu": core["alu"] + mask_alu, "issue": rng_issue}
     terms = {"philox_calls": calls, "philox_imad_wide": imad, "philox_alu": core["alu"],
              "mask_alu": mask_alu, "rng_issue": rng_issue, "chain_issue_floor": chain_issue,
              "chains_in_flight": float(c), "rng_warps_per_scheduler": w,
-             "chain_cycles": philox_chain_cycles(rounds),
-             "free_registers": float(register_budget - live_registers)}
+             "chain_cycles": philox_chain_cycles(rounds, lop3_fold),
+             "free_registers": float(register_budget - live_registers),
+             "rng_on_critical_path": float(rng_on_critical_path(register_budget,
+                                                                live_registers))}
     return work, terms
 
 

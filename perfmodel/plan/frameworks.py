@@ -55,6 +55,14 @@ MoE layer's forward and backward then take that schedule's length instead of the
 the steady 1F1B phase pairs a forward with a backward: the first microbatch's forward and the
 last one's backward, and each pipeline rank's warm-up and cool-down microbatches, run alone.
 Not modelled: the SMs the exchange kernels take from the computation beside them.
+
+**MoE host synchronisation** (`moe_host_sync`; perfmodel.plan.moe_host): a dropless MoE layer's
+token dispatcher makes the host wait for the GPU (the tokens per expert, copied to the host
+before the all-to-all: Megatron-Core 0.16.0 token_dispatcher.py `_maybe_dtoh_and_synchronize`),
+after which the host issues the layer's kernels one by one, Transformer Engine's GroupedLinear
+a quantize and a GEMM per local expert. Where the host issues slower than the GPU runs, the
+microbatch takes the host's time: a cost (a negative saving, "moe_host_sync") of
+`moe_host.moe_host_extra_s` at the fitted seconds per launched kernel (HOST_LAUNCH_S).
 """
 from __future__ import annotations
 
@@ -62,6 +70,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from perfmodel.graph import DEFAULT_STREAM
+from perfmodel.plan import moe_host
 
 # NeMo's userbuffers configuration for Llama 3 70B TP4 on H100 (module docstring)
 PIPELINE_SPLITS = 4
@@ -77,11 +86,13 @@ class TrainingFramework:
     fp8_weight_cache: bool     # one weight cast per step, not per microbatch
     norm_fused_casts: bool     # a cast after a norm runs inside it
     meaning: str
+    moe_host_sync: bool = False  # a MoE layer's host waits for the tokens per expert
 
 
 FRAMEWORKS = {
     "megatron": TrainingFramework("megatron", True, True, True,
-                                  "Megatron-Core + Transformer Engine (NeMo, Megatron-LM)"),
+                                  "Megatron-Core + Transformer Engine (NeMo, Megatron-LM)",
+                                  moe_host_sync=True),
     "pytorch": TrainingFramework("pytorch", False, False, False,
                                  "torchtitan, PyTorch FSDP (llm-foundry), NeMo AutoModel"),
 }
@@ -251,9 +262,12 @@ def ep_overlap_paired_share(microbatches: int, pp: int, vp: int) -> float:
 
 def microbatch_savings_s(fw: TrainingFramework, ops: Sequence, tp: int, sms: int, dtype: str,
                          microbatches: int, backward_at: int,
-                         ep_overlap: float = 0.0) -> dict[str, float]:
+                         ep_overlap: float = 0.0,
+                         host_launch_s: float = 0.0) -> dict[str, float]:
     """Per-microbatch seconds the framework takes off the graph's schedule, by mechanism;
-    `ep_overlap`: the share of microbatches paired by the EP all-to-all overlap (0: off)."""
+    `ep_overlap`: the share of microbatches paired by the EP all-to-all overlap (0: off);
+    `host_launch_s`: the host's seconds per launched kernel of the MoE host synchronisation
+    (module docstring; 0: not modelled), whose cost enters as a negative "moe_host_sync"."""
     out = {}
     if fw.tp_comm_overlap:
         out["tp_comm_overlap"] = tp_overlap_savings_s(ops, tp, sms, dtype, backward_at)
@@ -263,4 +277,8 @@ def microbatch_savings_s(fw: TrainingFramework, ops: Sequence, tp: int, sms: int
         out["norm_fused_casts"] = fused_cast_savings_s(ops)
     if ep_overlap > 0:
         out["ep_overlap"] = ep_overlap_savings_s(ops, backward_at, ep_overlap)
+    if fw.moe_host_sync and host_launch_s > 0 and any(o.op.name == "moe" for o in ops):
+        out["moe_host_sync"] = -moe_host.moe_host_extra_s(
+            ops, dtype, microbatches, host_launch_s, weight_cache=fw.fp8_weight_cache,
+            fused_casts=fw.norm_fused_casts)
     return out

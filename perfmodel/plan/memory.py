@@ -5,8 +5,9 @@ activations, workspace and optimizer state, against the usable HBM.
 (the graph `build_graph` writes for it): `serving_memory` for prefill and decode, `training_memory`
 for training. Training state per parameter is mixed-precision Adam's (ZeRO paper, Rajbhandari et
 al. SC20 §3.1): BF16 weights (2 bytes) and gradients (2) and FP32 master weights, momentum and
-variance (12); ZeRO stage 1 shards the 12 over the data-parallel ranks, stage 2 the gradients as
-well, stage 3 the weights too (§5). Stage 1 is the default: it is Megatron-LM's distributed
+variance (12; Muon's and SOAP's hidden matrices hold theirs: perfmodel.plan.optimizers); ZeRO
+stage 1 shards the 12 over the data-parallel ranks, stage 2 the gradients as well, stage 3 the
+weights too (§5). Stage 1 is the default: it is Megatron-LM's distributed
 optimizer, which the training graph models (gradients reduce-scattered, parameters all-gathered).
 Activations kept for the backward are counted tensor by tensor from the layer's shapes
 (`activation_bytes_per_token`), as Korthikanti et al. (arXiv:2205.05198, §4) count them for GPT
@@ -43,6 +44,7 @@ from perfmodel.units import GB, LINEAR_RECIPES, GiB, bytes_per_element
 from perfmodel.workloads.builder import (ACT_BYTES, Workload, expert_weight_dtype,
                                          kv_cache_bytes)
 from perfmodel.workloads.models import ModelSpec, load_model
+from perfmodel.plan.optimizers import check_optimizer, state_bytes_per_gpu
 
 # vLLM's default gpu_memory_utilization: the share of HBM the engine plans with.
 HBM_USABLE_FRACTION = 0.90
@@ -159,18 +161,24 @@ def serving_memory(model: ModelSpec, hw: Hardware, batch: int, context: int, tp:
 
 
 def training_memory(model: ModelSpec, hw: Hardware, workload: Workload,
-                    zero: int = DEFAULT_ZERO, stage_layers: int | None = None) -> MemoryFit:
+                    zero: int = DEFAULT_ZERO, stage_layers: int | None = None,
+                    optimizer: str = "adamw",
+                    distributed_optimizer: str | None = None) -> MemoryFit:
     """Training memory of one GPU (module docstring): BF16 weights and gradients in
     `weights_bytes`, FP32 optimizer state in `optimizer_bytes`, each sharded over the
     data-parallel ranks from its ZeRO stage on; the activations of the microbatches in flight
     (min(pp, microbatches) under 1F1B) for the stage's layers, by `workload.recompute`.
     `stage_layers`: the decoder layers of the fullest pipeline rank of an uneven split
     (plan.training.split_pipeline; default layers/pp), sized with an end stage's embedding and
-    the first stage's microbatches in flight (an upper bound)."""
+    the first stage's microbatches in flight (an upper bound). `optimizer` (adamw, muon, soap)
+    and `distributed_optimizer` (elementwise, layerwise; None: the optimizer's default): the
+    hidden matrices' state as perfmodel.plan.optimizers sizes it (Muon 8 bytes a parameter,
+    SOAP 12 plus its FP32 Kronecker factors and eigenbases), the rest AdamW's 12."""
     w = workload
     if zero not in ZERO_STAGES:
         raise InputError(f"zero: expected a ZeRO stage, one of {', '.join(map(str, ZERO_STAGES))},"
                          f" got {zero!r}")
+    distributed = check_optimizer(optimizer, distributed_optimizer, zero)
     dp = w.dp * w.cp  # the optimizer's sharding group (module docstring)
     params = weight_bytes_per_gpu(model, "bf16", w.tp, w.ep, w.pp, phase="train",
                                   stage_layers=stage_layers) / ACT_BYTES
@@ -180,7 +188,10 @@ def training_memory(model: ModelSpec, hw: Hardware, workload: Workload,
         weights += params / max(1.0, stage) * ZERO3_LIVE_LAYERS \
             * WEIGHT_BYTES_PER_PARAM
     grads = params * GRAD_BYTES_PER_PARAM / (dp if zero >= 2 else 1)
-    optimizer = params * OPTIMIZER_BYTES_PER_PARAM / (dp if zero >= 1 else 1)
+    optimizer_bytes = params * OPTIMIZER_BYTES_PER_PARAM / (dp if zero >= 1 else 1)
+    if optimizer != "adamw":  # Muon's or SOAP's hidden matrices (plan.optimizers)
+        optimizer_bytes += state_bytes_per_gpu(model, optimizer, distributed, w.tp, w.ep,
+                                               w.moe_tp, dp if zero >= 1 else 1, stage)
     mb_seqs = w.batch // w.n_microbatches
     in_flight = min(w.pp, w.n_microbatches)
     if w.pp > 1 and w.virtual_stages > 1:  # interleaved 1F1B's longer warm-up
@@ -195,7 +206,7 @@ def training_memory(model: ModelSpec, hw: Hardware, workload: Workload,
                         * stage * in_flight + per_layer)
     else:
         act = tokens * per_layer * stage * in_flight
-    return MemoryFit(weights + grads, 0.0, act, WORKSPACE_BYTES, optimizer,
+    return MemoryFit(weights + grads, 0.0, act, WORKSPACE_BYTES, optimizer_bytes,
                      hw.hbm_capacity_bytes * TRAINING_HBM_USABLE_FRACTION)
 
 
@@ -241,17 +252,18 @@ def activation_bytes_per_token(model: ModelSpec, layer: int, tp: int = 1, ep: in
 
 def memory_fit(model: ModelSpec | str, hw: Hardware | str, workload: Workload,
                zero: int = DEFAULT_ZERO, occupancy: float = 1.0,
-               stage_layers: int | None = None) -> MemoryFit:
+               stage_layers: int | None = None, optimizer: str = "adamw",
+               distributed_optimizer: str | None = None) -> MemoryFit:
     """What one GPU holds for the step `workload` describes, against its usable HBM. Prefill:
     the KV cache its prompts write and one microbatch's tokens of activations; decode: `batch`
     caches of `context` tokens (× `occupancy`, serving_memory); train: training_memory with
-    ZeRO stage `zero`, the workload's recompute and `stage_layers` (an uneven pipeline
-    split's fullest rank)."""
+    ZeRO stage `zero`, the workload's recompute, `stage_layers` (an uneven pipeline
+    split's fullest rank), `optimizer` and `distributed_optimizer`."""
     m, h = as_model(model), hardware(hw)
     w = workload
     w.check(m)
     if w.phase == "train":
-        return training_memory(m, h, w, zero, stage_layers)
+        return training_memory(m, h, w, zero, stage_layers, optimizer, distributed_optimizer)
     if w.phase == "prefill":
         tokens = w.batch // w.n_microbatches * w.seq
         return serving_memory(m, h, w.batch, w.seq, w.tp, w.ep, w.pp, w.dtype, tokens,

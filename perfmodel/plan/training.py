@@ -69,7 +69,7 @@ from perfmodel.errors import InputError, check_result
 from perfmodel.graph import DEFAULT_STREAM
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.ops import op as make_op
-from perfmodel.plan import frameworks
+from perfmodel.plan import frameworks, moe_host, optimizers
 from perfmodel.plan.arguments import check_arguments
 from perfmodel.plan.memory import DEFAULT_RECOMPUTE, DEFAULT_ZERO, MemoryFit, as_model, \
     memory_fit
@@ -411,6 +411,11 @@ class TrainingPlan:
     pipeline_split: str = ""
     stage_layers: tuple[tuple[int, ...], ...] = ()
     pacing_rank: int = 0
+    # the optimizer (plan.optimizers): its name, the distributed optimizer that runs it
+    # (elementwise, layerwise, or replicated at ZeRO 0) and, in optimizer_s, its step with the
+    # communication it adds
+    optimizer: str = "adamw"
+    distributed_optimizer: str = "elementwise"
 
     @property
     def gpus(self) -> int:
@@ -503,7 +508,10 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                   pipeline_split: str = "auto",
                   moe_dispatcher: str = "auto",
                   ep_overlap: bool = False,
-                  bf16_layers: tuple[int, int] = (0, 0)) -> TrainingPlan:
+                  bf16_layers: tuple[int, int] = (0, 0),
+                  optimizer: str = "adamw",
+                  distributed_optimizer: str | None = None,
+                  moe_host_launch_s: float | None = None) -> TrainingPlan:
     """One training step; `batch` sequences per model replica (global batch = batch·dp), each
     split over `cp` context-parallel ranks (GPUs = tp·cp·pp·dp). Raises InputError with the
     memory per GPU when the plan does not fit in the usable HBM, unless `allow_oversubscribed`
@@ -537,11 +545,22 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
     Qwen3-235B H100 EP 32 rows go from 10-16 % too slow to 86 % too fast, so it stays off
     unless asked. `bf16_layers` (a quantized recipe): the (first, last) decoder layers whose
     linears stay in BF16 (Megatron-Core's first_last_layers_bf16; none by default, as
-    Megatron-Core and the Megatron-Bridge performance recipes run)."""
+    Megatron-Core and the Megatron-Bridge performance recipes run). `optimizer`: adamw (the
+    graph's fused Adam kernel), muon or soap (perfmodel.plan.optimizers: Newton–Schulz or SOAP's
+    GEMMs at each hidden matrix's shape, the rest on AdamW); `distributed_optimizer`:
+    elementwise (Megatron's distributed optimizer) or layerwise (whole matrices per
+    data-parallel rank, the step paced by the most loaded rank); None: elementwise for AdamW,
+    layerwise for Muon and SOAP. `moe_host_launch_s`: the host's seconds per launched kernel
+    of a MoE step (perfmodel.plan.moe_host: each dropless MoE layer's host waits for the GPU,
+    then issues the layer's kernels, a quantize and a GEMM per local expert); None: the fitted
+    HOST_LAUNCH_S, 0: the host never paces the GPU (a run whose MoE layers are CUDA-graphed)."""
     check_arguments(plan_training, locals())  # types and ranges, one line per problem
     m, h = as_model(model), hardware(hw)
     fw = frameworks.framework(framework)
     run_hw = training_hardware(h, sm_clock_fraction)  # validates the fraction at any level
+    host_launch_s = moe_host.launch_seconds(moe_host_launch_s)  # or its one-line refusal
+    if level == "roofline":  # the speed-of-light baseline: no host
+        host_launch_s = 0.0
     if level == "roofline":
         run_hw = h
     if ep > 1 and (tp * dp * cp) % ep:
@@ -572,7 +591,9 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
         split = _builder_split(m.layers, pp, virtual_stages)
     w = Workload("train", batch, seq, None, tp, ep, pp, dp, dtype, microbatches, virtual_stages,
                  recompute=recompute, cp=cp, attention_kernel=attention_kernel)
-    mem = memory_fit(m, h, w, zero, stage_layers=_memory_stage_layers(split))
+    dist_opt = optimizers.check_optimizer(optimizer, distributed_optimizer, zero)
+    mem = memory_fit(m, h, w, zero, stage_layers=_memory_stage_layers(split),
+                     optimizer=optimizer, distributed_optimizer=distributed_optimizer)
     if not (mem.fits or allow_oversubscribed):
         raise InputError(f"{m.name} train on {h.name} (batch {batch}, seq {seq}, tp {tp}, "
                          f"cp {cp}, pp {pp}, vp {virtual_stages}, dp {dp}, ep {ep}, zero {zero}, "
@@ -594,7 +615,8 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                   if ep_overlap else 0.0)
         saved = frameworks.microbatch_savings_s(fw, pred.ops[:k], tp, h.sm_count, dtype,
                                                 w.n_microbatches, g.meta["backward_op"],
-                                                ep_overlap=paired)
+                                                ep_overlap=paired,
+                                                host_launch_s=host_launch_s)
         return g, pred, saved
 
     g, pred, saved = stage(m)
@@ -630,6 +652,11 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
         hidden, mb_s = mb_s - pair_s, pair_s
     pipeline_s = mb_s * mb + bubble_s
     optimizer_s = tail["optimizer"].time_s if "optimizer" in tail else 0.0
+    opt = None
+    if optimizer != "adamw":  # Muon or SOAP instead of the graph's Adam (plan.optimizers)
+        opt = optimizers.optimizer_step(m, g, run_hw, level, optimizer, dist_opt, tp, ep,
+                                        w.moe_tp, bucket_params(dp * cp))
+        optimizer_s = opt.time_s
     comm = {n: tail[n].time_s for n in DP_COLLECTIVES if n in tail}
     if not overlap:
         dp_exposed = sum(comm.values())
@@ -675,6 +702,8 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
     if pipeline_schedule == "dualpipe":
         breakdown["dualpipe_overlap"] = -hidden * mb
     breakdown.update(dp_exposed=dp_exposed, optimizer=optimizer_s)
+    if opt is not None:  # the optimizer's kernels and the communication it adds
+        breakdown.update(optimizer=opt.compute_s, optimizer_comm=opt.comm_s)
     # (the breakdown holds the framework's savings as negative terms: only its sum is checked)
     check_result(f"plan_training({m.name})", {
         "step_time_s": step, "tokens_per_s": tokens / step, "mfu": mfu,
@@ -684,7 +713,8 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
     return TrainingPlan(m.name, h.name, tp, pp, dp, dtype, batch * dp, seq, step,
                         tokens / step, mfu, mem, ep, cp, virtual_stages, mb, recompute, zero,
                         mfu_megatron, pipeline_s, dp_exposed, optimizer_s, breakdown,
-                        split.describe(), split.chunks, pace)
+                        split.describe(), split.chunks, pace, optimizer=optimizer,
+                        distributed_optimizer=dist_opt)
 
 
 # The ops of the output layer and loss in the builder's training graph (build_graph: on the
@@ -912,7 +942,8 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
                           zero: int = DEFAULT_ZERO, progress: bool = False,
                           top: int | None = None, framework: str = "megatron",
                           pipeline_split: str = "auto", moe_dispatcher: str = "auto",
-                          ep_overlap: bool = False, bf16_layers: tuple[int, int] = (0, 0)
+                          ep_overlap: bool = False, bf16_layers: tuple[int, int] = (0, 0),
+                          optimizer: str = "adamw", distributed_optimizer: str | None = None
                           ) -> tuple[list[TrainingPlan], int, int]:
     """Every layout of `gpus` GPUs (`training_layouts`) with the least recomputation that fits
     (none, then full; a given `recompute` is fixed), predicted and ranked by tokens/s:
@@ -921,12 +952,13 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
     fit cost almost nothing. `framework`: plan_training's (perfmodel.plan.frameworks);
     `pipeline_split`: plan_training's (split_pipeline), for every layout; a given pp and vp it
     cannot split raise its InputError. `moe_dispatcher`, `ep_overlap`: plan_training's, the
-    overlap on every MoE layout that allows it (ep > 1, no full recomputation); `bf16_layers`:
-    plan_training's."""
+    overlap on every MoE layout that allows it (ep > 1, no full recomputation); `bf16_layers`,
+    `optimizer`, `distributed_optimizer`: plan_training's."""
     check_arguments(search_training_plans, locals())  # types and ranges, one line each
     from perfmodel.report.progress import Progress
     m, h = as_model(model), hardware(hw)
     frameworks.framework(framework)  # an unknown one fails before the search
+    optimizers.check_optimizer(optimizer, distributed_optimizer, zero)  # and a bad optimizer
     for k, v in (("gpus", gpus), ("global_batch", global_batch), ("seq", seq)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise InputError(f"{k}: expected a positive integer, got {v!r}")
@@ -948,7 +980,9 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
                          recompute=rc, cp=c)
             if w.problems(m):
                 break
-            if (t * d * c) % e or not memory_fit(m, h, w, zero, stage_layers=stage).fits:
+            if (t * d * c) % e or not memory_fit(
+                    m, h, w, zero, stage_layers=stage, optimizer=optimizer,
+                    distributed_optimizer=distributed_optimizer).fits:
                 continue
             plans.append(plan_training(m, h, batch, seq, t, p, d, dtype, e, batch // b, v,
                                        recompute=rc, zero=zero, cp=c, framework=framework,
@@ -956,7 +990,8 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
                                        moe_dispatcher=moe_dispatcher,
                                        ep_overlap=(ep_overlap
                                                    and ep_overlap_refusal(e, rc) is None),
-                                       bf16_layers=bf16_layers))
+                                       bf16_layers=bf16_layers, optimizer=optimizer,
+                                       distributed_optimizer=distributed_optimizer))
             break
         else:
             refused += 1

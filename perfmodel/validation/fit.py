@@ -173,6 +173,13 @@ SPECS = {
         "limit, and it also stands in for the per-kernel costs the step's graph leaves out "
         "(launches, the host's synchronisations, the optimizer's and the loss's small "
         "kernels); plan_training takes it (perfmodel/plan/training.py)"),
+    "training.moe_host_launch_s": (
+        (0.0, 2.0e-4), 7,
+        "the host's seconds per operation it issues in a Megatron-Core MoE step (a kernel of "
+        "the graph; in Transformer Engine's GroupedLinear each local expert's quantize and "
+        "GEMM): Python, PyTorch's dispatch and the launches, which the GPU waits for after "
+        "each dropless MoE layer's synchronisation on the tokens per expert "
+        "(perfmodel/plan/moe_host.py); no source states it"),
     "attention.softmax_overlap.fa2": (
         (0.0, 1.0), 3,
         "FA2's forward overlap efficiency of its softmax with its MMAs (demand.Overlap's power "
@@ -398,6 +405,15 @@ TRAINING_CLOCK_RULE = (
     "(llm-foundry, torchtitan with torchao, NeMo AutoModel) are judged only, and each "
     "Megatron source is judged with the fraction refitted without it "
     "(python -m perfmodel.validation.training_predict)")
+MOE_HOST_MIN_LOCAL_EXPERTS = 8  # fewer experts per GPU: the GPU's work paces the layer
+MOE_HOST_RULE = (
+    "the Megatron-Bridge H100 rows of MoE models holding at least {min_local} experts per GPU "
+    "(training_megatron_bridge.csv, one per configuration the planner predicts: {rows}; "
+    "Qwen3-30B-A3B at EP8 and EP16, FP8, micro-batch 1-2): bisection for the seconds at "
+    "which the median log error of the planned throughput is zero ({fit:.4g} s), the step's "
+    "clock at its fitted fraction. Every B200 row and the H100 rows with fewer experts per "
+    "GPU (Qwen3-235B-A22B EP32, DeepSeek-V3 EP64: 4) are judged "
+    "(python -m perfmodel.validation.training_predict --bridge)")
 B200_RULE = (
     "the AIConfigurator rows of TensorRT-LLM's BF16 linears on B200 with m, n, k >= 4096 "
     "(aiconfigurator_gemm.csv; {n} rows, compute-bound: the tensor pipe busy throughout, so the "
@@ -435,6 +451,7 @@ PRIORS = {
     "nccl.ll_base_s.hopper": 6.6e-6,           # tuning.cc's baseLat[RING][LL]
     "nccl.ll_base_s.blackwell": 6.6e-6,
     "training.sm_clock_fraction": 1.0,         # the kernel benchmarks' sustained clock
+    "training.moe_host_launch_s": 0.0,         # the host never paces the GPU
 }
 
 
@@ -1223,6 +1240,65 @@ def fit_training_clock(sustained: float | None = None,
     return _TRAINING_CLOCK_FITS[memo]
 
 
+def moe_host_fit_rows(exclude: frozenset[str] = frozenset()) -> list:
+    """The Megatron-Bridge rows the MoE host's seconds per operation is fitted on
+    (MOE_HOST_RULE): one per configuration on H100 of a MoE model with at least
+    MOE_HOST_MIN_LOCAL_EXPERTS experts per GPU that the planner predicts, none in `exclude`."""
+    from perfmodel.validation import training_predict as tp
+    from perfmodel.validation.training import load_bridge_cases
+    from perfmodel.workloads.models import load_model
+    cases, _ = load_bridge_cases()
+    compared = tp.throughput_rows(cases)
+    rows = []
+    for c in compared.values():
+        m = load_model(c.model)
+        if (c.id not in exclude and c.hw == "H100-SXM" and m.is_moe
+                and m.experts / max(1, c.ep) >= MOE_HOST_MIN_LOCAL_EXPERTS
+                and tp.why_not(c, compared) is None
+                and not isinstance(tp.plan_case(c), str)):
+            rows.append(c)
+    return sorted(rows, key=lambda c: c.id)
+
+
+def fit_moe_host_launch(clock: float, sustained: float | None = None,
+                        exclude: frozenset[str] = frozenset(),
+                        tol: float = 1e-9) -> tuple[float, list[str]]:
+    """training.moe_host_launch_s on its rows (MOE_HOST_RULE; its prior if none): the planned
+    throughput falls as the host's seconds per operation grow, and so does the median log
+    error; bisection for its zero in the constant's range (a bound where the zero lies
+    outside). `clock`: the step's SM clock fraction the plans run at."""
+    from perfmodel.hardware import hardware
+    from perfmodel.validation import training_predict as tp
+    key = "training.moe_host_launch_s"
+    rows = moe_host_fit_rows(exclude)
+    if not rows:
+        return prior(key), []
+    hws = {name: _with_sustained(hardware(name), sustained) for name in {r.hw for r in rows}}
+
+    def median_log_error(launch_s: float) -> float:
+        errors = []
+        for r in rows:
+            plan = tp.plan_case(r, hw=hws[r.hw], sm_clock_fraction=clock,
+                                moe_host_launch_s=launch_s)
+            predicted = plan.tokens_per_s / r.gpus if r.metric == "tokens_per_s_per_gpu" \
+                else 1.0 / plan.step_time_s
+            measured = r.value if r.metric == "tokens_per_s_per_gpu" else 1.0 / r.value
+            errors.append(math.log(predicted / measured))
+        return float(np.median(errors))
+    lo, hi = SPECS[key][0]
+    if median_log_error(lo) <= 0:
+        return lo, [r.id for r in rows]
+    if median_log_error(hi) >= 0:
+        return hi, [r.id for r in rows]
+    while hi - lo > tol:
+        mid = (lo + hi) / 2
+        if median_log_error(mid) > 0:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2, [r.id for r in rows]
+
+
 def _entry(key: str, value: float, rows: list[str], rule: str,
            rms: float | None = None) -> dict:
     rng, digits, meaning = SPECS[key]
@@ -1315,6 +1391,10 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
             clock_rule = TRAINING_CLOCK_RULE.format(
                 sources=", ".join(training_clock_sources(clock_rows)), n=len(clock_rows),
                 fit=clock)
+            host, host_rows = fit_moe_host_launch(
+                round(clock, SPECS["training.sm_clock_fraction"][1]), sustained, exclude)
+            host_rule = MOE_HOST_RULE.format(min_local=MOE_HOST_MIN_LOCAL_EXPERTS,
+                                             rows=", ".join(host_rows), fit=host)
         else:
             c = fitted.CONSTANTS["serving.step_overhead_s.sglang"]
             overhead, overhead_rows = c.value, list(c.fitted_on)
@@ -1323,6 +1403,8 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
                        for e in REQUEST_OVERHEAD_ENGINES}
             c = fitted.CONSTANTS["training.sm_clock_fraction"]
             clock, clock_rows, clock_rule = c.value, list(c.fitted_on), c.rule
+            c = fitted.CONSTANTS["training.moe_host_launch_s"]
+            host, host_rows, host_rule = c.value, list(c.fitted_on), c.rule
     entries = {"tensor_sustained_fraction": _entry(
         "tensor_sustained_fraction", sustained, sustained_rows,
         SUSTAINED_RULE.format(fit=raw_sustained)),
@@ -1350,7 +1432,9 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
             f"serving.request_overhead_s.{e}", request[e][0], request[e][1],
             _request_rule(e, request[e])) for e in REQUEST_OVERHEAD_ENGINES},
         "training.sm_clock_fraction": _entry(
-        "training.sm_clock_fraction", clock, clock_rows, clock_rule)}
+        "training.sm_clock_fraction", clock, clock_rows, clock_rule),
+        "training.moe_host_launch_s": _entry(
+        "training.moe_host_launch_s", host, host_rows, host_rule)}
     for name, key in ATTENTION_KEYS.items():
         entries[key] = _entry(key, att[name], att["rows"], ATTENTION_RULE, att["rms_log_error"])
     entries["attention.softmax_overlap.fa4"] = _entry(

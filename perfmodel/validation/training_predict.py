@@ -36,8 +36,12 @@ frameworks (NeMo, Megatron-LM, dgxc-benchmarking). Their rows are reported as "f
 configuration's other rows with them); the PyTorch frameworks' rows (llm-foundry, torchtitan,
 NeMo AutoModel) are judged only. `cross_validated` judges each Megatron source with the
 fraction refitted on the others (leave one source out). The Megatron-Bridge rows
-(validate/data/training_megatron_bridge.csv, `load_bridge_cases`) are replayed beside them and
-judged only: the fit reads training_measurements.csv alone.
+(validate/data/training_megatron_bridge.csv, `load_bridge_cases`) are replayed beside them:
+the clock fit reads training_measurements.csv alone, and one constant is fitted on Bridge
+rows, training.moe_host_launch_s (the host's seconds per operation of a MoE step,
+perfmodel.plan.moe_host), on the H100 rows of MoE models with at least 8 experts per GPU
+(perfmodel.validation.fit `moe_host_fit_rows`); those rows show as "fitted", every other
+Bridge row (all of B200's) is judged.
 """
 from __future__ import annotations
 
@@ -150,7 +154,8 @@ def _plan_uncached(hw, model: str, batch: int, seq: int, tp: int, pp: int, dp: i
                    zero: int, cp: int = 1, grad_reduce_dtype: str = "bf16",
                    attention_kernel: str | None = None, framework: str = "megatron",
                    pipeline_split: str = "auto",
-                   sm_clock_fraction: float | None = None) -> TrainingPlan | str:
+                   sm_clock_fraction: float | None = None,
+                   moe_host_launch_s: float | None = None) -> TrainingPlan | str:
     """The plan, or the one-line reason plan_training refused it (memory or layout)."""
     try:
         return plan_training(model, hw, batch=batch, seq=seq, tp=tp, pp=pp, dp=dp, dtype=dtype,
@@ -159,7 +164,8 @@ def _plan_uncached(hw, model: str, batch: int, seq: int, tp: int, pp: int, dp: i
                              grad_reduce_dtype=grad_reduce_dtype,
                              attention_kernel=attention_kernel, framework=framework,
                              sm_clock_fraction=sm_clock_fraction,
-                             pipeline_split=pipeline_split)
+                             pipeline_split=pipeline_split,
+                             moe_host_launch_s=moe_host_launch_s)
     except InputError as e:
         return str(e).splitlines()[0]
 
@@ -178,11 +184,13 @@ def replayed_recompute(case: TrainingCase) -> tuple[str, ...]:
 
 
 def plan_case(case: TrainingCase, level: str = "pipes", hw: Hardware | None = None,
-              sm_clock_fraction: float | None = None) -> TrainingPlan | str:
+              sm_clock_fraction: float | None = None,
+              moe_host_launch_s: float | None = None) -> TrainingPlan | str:
     """plan_training for the row's layout at `level` with the first of its recomputation
     choices that fits (`replayed_recompute`), or the reason it was refused (the first
-    choice's, when none fits). `hw` (default: the row's GPU as loaded) and `sm_clock_fraction`
-    (default: the fitted one) are the fit's and the cross-validation's (TRAINING_CLOCK_RULE)."""
+    choice's, when none fits). `hw` (default: the row's GPU as loaded), `sm_clock_fraction`
+    and `moe_host_launch_s` (default: the fitted ones) are the fits' and the
+    cross-validation's (TRAINING_CLOCK_RULE, MOE_HOST_RULE)."""
     first = None
     for rc in replayed_recompute(case):
         args = (case.model, case.batch_per_replica, case.seq, case.tp, case.pp, case.dp,
@@ -190,10 +198,11 @@ def plan_case(case: TrainingCase, level: str = "pipes", hw: Hardware | None = No
                 GRAD_REDUCE_DTYPE.get(case.source, "bf16"),
                 FRAMEWORK_ATTENTION.get(case.framework), framework_of(case),
                 pipeline_split_of(case))
-        if hw is None and sm_clock_fraction is None:
+        if hw is None and sm_clock_fraction is None and moe_host_launch_s is None:
             p = _plan(case.hw, *args)
         else:
-            p = _plan_uncached(hw or case.hw, *args, sm_clock_fraction=sm_clock_fraction)
+            p = _plan_uncached(hw or case.hw, *args, sm_clock_fraction=sm_clock_fraction,
+                               moe_host_launch_s=moe_host_launch_s)
         if not isinstance(p, str) or refusal_reason(p) != NOT_FIT:
             return p
         first = first or p

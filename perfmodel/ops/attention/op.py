@@ -41,7 +41,11 @@ Philox calls run on the warps that compute the softmax (FA2: every warp; FA3: th
 warpgroups; FA4: the two softmax warpgroups forward, the compute warps backward), in their issue
 slots, FMA-heavy lanes, ALU and registers (perfmodel.ops.rng.fused_dropout_work; the register
 split and warp roles per design are DROPOUT_WARPS); the backward regenerates the mask and applies
-it to P (dV) and dP (dS). The terms are in the Estimate's details["dropout"].
+it to P (dV) and dP (dS). Where the registers left beside the pass's fragments hold no Philox
+chain (FA4's backward compute warps at 136 registers; rng.rng_on_critical_path), the RNG cannot
+run ahead of the data it masks and sits on the pass's critical path: its integer group (ALU,
+FMA-heavy, issue) adds to the kernel's time instead of hiding under the MMAs
+(RNG_SERIAL_RESOURCES, `_overlap`). The terms are in the Estimate's details["dropout"].
 A KV cache stored narrower than the MMA dtype (`kv_dtype`: FP8 or NVFP4 K/V with BF16/FP16 or FP8
 compute, FlashInfer's and vLLM's FP8 KV caches) moves K and V in their storage bytes (HBM, L2,
 the K/V stages in shared memory) and converts each K/V element a CTA loads on the CUDA cores into
@@ -212,6 +216,19 @@ DROPOUT_BITS_PER_SCORE = {"fa2": 8, "fa3": 8, "cudnn": 8, "fa4": 16, "cudnn_tcge
 # folds a ^ b ^ c into one LOP3.
 DROPOUT_PHILOX = {("fa4", "fwd"): (True, True), ("fa4", "bwd"): (False, True),
                   ("cudnn_tcgen05", "fwd"): (True, True), ("cudnn_tcgen05", "bwd"): (False, True)}
+# Fused Philox on the critical path (rng.rng_on_critical_path: no registers for a chain beside
+# the pass's fragments, FA4's and FA3's backward at head dim 128): the RNG warps generate each
+# tile's mask between their load of S (or dP) and their hand-off of P (or dS), which the MMAs
+# consuming it wait for; in FA4's backward (flash_attn/cute/flash_bwd_sm100.py, flash-attn-4
+# 4.0.0b40) S/P, dP and dS each have one TMEM stage (pipeline_S_P, pipeline_dP, pipeline_dS:
+# num_stages=1, P aliasing S and dS aliasing dP outside the head-dim-64 1-CTA kernel) and the
+# 8 compute warps meet at compute_sync_barrier in each phase, so dV, dK and dQ (3 of the 5 MMAs)
+# wait for it, and the MMAs that do not (the next S and dP) already hide the softmax at the
+# fitted efficiency. The pipes Philox and the mask application load (IMAD.WIDE on the
+# FMA-heavy pipe, LOP3 / compare / select on the ALU, all in the RNG warps' issue slots) then
+# add to the rest of the kernel, efficiency 0; the group holds those resources' whole time, the
+# softmax's own ALU and issue share included (they are the pass's critical-path instructions too)
+RNG_SERIAL_RESOURCES = ("alu", "issue", "fma_heavy")
 KV_DTYPES = ("bf16", "fp16", "fp8", "fp8_e4m3", "nvfp4")
 FP8_KV_DEQUANT_ALU = 2.0
 FP8_KV_DEQUANT_FMA = 0.5
@@ -282,6 +299,15 @@ def backward_side_kernels(o_elements: float, o_bytes: float, lse_bytes: float, q
             flop=0.0, details={"part": "bwd postprocess: dK, dV FP32 → input dtype"}),
             kernels=2))
     return pre, posts
+
+
+def _without(group: "tuple[str, ...] | Overlap", resources: tuple[str, ...]
+             ) -> "tuple[str, ...] | Overlap":
+    """An overlap tree (or group) with `resources` taken out of every group."""
+    if isinstance(group, Overlap):
+        return Overlap(_without(group.a, resources), _without(group.b, resources),
+                       group.efficiency)
+    return tuple(r for r in group if r not in resources)
 
 
 def fitted_state() -> tuple:
@@ -425,7 +451,8 @@ class Attention(Op):
             details["dropout"] = dropout_terms
         main = Demand(work=work, launch=launch, flop=self._mma_flop_per_score(direction) * t.scores,
                       hbm_bytes=io["hbm"],
-                      overlap=self._overlap(kernel, design, direction, tensor),
+                      overlap=self._overlap(kernel, design, direction, tensor, bool(
+                          dropout_terms.get("rng_on_critical_path"))),
                       cta_dram_round_trips=round_trips,
                       cta_imbalance=t.imbalance, kernels=t.kernels,
                       persistent=design == TRTLLM_GEN_DECODE and not t.split_kv,
@@ -671,8 +698,14 @@ class Attention(Op):
         return max(1, min(limits))
 
     @staticmethod
-    def _overlap(kernel: str, design: str, direction: str, tensor: str) -> Overlap:
-        """What hides under what inside the main kernel."""
+    def _overlap(kernel: str, design: str, direction: str, tensor: str,
+                 rng_serial: bool = False) -> Overlap:
+        """What hides under what inside the main kernel. `rng_serial`: fused dropout's Philox
+        runs on the critical path (rng.rng_on_critical_path): its integer group
+        (RNG_SERIAL_RESOURCES) then adds to the rest instead of hiding under it."""
+        if rng_serial:
+            tree = Attention._overlap(kernel, design, direction, tensor, False)
+            return Overlap(_without(tree, RNG_SERIAL_RESOURCES), RNG_SERIAL_RESOURCES, 0.0)
         # FA2's warps load their own MMA operands (ldmatrix) between mma.sync instructions: those
         # loads overlap the MMAs only partly. wgmma/tcgen05 read shared memory themselves.
         mmas = (Overlap((tensor,), ("smem",), MMA_SYNC_OPERAND_OVERLAP) if kernel == "fa2"
