@@ -8,6 +8,7 @@ work headless and inline in notebooks).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -28,6 +29,31 @@ KINDS = (("linear", "o", "GEMM / linear"), ("gemm", "o", "GEMM / linear"),
          ("mla", "^", "attention"), ("moe", "s", "MoE experts"))
 OTHER_KIND = ("D", "norm, softmax, quantize, ...")
 MAX_PX = 2400  # the figure's largest side in pixels at its dpi
+# plot_validation's fixed layout, in inches: room for a panel's y tick labels and label beside
+# it (wgap), its title above and x tick labels and label below (hgap), the suptitle (top), the
+# last row's x labels and the legend's rows (bottom: LEGEND_ROW_IN each) at 7-8 pt text
+LEGEND_ROW_IN = 0.24
+LEGEND_PAD_IN = 0.08
+
+
+@dataclass(frozen=True)
+class Margins:
+    legend_rows: int
+    left: float = 0.62
+    right: float = 0.2
+    wgap: float = 0.62
+    hgap: float = 0.62
+    top: float = 0.5
+
+    @property
+    def bottom(self) -> float:
+        return 0.5 + LEGEND_PAD_IN + self.legend_rows * LEGEND_ROW_IN
+
+
+def _legend_columns(width_in: float) -> int:
+    """Legend entries per row: about 2.1 inches each, so the legend never runs past the
+    figure's sides."""
+    return max(1, min(7, int(width_in / 2.1)))
 
 
 def _kind(op_class: str) -> tuple[str, str]:
@@ -48,7 +74,8 @@ def _unit(hi_s: float) -> tuple[float, str]:
 def _log_ticks(axis, lo: float, hi: float, most: int = 4) -> None:
     """At most about `most` labelled ticks between lo and hi on a log axis, written as plain
     numbers ("0.2", "50", "1e+04"), so that neighbouring labels never overlap; unlabelled minor
-    ticks at every 1..9 of each decade."""
+    ticks at every 2..9 of each decade on a short axis (two decades at most), at 2 and 5 on a
+    longer one (where 2..9 crowd the axis; each tick is an object matplotlib builds and draws)."""
     decades = math.log10(hi / lo)
     for subs in ((1.0, 2.0, 5.0), (1.0, 3.0), (1.0,)):
         ticks = [m * 10.0 ** e for e in range(math.floor(math.log10(lo)) - 1,
@@ -62,8 +89,9 @@ def _log_ticks(axis, lo: float, hi: float, most: int = 4) -> None:
                                           + 1) if e % k == 0]
     axis.set_major_locator(FixedLocator(ticks))
     axis.set_major_formatter(FuncFormatter(_number))
+    subs = tuple(range(2, 10)) if decades <= 2 else (2.0, 5.0)
     axis.set_minor_locator(NullLocator() if decades > 6 else
-                           matplotlib.ticker.LogLocator(subs=tuple(range(2, 10)), numticks=50))
+                           matplotlib.ticker.LogLocator(subs=subs, numticks=50))
     axis.set_minor_formatter(NullFormatter())
 
 
@@ -124,7 +152,7 @@ def _scatter_panel(ax: Axes, comps: list[Comparison], color_of, marker: str = "o
     ax.set_ylabel(f"predicted ({unit})", fontsize=7, labelpad=1)
     ax.grid(alpha=0.25, lw=0.5)
     if title:
-        ax.set_title(title, fontsize=7.5)
+        ax.set_title(title, fontsize=7.5, y=1.0)  # a fixed y: no search for a top x axis
 
 
 def _mape(comps: list[Comparison]) -> str:
@@ -211,7 +239,7 @@ def _roofline_panel(ax: Axes, comps: list[Comparison], color, level: str = "pipe
     ax.set_ylabel("measured FLOP/s", fontsize=7, labelpad=1)
     ax.grid(alpha=0.25, lw=0.5)
     ax.set_title(f"roofline {hw.name} (HBM {bw / 1e12:.3g} TB/s; {len(pts)} rows)",
-                 fontsize=7.5)
+                 fontsize=7.5, y=1.0)
     return len(pts)
 
 
@@ -244,9 +272,34 @@ def plot_validation(comps: list[Comparison], path: str | Path | None = None,
     n = len(classes) + len(gpus)
     cols = max(1, min(8, math.ceil(math.sqrt(n * 1.1))))
     rows = math.ceil(len(classes) / cols) + math.ceil(len(gpus) / cols)
-    side = min(3.3, (MAX_PX / dpi - 0.4) / cols, (MAX_PX / dpi - 1.9) / rows)
-    fig = Figure(figsize=(side * cols + 0.4, side * rows + 1.9), dpi=dpi, layout="constrained")
-    grid = fig.add_gridspec(rows, cols)
+    handles = [Line2D([], [], color="black", lw=0.9, label="predicted = measured")]
+    handles += [Line2D([], [], color="grey", ls=st, lw=0.8, label=t) for _, st, t in BANDS]
+    handles += [Line2D([], [], ls="", marker="o", color=color[g], label=g) for g in gpus]
+    handles.append(Line2D([], [], ls="", marker="o", markerfacecolor="none",
+                          markeredgecolor="black", label="fitted row (hollow)"))
+    kinds = dict.fromkeys([_kind(c)[::-1] for c in classes])
+    handles += [Line2D([], [], ls="", marker=mk, color="dimgrey", label=t) for t, mk in kinds]
+    handles += [Line2D([], [], color="black", ls=":", lw=0.7, label="roof: HBM bandwidth"),
+                Line2D([], [], color="black", ls="-", lw=0.9, label="roof: tensor peak (dtype)"),
+                Line2D([], [], color="black", ls="--", lw=0.9, label="roof: FP32 FMA peak")]
+    # the legend's rows at the width the grid would have at the largest panel
+    m0 = Margins(0)
+    widest = min(MAX_PX / dpi, m0.left + m0.right + cols * 3.3 + (cols - 1) * m0.wgap)
+    per_row = _legend_columns(widest)
+    m = Margins(math.ceil(len(handles) / per_row))
+    side = min(3.3, (MAX_PX / dpi - m.left - m.right - (cols - 1) * m.wgap) / cols,
+               (MAX_PX / dpi - m.top - m.bottom - (rows - 1) * m.hgap) / rows)
+    width = m.left + m.right + cols * side + (cols - 1) * m.wgap
+    per_row = min(per_row, _legend_columns(width))
+    m = Margins(math.ceil(len(handles) / per_row))
+    height = m.top + m.bottom + rows * side + (rows - 1) * m.hgap
+    # a fixed layout: every panel is the same size with room for its own labels, so the
+    # margins are known in inches (matplotlib's constrained layout measured every tick label
+    # of every panel twice, two thirds of the figure's time)
+    fig = Figure(figsize=(width, height), dpi=dpi)
+    grid = fig.add_gridspec(rows, cols, left=m.left / width, right=1 - m.right / width,
+                            bottom=m.bottom / height, top=1 - m.top / height,
+                            wspace=m.wgap / side, hspace=m.hgap / side)
     for i, cls in enumerate(classes):
         ax = fig.add_subplot(grid[i // cols, i % cols])
         cs = [c for c in comps if c.case.op_class == cls]
@@ -258,22 +311,10 @@ def plot_validation(comps: list[Comparison], path: str | Path | None = None,
         if not _roofline_panel(ax, by_gpu[g], color[g], level):
             ax.set_axis_off()
             ax.set_title(f"roofline {g}: no row with FLOP and HBM bytes", fontsize=7.5)
-    handles = [Line2D([], [], color="black", lw=0.9, label="predicted = measured")]
-    handles += [Line2D([], [], color="grey", ls=st, lw=0.8, label=t) for _, st, t in BANDS]
-    handles += [Line2D([], [], ls="", marker="o", color=color[g], label=g) for g in gpus]
-    handles.append(Line2D([], [], ls="", marker="o", markerfacecolor="none",
-                          markeredgecolor="black", label="fitted row (hollow)"))
-    kinds = dict.fromkeys([_kind(c)[::-1] for c in classes])
-    handles += [Line2D([], [], ls="", marker=m, color="dimgrey", label=t) for t, m in kinds]
-    handles += [Line2D([], [], color="black", ls=":", lw=0.7, label="roof: HBM bandwidth"),
-                Line2D([], [], color="black", ls="-", lw=0.9, label="roof: tensor peak (dtype)"),
-                Line2D([], [], color="black", ls="--", lw=0.9, label="roof: FP32 FMA peak")]
-    # about 2 inches per legend column, so the legend never runs past the figure's sides
-    per_row = max(1, min(7, int(fig.get_figwidth() / 2.1)))
-    fig.legend(handles=handles, loc="outside lower center",
+    fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, LEGEND_PAD_IN / height),
                ncols=min(len(handles), per_row), fontsize=8, frameon=False)
     fig.suptitle(f"perfmodel validate ({level}): predicted vs measured per op class, "
-                 f"{len(comps)} rows; colour = GPU", fontsize=10)
+                 f"{len(comps)} rows; colour = GPU", fontsize=10, y=1 - 0.12 / height, va="top")
     if path is not None:
         fig.savefig(path, dpi=dpi)
     return fig
