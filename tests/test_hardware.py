@@ -15,8 +15,8 @@ from perfmodel.cli.main import main
 from perfmodel.hardware import MMA_INSTRUCTIONS, PROVENANCE_KINDS, builtin_spec_dir, parse_spec
 
 
-EXPECTED = {"A100-SXM", "H100-SXM", "H100-PCIe", "H200-SXM", "H800-SXM", "B200", "GB200", "B300",
-            "GB300", "GB10"}
+EXPECTED = {"A100-SXM", "A100-SXM-40GB", "H100-SXM", "H100-PCIe", "H200-SXM", "H800-SXM", "B200",
+            "GB200", "B300", "GB300", "GB10"}
 
 
 def test_catalogue_has_every_gpu_of_the_mission():
@@ -159,7 +159,8 @@ def test_all_problems_are_reported_at_once(tmp_path):
     assert len(e.value.problems) >= 3  # bad value, unknown key, missing key
 
 
-EXPECTED_MMA = {"A100-SXM": "mma_sync", "H100-SXM": "wgmma", "H100-PCIe": "wgmma",
+EXPECTED_MMA = {"A100-SXM": "mma_sync", "A100-SXM-40GB": "mma_sync",
+            "H100-SXM": "wgmma", "H100-PCIe": "wgmma",
             "H200-SXM": "wgmma", "H800-SXM": "wgmma", "B200": "tcgen05", "GB200": "tcgen05", "B300": "tcgen05",
             "GB300": "tcgen05", "GB10": "mma_sync"}
 
@@ -262,7 +263,8 @@ def test_hw_show_lists_capabilities(capsys):
 
 
 NETWORK = {  # NVLink domain (GPUs), NIC per GPU per direction (bytes/s)
-    "A100-SXM": (8, 25e9), "H100-SXM": (8, 50e9), "H100-PCIe": (2, 50e9),
+    "A100-SXM": (8, 25e9), "A100-SXM-40GB": (8, 25e9),
+    "H100-SXM": (8, 50e9), "H100-PCIe": (2, 50e9),
     "H200-SXM": (8, 50e9), "H800-SXM": (8, 50e9), "B200": (8, 50e9), "GB200": (72, 50e9), "B300": (8, 100e9),
     "GB300": (72, 100e9), "GB10": (1, 25e9)}
 
@@ -455,7 +457,8 @@ def test_hw_list_reads_the_headers_and_they_agree_with_the_parsed_specs(capsys):
             hw.name, hw.architecture, hw.compute_capability, hw.aliases, hw.device_names)
     assert main(["hw", "list"]) == 0
     out = capsys.readouterr().out
-    assert all(name in out for name in EXPECTED) and "H800-SXM   hopper      9.0" in out
+    # the name column is as wide as the longest name (A100-SXM-40GB)
+    assert all(name in out for name in EXPECTED) and "H800-SXM       hopper      9.0" in out
 
 
 def test_hw_list_names_a_spec_without_its_identity_line(tmp_path, monkeypatch, capsys):

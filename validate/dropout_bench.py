@@ -12,7 +12,9 @@ interleaved); each time is the median of REPS CUDA-event timings. Rows use the c
 validate/data/public_measurements.csv (op attention_fwd / attention_bwd, metric time in ms,
 shape_json with torch_bench's keys and dropout_p: `csv_row`), one per variant, so the overhead
 is their ratio; perfmodel.validation.measurements.load_cases reads them as attention cases with
-their dropout.
+their dropout. Each row's notes also carry the median SM clock NVML reported during its runs
+(`sm_clock_mhz`): the model raises a kernel's clock when dropout leaves its MMAs idler
+(docs/studies.md §1.6, `held_clock_pct`), which silicon confirms or refutes here.
 
 Without torch or without a GPU it prints a note to stderr and exits 0 (the one-shot script's
 dry run and CI import it on CPU-only machines).
@@ -44,22 +46,37 @@ def _median(v):
     return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
 
 
+def _sm_clock_mhz():
+    """The SM clock NVML reports now (torch.cuda.clock_rate, MHz), None where it cannot."""
+    try:
+        return float(torch.cuda.clock_rate())
+    except Exception:  # no pynvml, or a driver without the query
+        return None
+
+
 def _interleaved(fns, reps=REPS, warmup=WARMUP):
-    """Median time (ms) of each callable, alternating them every repetition."""
+    """Median time (ms) of each callable, alternating them every repetition, and the median SM
+    clock (MHz, None where NVML cannot say) read right after each of its runs: whether a
+    dropout that idles the MMAs runs at a higher clock, as perfmodel's engine.kernel_clock_hz
+    assumes (perfmodel.studies.dropout.held_clock_overhead)."""
     for f in fns:
         for _ in range(warmup):
             f()
     torch.cuda.synchronize()
     times = [[] for _ in fns]
+    clocks = [[] for _ in fns]
     for _ in range(reps):
         for i, f in enumerate(fns):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record()
             f()
             b.record()
+            c = _sm_clock_mhz()  # sampled while the kernel may still run, before the sync
             b.synchronize()
             times[i].append(a.elapsed_time(b))
-    return [_median(t) for t in times]
+            if c is not None:
+                clocks[i].append(c)
+    return [_median(t) for t in times], [_median(c) if c else None for c in clocks]
 
 
 def _impls():
@@ -91,7 +108,8 @@ def _impls():
 
 
 def csv_row(row_id: int, hw: str, lib: str, batch: int, seq: int, head_dim: int, causal: bool,
-            direction: str, p: float, time_ms: float) -> list[str]:
+            direction: str, p: float, time_ms: float, sm_clock_mhz: float | None = None
+            ) -> list[str]:
     """One measured variant as a row of COLUMNS (torch_bench's shape keys, so
     perfmodel.validation.measurements prices it as attention with this dropout)."""
     op = f"attention_{direction}"
@@ -103,7 +121,8 @@ def csv_row(row_id: int, hw: str, lib: str, batch: int, seq: int, head_dim: int,
             op, "bf16", json.dumps(shape, separators=(",", ":")), "time", f"{time_ms:.9g}", "ms",
             f"median of {REPS} interleaved reps (p=0 and p={P} alternating); "
             f"bwd = (fwd+bwd) - fwd; flop={flop:.6g}; "
-            f"achieved={flop / (time_ms * 1e-3) / 1e12:.4g} TFLOP/s"]
+            f"achieved={flop / (time_ms * 1e-3) / 1e12:.4g} TFLOP/s"
+            + (f"; sm_clock_mhz={sm_clock_mhz:.0f}" if sm_clock_mhz else "")]
 
 
 def main() -> int:
@@ -129,16 +148,19 @@ def main() -> int:
                     g = torch.randn_like(o)
                     bwd = [lambda p=p: torch.autograd.grad(fn(q, k, v, p, causal), (q, k, v), g)
                            for p in (0.0, P)]
-                    t_fwd = _interleaved(fwd)
-                    t_all = _interleaved(bwd)  # forward + backward; backward = difference
+                    t_fwd, c_fwd = _interleaved(fwd)
+                    # forward + backward; backward = difference (its clock: the pair's)
+                    t_all, c_all = _interleaved(bwd)
                 except RuntimeError as e:  # a backend refusing a shape is reported, not fatal
                     print(f"dropout_bench: {name} d={d} s={s} causal={causal}: {e}",
                           file=sys.stderr)
                     continue
                 for i, p in enumerate((0.0, P)):
-                    for t, direction in ((t_fwd[i], "fwd"), (t_all[i] - t_fwd[i], "bwd")):
+                    for t, c, direction in ((t_fwd[i], c_fwd[i], "fwd"),
+                                            (t_all[i] - t_fwd[i], c_all[i], "bwd")):
                         seq_id += 1
-                        w.writerow(csv_row(seq_id, hw, lib, b, s, d, causal, direction, p, t))
+                        w.writerow(csv_row(seq_id, hw, lib, b, s, d, causal, direction, p, t,
+                                           sm_clock_mhz=c))
                         sys.stdout.flush()
                 del q, k, v
                 torch.cuda.empty_cache()

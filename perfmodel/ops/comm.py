@@ -314,13 +314,17 @@ class _Collective(Op):
         fill = nccl.pipeline_fill_s(algorithm, protocol, s, g, sent,
                                     wire_link.bandwidth_bytes_per_s
                                     * wire_link.achievable_fraction * efficiency, channels)
+        # a ring's chunk loop has one step in the GPU's own memory, its link idle
+        # (nccl.ring_local_step_s); the all-to-all's sends are not a ring
+        local = (nccl.ring_local_step_s(s, g, hw.compute_capability)
+                 if algorithm == "ring" and not self.PAIRWISE else 0.0)
         return Demand(work={f"link:{link}": wire, "hbm": hbm}, launch=None, flop=0.0,
-                      hbm_bytes=hbm, kernels=0, fixed_s=fill,
+                      hbm_bytes=hbm, kernels=0, fixed_s=fill + local,
                       link_steps={link: steps},
                       details={"bytes_sent_per_gpu": sent, "wire_bytes_per_gpu": wire,
                                "steps": hops, "hops": {link: hops}, "algorithm": algorithm,
                                "protocol": protocol, "channels": channels,
-                               "pipeline_fill_s": fill})
+                               "pipeline_fill_s": fill, "ring_local_step_s": local})
 
     # -- across NVLink domains -----------------------------------------------------------------
     def _across_domains(self, hw, domains: int, fewest: int, most: int) -> Demand | Choice:
@@ -375,8 +379,10 @@ class _Collective(Op):
             steps = {"network": nccl.base_steps("network", algorithm, protocol, net)
                      + net_ring_hops * net.protocol_step(protocol)}
         hops = {"network": net_hops, **({"nvlink": nv_hops} if nvlink > 0 else {})}
+        local = (nccl.ring_local_step_s(s, g, hw.compute_capability)
+                 if algorithm == "ring" and not self.PAIRWISE else 0.0)
         return Demand(work=work, launch=None, flop=0.0, hbm_bytes=hbm, kernels=0,
-                      link_steps=steps,
+                      fixed_s=local, link_steps=steps,
                       details={"bytes_sent_per_gpu": sent, "network_bytes_per_gpu": network,
                                "steps": nv_hops * (nvlink > 0) + net_hops, "hops": hops,
                                "algorithm": algorithm, "protocol": protocol,

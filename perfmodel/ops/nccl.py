@@ -45,6 +45,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from perfmodel import fitted
+
 PROTOCOLS = ("ll", "ll128", "simple")
 
 # Data bytes per wire byte of each protocol's line format (prims_ll.h: a 16 B line of two
@@ -247,3 +249,28 @@ def pipeline_fill_s(algorithm: str, protocol: str, nbytes: float, gpus: int, sen
     chunk = min(chunk, nbytes / (n_channels * gpus))
     per_channel = rate_bytes_per_s / n_channels
     return (stages - 1) * chunk * (sent_bytes / nbytes) / per_channel
+
+
+# The ring's local step. A channel moves its share of the buffer in chunk loops of G chunks, and
+# each loop runs its 2(G-1) (all-reduce) or G-1 (all-gather, reduce-scatter) link steps one after
+# another in the channel's CTA, plus one step that touches only the GPU's own memory: the step
+# that puts the GPU's own chunk on the ring or takes the finished one off it (the ring kernels'
+# first send and last receive; the loop's structure: NCCL's ring all-reduce, Patarasuk & Yuan
+# JPDC 2009, and NCCL's runRing). While a CTA runs it, the link into the GPU idles, so a ring of
+# S bytes pays S/G at the channels' local copy rate beside its link time: 1/G of a loop, the most
+# with 2 GPUs. AIConfigurator's NCCL 2.29.2 rows of at least 64 MiB show it on every GPU: fitted
+# freely, time = fixed + sent / link + (S/G) / local gives the link NCCL's topology rate within
+# 6 % (18 x 20.6 GB/s on Hopper, 18 x 40.1 on Blackwell) and local 0.8-1.5 TB/s on Hopper and
+# Blackwell alike (perfmodel.validation.collectives ring_bandwidth_report). No source states the
+# rate of that step, so it is fitted per architecture (`nccl.ring_local_rate.<arch>` in
+# perfmodel/fitted.yaml, the rule in perfmodel.validation.collectives ring_bandwidth_fit).
+RING_LOCAL_FAMILY = {9: "hopper", 10: "blackwell"}  # compute-capability major -> fitted key
+RING_LOCAL_RATE = {major: fitted.value(f"nccl.ring_local_rate.{family}")
+                   for major, family in RING_LOCAL_FAMILY.items()}
+
+
+def ring_local_step_s(nbytes: float, gpus: int, compute_capability: str) -> float:
+    """The ring's local step (above) for a buffer of `nbytes` over `gpus` GPUs."""
+    if gpus < 2 or nbytes <= 0:
+        return 0.0
+    return nbytes / gpus / arch_row(RING_LOCAL_RATE, compute_capability)

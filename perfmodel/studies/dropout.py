@@ -30,7 +30,9 @@ The steady-state block time is the makespan of two consecutive blocks minus that
 RNG of a block overlaps the previous block's FFN as it would in a deep model.
 
 `judged_overheads` sets the fused-dropout cost against published rows (FA4 on GB200, FA2-class on
-GB10); `paper_implied` and `paper_conditions` state the paper's headline (1.26x over sequential,
+GB10), with the share of it the SM clock takes (`held_clock_overhead`: the engine raises the clock
+of a kernel whose MMAs dropout idles); `fold_check` sets the model against FA4's own measurement
+of its Philox XOR fold; `paper_implied` and `paper_conditions` state the paper's headline (1.26x over sequential,
 1.22x over fused) beside the model's under each condition it depends on (docs/studies.md §1.7).
 """
 from __future__ import annotations
@@ -327,11 +329,13 @@ def judged_overheads(path=None) -> list[dict[str, Any]]:
                          causal=row["causal"] == "true", direction=row["direction"],
                          kernel=row["kernel_source"])
             hw = hardware(row["hardware"])
-            base = estimate(make_op("attention", **shape).demand(hw), hw)
+            base_op = make_op("attention", **shape)
+            base = estimate(base_op.demand(hw), hw)
             drop_op = make_op("attention", dropout=float(row["dropout_p"]),
                               dropout_bits_per_score=int(row["bits_per_score"]), **shape)
             drop = estimate(drop_op.demand(hw), hw)
             pred = 100.0 * (drop.time_s / base.time_s - 1.0)
+            clock = held_clock_overhead(base_op, drop_op, hw)
             pub, lo, hi = (float(row[k]) for k in ("published_overhead_pct", "published_lo_pct",
                                                    "published_hi_pct"))
             outside = max(0.0, lo - pred, pred - hi) if hi > lo else abs(pred - pub)
@@ -341,7 +345,71 @@ def judged_overheads(path=None) -> list[dict[str, Any]]:
                         "causal": shape["causal"], "published_pct": pub,
                         "published_range_pct": (lo, hi), "predicted_pct": pred,
                         "error_pp": pred - pub, "outside_pp": outside,
-                        "terms": dropout_terms(drop_op, hw)})
+                        "held_clock_pct": clock["held_clock_pct"],
+                        "held_clock_outside_pp": (
+                            max(0.0, lo - clock["held_clock_pct"], clock["held_clock_pct"] - hi)
+                            if hi > lo else abs(clock["held_clock_pct"] - pub)),
+                        "terms": {**dropout_terms(drop_op, hw), **clock}})
+    return out
+
+
+def _main_kernel_clock_hz(e) -> float:
+    """The SM clock the engine gives an attention Estimate's main kernel (the longest part of a
+    backward's three kernels)."""
+    parts = e.details.get("parts")
+    if parts:
+        return float(max(parts, key=lambda p: p["time_s"])["sm_clock_hz"])
+    return float(e.details["sm_clock_hz"])
+
+
+def held_clock_overhead(base: Op, drop: Op, hw: Hardware) -> dict[str, float]:
+    """How much of a fused-dropout overhead is the SM clock's. The engine sets a kernel's clock
+    from its tensor pipe's utilization (engine.kernel_clock_hz: max boost at none, the sustained
+    clock at full), so a dropout that leaves the MMAs idler raises the clock of the whole SM and
+    the Philox work runs faster too. `held_clock_pct`: the overhead with the SM clock locked at
+    the no-dropout main kernel's (Hardware.locked; the dropout kernel may not run faster than
+    the kernel without it, as it would if its integer pipes drew power like the MMAs do).
+    `clock_ratio`: the dropout main kernel's clock over the no-dropout one's, as the engine
+    gives them."""
+    b = estimate(base.demand(hw), hw)
+    d = estimate(drop.demand(hw), hw)
+    c0 = _main_kernel_clock_hz(b)
+    held = hw.locked(c0)
+    hb = estimate(base.demand(held), held).time_s
+    hd = estimate(drop.demand(held), held).time_s
+    return {"base_sm_clock_hz": c0, "clock_ratio": _main_kernel_clock_hz(d) / c0,
+            "held_clock_pct": 100.0 * (hd / hb - 1.0)}
+
+
+# FA4's own measurement of its Philox XOR fold (flash_attn/cute/philox.py comment in the FA4
+# CuTe dropout, PR 2597, as the project's research notes quote it; the dropout code is in no
+# released flash-attn-4 wheel, 4.0.0b40 the latest): folding each three-input XOR into one
+# LOP3 "saves ~15 us on the fwd kernel but REGRESSES the bwd kernel by ~390 us", at B = 4,
+# S = 8K, Hq = 8, Hk = 1, D = 128, causal, on an SM100 GPU (taken as B200).
+FA4_FOLD_SHAPE = dict(batch=4, heads=8, kv_heads=1, seq_q=8192, head_dim=128, dtype="bf16",
+                      causal=True, dropout=0.125)
+FA4_FOLD_PUBLISHED_SAVING_S = {"fwd": 15e-6, "bwd": -390e-6}
+
+
+def fold_check(hw: Hardware | str = "B200") -> dict[str, dict[str, float]]:
+    """The model against FA4's fold measurement: per pass, the time the fold saves (unfolded −
+    folded, seconds; negative: folding is slower) in the model and as measured. The model
+    prices the fold as 14 fewer ALU instructions per call and a shorter chain
+    (`philox_chain_cycles`); it has no register-allocation term that could make fewer
+    instructions slower, so it cannot show the backward's regression."""
+    from perfmodel.ops.attention.op import DROPOUT_PHILOX, dropout_philox_variant
+    h = hardware(hw)
+    out = {}
+    for direction in ("fwd", "bwd"):
+        times = {}
+        for fold in (True, False):
+            with dropout_philox_variant("fa4", direction, fold):
+                times[fold] = estimate(make_op("attention", direction=direction,
+                                               **FA4_FOLD_SHAPE).demand(h), h).time_s
+        shipped = DROPOUT_PHILOX[("fa4", direction)][0]
+        out[direction] = {"model_saving_s": times[False] - times[True],
+                          "published_saving_s": FA4_FOLD_PUBLISHED_SAVING_S[direction],
+                          "shipped_fold": float(shipped), "model_time_s": times[shipped]}
     return out
 
 

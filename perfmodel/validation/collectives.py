@@ -29,12 +29,23 @@ fixed times are fitted on the H100 rows of at most FIXED_FIT_TOKENS tokens
 (perfmodel/fitted.yaml); every other row is judged. SGLang's DeepEP transmit times on H200
 (validate/data/aiconfigurator_sglang_deepep.csv: the normal kernels given 4-24 SMs) fit the
 op's copy round on its copy-bound rows (round_fit_rows) and are judged on the rest.
+
+NCCL's own collectives (validate/data/aiconfigurator_nccl.csv: NCCL 2.29.2's all-reduce,
+all-gather, reduce-scatter and all-to-all on 2-8 GPUs of one NVLink domain) are reported against
+the collective ops (algorithm nccl) by GPU family, collective and size band, then per GPU and GPU
+count (`nccl_report`; `perfmodel validate` judges the same rows by op class). Beside them, the
+Simple ring's rates read off the rows of at least 64 MiB (`ring_bandwidth_fit`:
+time = fixed + sent / link + (S/G) / local): the link comes out at the rate NCCL's topology
+gives the NVLink, and the S/G term is the ring's step in the GPU's own memory that leaves a
+2-GPU ring furthest below the link.
 """
 from __future__ import annotations
 
 import csv
 import io
 import json
+
+import numpy as np
 
 from perfmodel import fitted, ops, yamlio
 from perfmodel.ops import deepep
@@ -317,6 +328,121 @@ def a2a_report(rows: list[dict]) -> str:
             f"{100 * sum(base) / len(base):+.1f} % bias)")
 
 
+# -- NCCL's own collectives (AIConfigurator's NCCL 2.29.2 tables) ------------------------------
+# validate/data/aiconfigurator_nccl.csv: all-reduce, all-gather, reduce-scatter and all-to-all of
+# 512 B-512 MiB over 2, 4 and 8 GPUs of one NVLink domain (2 and 4 on GB200/GB300), the buffer
+# sized as nccl-tests sizes it (validate/data/SOURCES.md). `perfmodel validate` judges them by op class and
+# size band; the report here adds the GPU count and the ring's bandwidth read off the rows.
+NCCL_CSV = DATA_DIR / "aiconfigurator_nccl.csv"
+NCCL_OPS = {"allreduce": ops.Allreduce, "allgather": ops.Allgather,
+            "reduce_scatter": ops.ReduceScatter, "alltoall": ops.Alltoall}
+# the bytes each GPU sends on NCCL's ring per byte of the buffer, x (G-1)/G
+RING_SEND_FACTOR = {"allreduce": 2.0, "allgather": 1.0, "reduce_scatter": 1.0}
+# Messages this large run NCCL's ring with the Simple protocol (the model and NCCL's tuner agree
+# from 64 MiB on every GPU here but the 8-GPU all-reduce, which is NVLS on these NVSwitch
+# boards), many chunk loops deep, so their time is a fixed time plus bytes over rates.
+RING_FIT_MIN_BYTES = 64 << 20
+
+
+def load_nccl_rows(path=NCCL_CSV) -> list[dict]:
+    """NCCL's collective rows: id, hardware, collective, GPUs, bytes, measured seconds."""
+    out = []
+    for r in csv.DictReader(io.StringIO(yamlio.read_text(path))):
+        s = json.loads(r["shape_json"])
+        out.append({"id": r["id"], "hardware": r["hardware"], "collective": r["op"],
+                    "gpus": int(s["gpus"]), "bytes": float(s["bytes"]),
+                    "measured_s": float(r["value"]) * 1e-3})
+    return out
+
+
+def nccl_predicted_s(row: dict, hw: Hardware | None = None, level: str = "pipes") -> float:
+    """The row as the model's collective (algorithm nccl: the fastest of NCCL's pairs)."""
+    op = NCCL_OPS[row["collective"]](bytes=row["bytes"], gpus=row["gpus"])
+    return predict_op(op, hw or hardware(row["hardware"]), level=level).time_s
+
+
+def nccl_report(rows: list[dict]) -> str:
+    """Error per GPU family (architecture), collective and size band, then per GPU, collective,
+    GPU count and band, with the plain roofline beside."""
+    groups: dict[tuple, list[tuple[float, float]]] = {}
+    for r in rows:
+        hw = hardware(r["hardware"])
+        errs = (nccl_predicted_s(r, hw) / r["measured_s"] - 1,
+                nccl_predicted_s(r, hw, "roofline") / r["measured_s"] - 1)
+        band = collective_size_band(r["bytes"])
+        groups.setdefault((f"[{hw.architecture}]", r["collective"], "", band), []).append(errs)
+        groups.setdefault((r["hardware"], r["collective"], r["gpus"], band), []).append(errs)
+    lines = []
+    for key, es in sorted(groups.items(), key=lambda kv: (not kv[0][0].startswith("["),
+                                                          tuple(map(str, kv[0])))):
+        model, roof = [e[0] for e in es], [e[1] for e in es]
+        lines.append((*key, len(es), f"{100 * sum(map(abs, model)) / len(model):.1f}%",
+                      f"{100 * sum(model) / len(model):+.1f}%",
+                      f"{100 * sum(map(abs, roof)) / len(roof):.1f}%"))
+    return format_table(["hardware", "collective", "GPUs", "message", "n", "MAPE", "bias",
+                         "roofline MAPE"], lines)
+
+
+def ring_link_rate(hw: Hardware) -> float:
+    """The NVLink rate NCCL's topology gives a GPU (bytes/s per direction: the spec's link
+    bandwidth x its achievable fraction, 18 x 20.6 GB/s on Hopper, 18 x 40.1 on Blackwell)."""
+    link = hw.link("nvlink")
+    return link.bandwidth_bytes_per_s * link.achievable_fraction
+
+
+def ring_rows(rows: list[dict], gpu: str, collective: str) -> list[dict]:
+    """The rows of `collective` on `gpu` that NCCL runs on its Simple ring (module notes)."""
+    return [r for r in rows if r["hardware"] == gpu and r["collective"] == collective
+            and r["bytes"] >= RING_FIT_MIN_BYTES
+            and not (collective == "allreduce" and r["gpus"] >= 8)]
+
+
+def ring_terms(row: dict) -> tuple[float, float]:
+    """(bytes each GPU sends on the ring, one GPU's shard of the buffer S/G)."""
+    g, s = row["gpus"], row["bytes"]
+    return RING_SEND_FACTOR[row["collective"]] * (g - 1) / g * s, s / g
+
+
+def ring_bandwidth_fit(rows: list[dict], link_rate: float | None = None
+                       ) -> tuple[float, float, float]:
+    """Least squares of the measured time of Simple-ring rows (ring_rows) on
+    time = fixed + sent / link_rate + (S/G) / local_rate: (fixed s, link rate, local rate), in
+    bytes/s. `link_rate` None fits it too; given, only the fixed time and the local rate are
+    fitted. The S/G term is one step per chunk loop that touches only the GPU's own memory (the
+    step that puts its own chunk on the ring, or takes the reduced one off it), during which its
+    inbound link idles: with G GPUs it is 1/G of the loop, so it slows 2 GPUs most."""
+    if len({r["gpus"] for r in rows}) < 2:
+        raise ValueError("the local step's share needs rows of at least two GPU counts")
+    sent, shard = np.array([ring_terms(r) for r in rows]).T
+    t = np.array([r["measured_s"] for r in rows])
+    if link_rate is None:
+        a = np.column_stack([np.ones_like(t), sent, shard])
+        fixed, per_sent, per_shard = np.linalg.lstsq(a, t, rcond=None)[0]
+        return float(fixed), float(1 / per_sent), float(1 / per_shard)
+    a = np.column_stack([np.ones_like(t), shard])
+    fixed, per_shard = np.linalg.lstsq(a, t - sent / link_rate, rcond=None)[0]
+    return float(fixed), float(link_rate), float(1 / per_shard)
+
+
+def ring_bandwidth_report(rows: list[dict]) -> str:
+    """Per GPU and collective: the ring's link rate and local-step rate fitted freely on its
+    Simple-ring rows, beside the NVLink rate NCCL's topology gives the GPU."""
+    lines = []
+    for gpu in sorted({r["hardware"] for r in rows}):
+        hw = hardware(gpu)
+        for collective in RING_SEND_FACTOR:
+            sel = ring_rows(rows, gpu, collective)
+            if len({r["gpus"] for r in sel}) < 2:
+                continue
+            fixed, link, local = ring_bandwidth_fit(sel)
+            _, _, local_at_link = ring_bandwidth_fit(sel, ring_link_rate(hw))
+            lines.append((gpu, collective, len(sel), f"{fixed * 1e6:.1f}", f"{link / 1e9:.0f}",
+                          f"{ring_link_rate(hw) / 1e9:.0f}", f"{local / 1e9:.0f}",
+                          f"{local_at_link / 1e9:.0f}"))
+    return format_table(["hardware", "collective", "n", "fixed us", "link GB/s",
+                         "NCCL's link GB/s", "local GB/s", "local at NCCL's link GB/s"], lines)
+
+
 def main() -> None:
     rows = load_rows()
     print("TensorRT-LLM's all-reduce (AIConfigurator) against the builder's tensor-parallel "
@@ -340,6 +466,15 @@ def main() -> None:
     print("\nSGLang's DeepEP normal kernels on H200 (AIConfigurator, transmit time) against the "
           "deepep op's kernel time, by SMs given to the kernel\n")
     print(sglang_report(sgl))
+    nccl_rows = load_nccl_rows()
+    print("\nNCCL 2.29.2's collectives (AIConfigurator) against the collective ops (algorithm "
+          "nccl), by GPU family, then GPU and GPU count\n")
+    print(nccl_report(nccl_rows))
+    print(f"\n({len(nccl_rows)} rows; the all-reduce rows of at most 4 KiB on H100 SXM and B200 "
+          f"fit the NVLink LL base and hop, perfmodel/fitted.yaml)")
+    print("\nThe Simple ring's rates read off the rows of at least 64 MiB (time = fixed + "
+          "sent / link + shard / local; the 8-GPU all-reduce, NVLS, left out)\n")
+    print(ring_bandwidth_report(nccl_rows))
 
 
 if __name__ == "__main__":

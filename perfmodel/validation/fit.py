@@ -49,6 +49,7 @@ from scipy.optimize import least_squares
 from perfmodel import fitted, ops, yamlio
 from perfmodel.engine import estimate, resolve
 from perfmodel.hardware import Hardware
+from perfmodel.ops import nccl
 from perfmodel.ops.attention import op as attention
 
 from perfmodel.validation import te_profile
@@ -129,6 +130,13 @@ SPECS = {
         f"it, perfmodel/ops/nccl.py base_s); hwspecs take it with `fitted: "
         f"nccl.ll_base_s.{family}` (links.nvlink.nccl_base_latency_s)")
        for family in ("hopper", "blackwell")},
+    **{f"nccl.ring_local_rate.{family}": (
+        (2.0e11, 5.0e12), -9,
+        f"the rate (bytes/s over NCCL's channels) of the one step per chunk loop in which a "
+        f"GPU's ring touches only its own memory (its own chunk onto the ring, or the result off "
+        f"it) while its inbound NVLink idles, on {family} GPUs: a ring collective of S bytes over "
+        f"G GPUs pays S/G at this rate beside its link time (perfmodel/ops/nccl.py "
+        f"ring_local_step_s); no source states it") for family in ("hopper", "blackwell")},
     "tensor_power_exponent.fp4": (
         (0.0, 1.0), 3,
         "tensor_power_exponent of the block-scaled 4-bit MMAs (NVFP4, MXFP4; their power per "
@@ -599,7 +607,8 @@ def _set_trtllm(values: dict[str, float]) -> None:
 
 @contextlib.contextmanager
 def applied(entries: dict[str, dict]):
-    """The attention module's fitted values (and the MoE op's MXFP4 conversion) set to `entries`
+    """The attention module's fitted values (and the MoE op's MXFP4 conversion, NCCL's ring local
+    step) set to `entries`
     (fit_all's result) for the block, as if fitted.yaml held them; yields the values by key,
     for `with_fitted` on each case's hardware (perfmodel.validation.calibrate predicts its
     cross-validation folds so)."""
@@ -607,9 +616,14 @@ def applied(entries: dict[str, dict]):
     values = {k: e["value"] for k, e in entries.items()}
     saved = _saved_attention()
     saved_convert = dict(moe_op.CONVERT_OPS)
+    saved_ring = dict(nccl.RING_LOCAL_RATE)
     try:
         if "moe.convert_ops.mxfp4" in values:  # the MoE op's MXFP4 conversion (module constant)
             moe_op.CONVERT_OPS["mxfp4"] = values["moe.convert_ops.mxfp4"]
+        for major, family in nccl.RING_LOCAL_FAMILY.items():  # the ring's local step (module)
+            key = f"nccl.ring_local_rate.{family}"
+            if key in values:
+                nccl.RING_LOCAL_RATE[major] = values[key]
         _set_attention({name: values[key] for name, key in ATTENTION_KEYS.items()})
         attention.SOFTMAX_OVERLAP["fa4"] = values["attention.softmax_overlap.fa4"]
         attention.MMA_SYNC_FRACTION_TCGEN05 = values["attention.mma_sync_fraction.tcgen05"]
@@ -621,6 +635,7 @@ def applied(entries: dict[str, dict]):
         _restore_attention(saved)
         moe_op.CONVERT_OPS.clear()
         moe_op.CONVERT_OPS.update(saved_convert)
+        nccl.RING_LOCAL_RATE.update(saved_ring)
 
 
 def fit_attention(cases: list[Case], sustained: float | None = None) -> dict:
@@ -995,6 +1010,32 @@ def fit_nccl_latency(family: str, exclude: frozenset[str] = frozenset()
     return (my - hop * mx, hop), [c.id for c in rows]
 
 
+RING_LOCAL_RULE = (
+    "the AIConfigurator rows of NCCL 2.29.2's all-gather on {gpu} of at least {limit} MiB over "
+    "2, 4 and 8 GPUs (aiconfigurator_nccl.csv; {n} rows, Simple ring, link-bound): ordinary least "
+    "squares of time - sent / link (link: the spec NVLink's NCCL rate) on [1, S/G] "
+    "(perfmodel.validation.collectives ring_bandwidth_fit; fixed {fixed:.3g} s, rate {fit:.4g} "
+    "B/s). Judged on every other row: the all-reduce and reduce-scatter rows, the smaller "
+    "messages and the other GPUs of the family")
+
+
+def fit_ring_local_rate(family: str, exclude: frozenset[str] = frozenset()
+                        ) -> tuple[float, float, list[str]]:
+    """(rate, fixed s, rows) of the ring's local step on the family's fit GPU (RING_LOCAL_RULE,
+    the GPU NCCL_FIT_GPU names); the prior where the held-out rows leave fewer than two GPU
+    counts."""
+    from perfmodel.hardware import hardware
+    from perfmodel.validation import collectives
+    gpu = NCCL_FIT_GPU[family]
+    rows = [r for r in collectives.ring_rows(collectives.load_nccl_rows(), gpu, "allgather")
+            if r["id"] not in exclude]
+    if len({r["gpus"] for r in rows}) < 2:
+        return prior(f"nccl.ring_local_rate.{family}"), 0.0, []
+    fixed, _, rate = collectives.ring_bandwidth_fit(rows, collectives.ring_link_rate(
+        hardware(gpu)))
+    return rate, fixed, [r["id"] for r in rows]
+
+
 def fit_deepep_round(tol: float = 1e-7) -> tuple[float, list[str]]:
     """DeepEP's copy round on SGLang's copy-bound H200 rows (DEEPEP_ROUND_RULE): the kernel
     time rises with it, so bisect the mean log error to zero."""
@@ -1352,6 +1393,7 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
         nccl_latency[family] = (base, hop, rows)
         for key, value in ((f"nccl.ll_base_s.{family}", base), (f"nccl.ll_hop_s.{family}", hop)):
             _FRESH_HW[key] = round(value, SPECS[key][1])
+    ring_local = {family: fit_ring_local_rate(family, exclude) for family in NCCL_FIT_GPU}
     raw_convert, convert_rows = fit_mxfp4_convert(exclude)
     cases, _ = load_cases(PUBLIC_CSV)
     att = fit_attention([c for c in cases if c.id not in exclude], sustained)
@@ -1457,6 +1499,11 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
                                         n=len(rows), base=base, hop=hop)
         entries[f"nccl.ll_base_s.{family}"] = _entry(f"nccl.ll_base_s.{family}", base, rows, rule)
         entries[f"nccl.ll_hop_s.{family}"] = _entry(f"nccl.ll_hop_s.{family}", hop, rows, rule)
+    for family, (rate, fixed, rows) in ring_local.items():
+        key = f"nccl.ring_local_rate.{family}"
+        entries[key] = _entry(key, rate, rows, RING_LOCAL_RULE.format(
+            gpu=NCCL_FIT_GPU[family], limit=collectives.RING_FIT_MIN_BYTES >> 20, n=len(rows),
+            fixed=fixed, fit=rate))
     entries["deepep.copy_round_trips"] = _entry(
         "deepep.copy_round_trips", copy_round, round_rows, DEEPEP_ROUND_RULE.format(
             tokens=collectives.ROUND_FIT_MIN_TOKENS, sms=collectives.ROUND_FIT_MAX_SMS,

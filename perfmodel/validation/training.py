@@ -15,8 +15,9 @@ reader cannot parse at all (a missing column, a non-numeric value or count, a re
 InputError naming the file, the CSV line and the problem.
 
 Normalisation rules (each guess a rule makes is written into the case's `assumptions`):
-- hardware: "A100 (80GB)" is A100-SXM and every H100 is H100-SXM (the sources are DGX/HGX
-  systems); A100 40 GB has no spec; the power-limited B200 of torchao's MXFP8 table is not the
+- hardware: "A100 (80GB)" is A100-SXM, "A100 (40GB)" A100-SXM-40GB (llm-foundry's clusters;
+  the SXM4 form an assumption, as for the 80 GB part) and every H100 is H100-SXM (the sources are
+  DGX/HGX systems); the power-limited B200 of torchao's MXFP8 table is not the
   B200 spec (its clocks under the unstated limit are unknown). A GPU the collector inferred
   (nanotron, Megatron-LM's Llama table) says so.
 - model: Llama 3 and 3.1 share an architecture (llama3-8b/70b/405b, also written LLAMA3.1_405B);
@@ -24,11 +25,15 @@ Normalisation rules (each guess a rule makes is written into the case's `assumpt
   DeepSeek-V3 (DeepSeekV3) is deepseek-v3, but not its runs with the MTP layer (not in the model
   file) nor any MoE run that drops tokens ("tokendrop": a capacity factor the planner's dropless
   routing does not have); Llama-2, Mixtral, Nemotron-4 15B/340B and MPT-30B
-  have model files. GPT-3, Nemotron 8B/22B, Nemotron-3, Llama 4, Kimi K2, GPT-OSS (its
-  alternating sliding-window attention is not expressible in a model file), the other MPT sizes
-  (MPT-7B's config.json gives 6.649e9 parameters, 0.8 % off its card's 6.7B), Megatron-LM's GPT
-  family and nanotron's Llama-style sizes do not (`NO_MODEL_FILE`). A layer count in the notes
-  must match the model file's.
+  have model files, and so do llm-foundry's benchmark MPT sizes (mpt-125m ... mpt-70b: its
+  pretrain yamls, which the NumParams column pins), NeMo's GPT-3 5B/20B/175B (gpt3-*),
+  Nemotron 8B/22B (NeMo's Nemotron3Config, nemotron3-8b/22b) and Llama 4 Scout (NeMo's
+  Llama4Experts16Config, llama4-scout: its chunked attention is the causal one at the rows'
+  8192 tokens). Llama 4 Maverick (dense and MoE layers alternate: the format's `dense_layers`
+  are the first ones only), Nemotron-3 Nano/Super/Ultra, Kimi K2, GPT-OSS (its rows are not
+  mapped to the gpt-oss-20b/120b files yet), Megatron-LM's GPT family and nanotron's
+  Llama-style sizes do not (`NO_MODEL_FILE`). A layer count in the notes must match the model
+  file's.
 - recipe: bf16; fp8 with the scaling the row states (delayed, current — Megatron-Bridge's
   FP8-CS —, tensorwise, rowwise, blockwise), plain `fp8` where it states none; mxfp8 (FP8-MX);
   nvfp4. `dtype` is the planner's GEMM
@@ -229,7 +234,7 @@ class Skipped:
 
 # (pattern on the lower-cased hardware text, spec name or None, label)
 _HARDWARE_RULES = (
-    (r"a100.*40\s*gb", None, "A100 40GB"),
+    (r"a100.*40\s*gb", "A100-SXM-40GB", "A100 40GB"),
     (r"a100", "A100-SXM", "A100 80GB"),
     (r"b200.*power limited", None, "B200 power-limited"),
     (r"gb200", "GB200", "GB200"),
@@ -239,27 +244,29 @@ _HARDWARE_RULES = (
 
 # (pattern on the lower-cased model text, built-in model or None, label)
 _MODEL_RULES = (
-    (r"^mpt-30b$", "mpt-30b", "MPT-30B"),
+    # llm-foundry's benchmark sizes (models/mpt-*.yaml); mpt-30b is the released model's file
+    (r"^mpt-(125m|350m|760m|1b|3b|7b|13b|30b|70b)$", "mpt-{0}", "MPT-{0}"),
     (r"^mpt-(\w+)$", None, "MPT-{0}"),
     (r"llama ?2-(7|13|70)b", "llama2-{0}b", "Llama-2-{0}B"),
     (r"llama[ -]?3(?:\.1)?[ _-](8|70|405)b", "llama3-{0}b", "Llama-3-{0}B"),
     (r"nemotron(?:-4)?[ -](15|340)b", "nemotron4-{0}b", "Nemotron-4-{0}B"),
-    (r"nemotron-(8|22)b", None, "Nemotron-{0}B"),
+    (r"nemotron-(8|22)b", "nemotron3-{0}b", "Nemotron-{0}B"),   # NeMo's Nemotron3Config
     (r"nemotron(?: v|_)3[ _](\w+)", None, "Nemotron-3 {0}"),
     (r"mixtral-8x(7|22)b", "mixtral-8x{0}b", "Mixtral-8x{0}B"),
     (r"deepseek[- ]?v3", "deepseek-v3", "DeepSeek-V3"),
     (r"qwen3 moe 30b|qwen3_30b_a3b", "qwen3-30b-a3b", "Qwen3-30B-A3B"),
     (r"qwen3_235b_a22b", "qwen3-235b-a22b", "Qwen3-235B-A22B"),
     (r"gpt[- ]oss (20|120)b", None, "GPT-OSS-{0}B"),
+    (r"gpt3-(5|20|175)b", "gpt3-{0}b", "GPT-3 {0}B"),             # NeMo's GPTConfig sizes
     (r"gpt3-(\d+)b", None, "GPT-3 {0}B"),
-    (r"llama ?4[ -](maverick|scout)", None, "Llama-4 {0}"),
+    (r"llama ?4[ -]scout", "llama4-scout", "Llama-4 Scout"),
+    (r"llama ?4[ -](maverick)", None, "Llama-4 {0}"),
     (r"kimi k2", None, "Kimi K2"),
     (r"megatron-lm weak-scaling family\) ([\d.]+b)", None, "Megatron-LM GPT {0}"),
     (r"llama-style dense model, ([\d.]+b)", None, "nanotron Llama-style {0}"),
 )
-NO_MODEL_FILE = ("MPT-125M", "MPT-350M", "MPT-760M", "MPT-1B", "MPT-3B", "MPT-7B", "MPT-13B",
-                 "MPT-70B", "Nemotron-8B", "Nemotron-22B", "Nemotron-3", "GPT-OSS", "GPT-3",
-                 "Llama-4", "Kimi K2", "Megatron-LM GPT", "nanotron Llama-style")
+NO_MODEL_FILE = ("Nemotron-3", "GPT-OSS", "Llama-4 Maverick", "Kimi K2", "Megatron-LM GPT",
+                 "nanotron Llama-style")
 
 
 @functools.lru_cache(maxsize=None)
@@ -285,7 +292,8 @@ def resolve_model(text: str) -> tuple[str | None, str]:
         if m:
             groups = [g.upper() if re.fullmatch(r"[\d.]+[bm]", g) else
                       g.capitalize() if g.isalpha() else g for g in m.groups()]
-            return (model.format(*groups) if model else None), label.format(*groups)
+            # built-in names are lower case (models/*.yaml): 'mpt-{0}' of '125M' is mpt-125m
+            return (model.format(*groups).lower() if model else None), label.format(*groups)
     return None, re.sub(r"\s*\(.*?\)", "", text).split(":")[0].strip() or text
 
 
@@ -468,7 +476,7 @@ def _case(row: _Row) -> TrainingCase | Skipped:
         reasons.append(f"no hardware spec: {hw_label}")
     elif "inferred" in row.text("hardware"):
         assumptions.append(f"hardware: {row.text('hardware')}")
-    elif "sxm" not in row.text("hardware").lower() and spec.endswith("SXM"):
+    elif "sxm" not in row.text("hardware").lower() and "SXM" in spec:
         assumptions.append(f"hardware: '{row.text('hardware')}' taken as {spec}")
     model, model_label = resolve_model(row.text("model"))
     if model is None:

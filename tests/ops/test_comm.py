@@ -192,12 +192,36 @@ def test_measured_small_message_latency_follows_the_hop_count():
         ar = pm.predict_op(pm.ops.Allreduce(bytes=1024, gpus=gpus, **ring_ll), b200)
         # NCCL's own choice is never slower than the ring LL pair
         assert pm.predict_op(pm.ops.Allreduce(bytes=1024, gpus=gpus), b200).time_s <= ar.time_s
+        local = nccl.ring_local_step_s(1024, gpus, b200.compute_capability)  # < 1 ns here
         assert ag.resource_time_s["latency"] == pytest.approx(
-            nv.nccl_base_latency_s + (gpus - 1) * nv.ll_latency_s)
+            nv.nccl_base_latency_s + (gpus - 1) * nv.ll_latency_s + local)
         assert ar.resource_time_s["latency"] == pytest.approx(
-            nv.nccl_base_latency_s + 2 * (gpus - 1) * nv.ll_latency_s)
+            nv.nccl_base_latency_s + 2 * (gpus - 1) * nv.ll_latency_s + local)
         bigger = pm.predict_op(pm.ops.Allreduce(bytes=4096, gpus=gpus, **ring_ll), b200)
         assert bigger.time_s == pytest.approx(ar.time_s, rel=0.02)
+
+
+def test_a_ring_pays_its_local_step_once_per_chunk_loop(h100):
+    """A ring of S bytes over G GPUs pays S/G at the channels' local rate beside its link time
+    (nccl.ring_local_step_s): twice as much with 2 GPUs as with 4, none for NVLS or the
+    all-to-all, the same whatever the link."""
+    s = 256 << 20
+    rate = nccl.arch_row(nccl.RING_LOCAL_RATE, h100.compute_capability)
+    for kind in ("allreduce", "allgather", "reduce_scatter"):
+        for gpus in (2, 4, 8):
+            d = pm.ops.op(kind, bytes=s, gpus=gpus, algorithm="ring",
+                          protocol="simple").demand(h100)
+            assert d.details["ring_local_step_s"] == pytest.approx(s / gpus / rate)
+            assert d.fixed_s == pytest.approx(d.details["pipeline_fill_s"] + s / gpus / rate)
+    nvls = pm.ops.Allreduce(bytes=s, gpus=8, algorithm="nvls").demand(h100)
+    a2a = pm.ops.Alltoall(bytes=s, gpus=8, protocol="simple").demand(h100)
+    assert nvls.details["ring_local_step_s"] == a2a.details["ring_local_step_s"] == 0.0
+    # 2 GPUs: the local step is half of a loop of one link step each way
+    two = pm.predict_op(pm.ops.Allgather(bytes=s, gpus=2, algorithm="ring", protocol="simple"),
+                        h100)
+    four = pm.predict_op(pm.ops.Allgather(bytes=s, gpus=4, algorithm="ring",
+                                          protocol="simple"), h100)
+    assert 1 / 2 * s / two.time_s < 3 / 4 * s / four.time_s  # busbw grows with G
 
 
 def test_nvls_and_the_network_tree_take_tuning_ccs_latencies(h100):

@@ -55,6 +55,7 @@ Tile sizes, masks and the grid live in tiles.py; this module turns them into wor
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 
@@ -190,8 +191,13 @@ MASK_APPLY_ALU_PER_SCORE = {"bytes": 1.0, "bits": 2.0}
 # S only, or S and dP, plus register accumulators or not)
 #   fa4 / cudnn_tcgen05 forward: the two softmax warpgroups (8 warps), 192 registers each
 #     (flash_attn/cute/flash_fwd_sm100.py, flash-attn-4 4.0.0b36: num_regs_softmax = 192 at
-#     head dim 128); a thread owns one row of the bn-wide S tile loaded from tensor memory; O is
-#     in tensor memory, not in registers;
+#     head dim 128; 4.0.0b40 config.py: 192 for BF16 at head dim 128, SM100_BF16_TUNING and
+#     SM100_TUNING, and 200 below head dim 96, SM100_SMALL_HDIM_REGISTERS: FA4_FWD_SOFTMAX_REGS);
+#     a thread owns one row of the bn-wide S tile loaded from tensor memory; O is in tensor
+#     memory, not in registers. The row's converted P (bn/2 registers, softmax_step's
+#     tSrP_r2t_f32) joins S only after the exps, when the mask is already made: FA4 precomputes
+#     the dropout bitmask (`precompute_dropout_mask`, its INT32 work beside the FP32 max and
+#     scale), so the chains share the registers with S alone;
 #   fa4 / cudnn_tcgen05 backward: the 8 compute warps at 136 registers (flash_bwd_sm100.py:
 #     num_regs_compute = 136; compute_warp_ids 4..11), holding a thread's share of S/P and dP;
 #   fa3 / cudnn on wgmma: the two consumer warpgroups at 240 registers (FA3 paper §3.1, hopper
@@ -202,6 +208,12 @@ DROPOUT_WARPS = {("fa4", "fwd"): (8, 192), ("fa4", "bwd"): (8, 136),
                  ("cudnn_tcgen05", "fwd"): (8, 192), ("cudnn_tcgen05", "bwd"): (8, 136),
                  ("fa3", "fwd"): (8, 240), ("fa3", "bwd"): (8, 240),
                  ("cudnn", "fwd"): (8, 240), ("cudnn", "bwd"): (8, 240)}
+# FA4's forward softmax registers by padded head dim (flash-attn-4 4.0.0b40 config.py
+# select_sm100_registers, 16-bit, TMA K/V): below 96 the small-head-dim split (softmax 200,
+# correction 64, other 48); from 96 the tuned split, 192 for BF16. FP8 P has its own splits
+# (SM100_FP8_SMALL_HDIM_REGISTERS, SM100_FP8_TUNING) that are not modelled: 192 stands.
+FA4_FWD_SMALL_HDIM = 96
+FA4_FWD_SMALL_HDIM_SOFTMAX_REGS = 200
 # Registers a softmax/compute thread holds beside its fragments (addresses, row max and sum,
 # loop and pipeline state); assumed, range 16-40
 DROPOUT_BOOKKEEPING_REGS = 24
@@ -216,6 +228,26 @@ DROPOUT_BITS_PER_SCORE = {"fa2": 8, "fa3": 8, "cudnn": 8, "fa4": 16, "cudnn_tcge
 # folds a ^ b ^ c into one LOP3.
 DROPOUT_PHILOX = {("fa4", "fwd"): (True, True), ("fa4", "bwd"): (False, True),
                   ("cudnn_tcgen05", "fwd"): (True, True), ("cudnn_tcgen05", "bwd"): (False, True)}
+
+
+@contextlib.contextmanager
+def dropout_philox_variant(design: str, direction: str, lop3_fold: bool):
+    """Price `design`'s fused Philox in `direction` with (or without) the LOP3 fold for the
+    duration of the block, the round keys as shipped: what-if studies of FA4's own fold
+    measurement (studies.dropout.fold_check). Demands built inside it differ from the shipped
+    kernel's; do not let them reach a prediction cache (perfmodel.schedule)."""
+    key = (design, direction)
+    shipped = DROPOUT_PHILOX.get(key)
+    DROPOUT_PHILOX[key] = (lop3_fold, (shipped or (True, False))[1])
+    try:
+        yield
+    finally:
+        if shipped is None:
+            del DROPOUT_PHILOX[key]
+        else:
+            DROPOUT_PHILOX[key] = shipped
+
+
 # Fused Philox on the critical path (rng.rng_on_critical_path: no registers for a chain beside
 # the pass's fragments, FA4's and FA3's backward at head dim 128): the RNG warps generate each
 # tile's mask between their load of S (or dP) and their hand-off of P (or dS), which the MMAs
@@ -661,6 +693,9 @@ class Attention(Op):
             return {"mask_bytes": mask_bytes, "mask_alu": apply}
         d, dv = self.head_dim, self.head_dim_v or self.head_dim
         warps, regs = DROPOUT_WARPS.get((design, direction), (t.threads // 32, t.registers))
+        if (design == "fa4" and direction == "fwd" and self.dtype in ("bf16", "fp16")
+                and -(-max(d, dv) // 16) * 16 < FA4_FWD_SMALL_HDIM):
+            regs = FA4_FWD_SMALL_HDIM_SOFTMAX_REGS
         rng_threads = warps * 32
         tile = t.tile_m * t.bn
         scores_per_thread = t.bn if (design in FA4_CLASS and direction == "fwd") \
