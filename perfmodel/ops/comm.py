@@ -2,9 +2,14 @@
 GPU).
 
 NCCL picks, per call, an algorithm and a protocol by the time its cost model predicts for the
-message size (src/graph/tuning.cc; perfmodel/ops/nccl.py holds its numbers). Each
-(algorithm, protocol) pair is one Demand here and the engine keeps the fastest, as NCCL's tuner
-does. With G GPUs and a buffer of S bytes, each GPU sends:
+message size (src/graph/tuning.cc; perfmodel/ops/nccl.py holds its numbers and
+`tuner_cost_s`, its estimate). The op offers the pair NCCL's tuner prices lowest, as one
+Demand priced by the model: NCCL runs that pair whether or not it is truly the fastest (a 2-GPU
+Blackwell all-reduce of 4 MiB runs Simple, which its tuner prices at 21.0 us against LL's 22.7,
+though LL would be faster; the measured time jumps there). The demand's details carry the
+tuner's estimate of every pair offered (`nccl_tuner_s`).
+
+With G GPUs and a buffer of S bytes, each GPU sends:
 
   ring          all-reduce 2(G−1)/G·S in 2(G−1) hops; all-gather (S the gathered output) and
                 reduce-scatter (S the full input) (G−1)/G·S in G−1 hops (Patarasuk & Yuan, JPDC
@@ -42,11 +47,13 @@ kernel launch (it is fitted to back-to-back collectives), so an NCCL pair counts
 own; the one-shot all-reduce counts one.
 
 Algorithm choice (`algorithm`). ring, tree, nvls and oneshot name one algorithm (the protocol
-still auto unless named). `nccl`, the default, offers NCCL's algorithms for the collective (ring,
-tree and, where available, nvls for an all-reduce; ring for the others: NCCL has no tree
-all-gather, reduce-scatter or all-to-all) with every protocol, and the engine keeps the fastest,
-as NCCL's tuner does. `auto` offers those and, for an all-reduce inside one NVLink domain, the
-one-shot custom all-reduce, as serving engines switch to it for small messages (the graph
+still auto unless named, the tuner then choosing among that algorithm's protocols, as
+NCCL_ALGO does). `nccl`, the default, offers NCCL's algorithms for the collective (ring, tree
+and, where available, nvls for an all-reduce; ring for the others: NCCL has no tree all-gather,
+reduce-scatter or all-to-all) with every protocol, and runs the pair NCCL's tuner picks. The
+all-to-all (NCCL's send/receive, outside the tuner's model) keeps the fastest of its pairs.
+`auto` offers NCCL's pick and, for an all-reduce inside one NVLink domain, the one-shot custom
+all-reduce, the faster kept, as serving engines switch to it for small messages (the graph
 builder's tensor-parallel all-reduce asks for it). Why `nccl` is the default: a collective in a
 graph is an NCCL call unless a serving engine replaces it, NCCL never runs a fixed protocol, and
 a fixed ring with one step latency overstates a small all-reduce by several times and misses
@@ -81,6 +88,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter
+from dataclasses import replace
 
 from perfmodel.demand import Choice, Demand
 from perfmodel.errors import InputError
@@ -168,14 +176,16 @@ class _Collective(Op):
         "algorithm": Param("choice", default=NCCL, choices=ALGORITHM_CHOICES,
                            doc="ring; tree, nvls (NVLink SHARP, one NVLink domain), oneshot "
                                "and twoshot (custom kernels, one NVLink domain): all-reduce "
-                               "only; nccl: the fastest of NCCL's algorithms and protocols, as "
-                               "its tuner picks; auto: nccl or the one-shot custom all-reduce; "
+                               "only; nccl: the algorithm and protocol NCCL's tuner picks "
+                               "(its own cost model); auto: nccl or the one-shot custom "
+                               "all-reduce, the faster; "
                                "vllm, sglang, trtllm (all-reduce only): that engine's own "
                                "choice, its custom kernel where its rules take the message, "
                                "else nccl"),
         "protocol": Param("choice", default=AUTO, choices=(AUTO, *nccl.PROTOCOLS),
-                          doc="NCCL protocol: ll, ll128, simple; auto: the fastest the "
-                              "algorithm offers"),
+                          doc="NCCL protocol: ll, ll128, simple; auto: the one NCCL's tuner "
+                              "picks of those the algorithm offers (all-to-all: the "
+                              "fastest)"),
         "placement": Param("str", default=None, doc=PLACEMENT_DOC),
     }
     SIZE_PARAMS = ("bytes",)
@@ -190,6 +200,7 @@ class _Collective(Op):
     AUTO_CUSTOM: tuple[str, ...] = ()  # the custom kernels that `auto` adds
     ENGINE_DISPATCH: tuple[str, ...] = ()  # engines whose own dispatch the op offers
     PROTOCOLS = nccl.PROTOCOLS    # NCCL's protocols for this collective
+    TUNED = True                  # NCCL's tuner picks the pair (nccl.tuner_cost_s)
 
     def check(self, v):
         problems = []
@@ -237,10 +248,46 @@ class _Collective(Op):
         else:
             pick = None
         pairs = self._pairs(hw, link, nvls=hw.nvls and link == "nvlink" and domains == 1)
-        options = [self._demand(hw, a, p, link) for a, p in pairs]
+        wire = hw.link(link)
+        across = nccl.link_class(link) == "network"  # each GPU in a node of its own
+        tuner = self._tuner(hw, pairs, self.gpus if across else 1, link,
+                            wire.bandwidth_bytes_per_s * wire.achievable_fraction)
+        options = [self._tuned(self._demand(hw, a, p, link), tuner) for a, p in pairs
+                   if self._runs(a, p, tuner)]
         if pick is not None and pick.kernel is not None:
             options.insert(0, pick.kernel)
         return _fastest(options)
+
+    # -- which pair NCCL's tuner runs ----------------------------------------------------------
+    def _tuner(self, hw, pairs: list[tuple[str, str | None]], nodes: int, intra_link: str,
+               bus_bytes_per_s: float) -> dict[str, float] | None:
+        """NCCL's own estimate (s) of each NCCL pair offered, keyed "algorithm/protocol"
+        (nccl.tuner_cost_s), for `nodes` nodes (NVLink domains) joined inside by
+        `intra_link` over a bus of `bus_bytes_per_s`; None for the all-to-all (NCCL's
+        send/receive, which the tuner does not price: TUNED)."""
+        if not self.TUNED:
+            return None
+        return {f"{a}/{p}": nccl.tuner_cost_s(self.name, a, p, self.bytes, self.gpus, nodes,
+                                              intra_link, bus_bytes_per_s,
+                                              hw.compute_capability)
+                for a, p in pairs if a not in self.CUSTOM}
+
+    def _runs(self, algorithm: str, protocol: str | None, tuner: dict[str, float] | None
+              ) -> bool:
+        """Whether the pair runs: a custom kernel always competes (the engine picks by the
+        model's time); of NCCL's pairs, only the one NCCL's tuner prices lowest (NCCL runs it
+        whether or not it is the fastest; the first offered wins a tie, as tuning.cc's strict
+        minimum over its loop does), all of them where the tuner does not price the op."""
+        if algorithm in self.CUSTOM or tuner is None:
+            return True
+        return f"{algorithm}/{protocol}" == min(tuner, key=tuner.get)
+
+    @staticmethod
+    def _tuned(demand: Demand, tuner: dict[str, float] | None) -> Demand:
+        """The demand with NCCL's tuner table in its details (an NCCL pair's only)."""
+        if tuner is None or demand.details.get("algorithm") not in nccl.TUNED_ALGORITHMS:
+            return demand
+        return replace(demand, details={**demand.details, "nccl_tuner_s": tuner})
 
     # -- which (algorithm, protocol) pairs run -------------------------------------------------
     def _pairs(self, hw, link: str, nvls: bool,
@@ -340,7 +387,11 @@ class _Collective(Op):
         if self.algorithm == "nvls":
             raise InputError(self._no_nvls(hw))
         pairs = self._pairs(hw, "network", nvls=False, spanning=True)
-        return _fastest([self._spanning(hw, a, p, domains, fewest, most) for a, p in pairs])
+        net = hw.link("network")
+        tuner = self._tuner(hw, pairs, domains, "nvlink" if most > 1 else "network",
+                            net.bandwidth_bytes_per_s * net.achievable_fraction)
+        return _fastest([self._tuned(self._spanning(hw, a, p, domains, fewest, most), tuner)
+                         for a, p in pairs if self._runs(a, p, tuner)])
 
     def _spanning(self, hw, algorithm: str, protocol: str, n: int, fewest: int,
                   most: int) -> Demand:
@@ -423,6 +474,7 @@ class Alltoall(_Collective):
 
     name = "alltoall"
     PAIRWISE = True
+    TUNED = False
     PROTOCOLS = ("ll", "simple")
 
 

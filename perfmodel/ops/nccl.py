@@ -5,8 +5,9 @@ NCCL predicts the time of each (algorithm, protocol) pair as
     base[algorithm][protocol] + hops · hop[link][algorithm][protocol] + bytes / bandwidth
 
 and its tuner runs the pair of least predicted time for the message size. This module holds
-NCCL's numbers and turns them into what an op may hand the engine: bytes on the wire and link
-steps. The collectives (perfmodel/ops/comm.py) build one Demand per pair from them.
+NCCL's numbers, the tuner's estimate (`tuner_cost_s`, by which the collectives pick the pair
+NCCL runs) and what an op may hand the engine to price that pair: bytes on the wire and link
+steps. The collectives (perfmodel/ops/comm.py) build the Demand from them.
 
 Version and provenance. The tables are NVIDIA/nccl v2.27.7-1 (commit 593de54e),
 src/graph/tuning.cc, read at the line numbers cited beside each; what changed in 2.21-2.30 is
@@ -274,3 +275,113 @@ def ring_local_step_s(nbytes: float, gpus: int, compute_capability: str) -> floa
     if gpus < 2 or nbytes <= 0:
         return 0.0
     return nbytes / gpus / arch_row(RING_LOCAL_RATE, compute_capability)
+
+
+# -- NCCL's tuner: which (algorithm, protocol) runs -------------------------------------------
+# NCCL does not run the pair that is truly fastest: it runs the pair its own cost model prices
+# lowest (v2.27.7 src/enqueue.cc:1753-1810 topoGetAlgoInfo takes the minimum of
+# ncclTopoGetAlgoTime over the allowed pairs; "we estimate how much time each would take, then
+# take the lowest", NVIDIA/nccl issue 457), time_us = latency + nBytes / (1000 · algBw)
+# (tuning.cc:561-578), with nBytes the per-GPU buffer of an all-reduce and the whole gathered or
+# scattered buffer of an all-gather or reduce-scatter (enqueue.h:30-38): the `bytes` of these
+# ops. The op then prices the chosen pair with the model (comm.py). The tuner's terms, from the
+# tables above (tuning.cc, research notes on communication §1.2-1.5):
+#   latency  ring: base + (nsteps − nInter)·max(intraLat, netOverhead) + nInter·interLat,
+#            nsteps 2(G−1) (all-reduce) or G−1, nInter 2(nodes−1) or nodes−1
+#            (tuning.cc:347-355);
+#            tree: base + 2((ppn−1)·intraLat + log2i(nodes)·interLat); NVLS: its hop alone.
+#   bandwidth  the bus bandwidth B (nChannels x bw of the graph: the link's NCCL rate, as
+#            bus_efficiency takes it), then ring LL min(llMaxBw, B/2), LL128 0.92 B, Simple B,
+#            x G/nsteps; tree 0.92 B, LL min(that/3.8, llMaxBw), LL128 x 7/9 (one node) or
+#            120/128, x 1/2, x treeCorrectionFactor by size (tuning.cc:553-578); NVLS (the
+#            v2.28+ form, NCCL 2.29.2 being what the project's rows measure; v2.30.7
+#            tuning.cc:307-323, 376-382):
+#            min(B · nvlsEfficiency · (nCh−1)/nCh · 2, B) x G/nsteps,
+#            nCh the NVLS channels, the inter-node bound B on one node (assumed: one node's NVLS
+#            graph has the same inter and intra speed), nvlsEfficiency 0.85 Hopper, 0.74
+#            Blackwell (v2.30.7 tuning.cc:139-144).
+# Not modelled: the per-channel caps (nCh x perChMaxRingLL128Bw, perChMaxTreeBw, ...: they need
+# the topology search's channel count, which the spec does not carry; v2.29's Blackwell ring
+# LL128 cap of 34.5 GB/s per channel would slow LL128 in the tuner's eyes), the multi-node ring
+# Simple all-reduce's x1.4 latency plateau, the FP8 ring penalty and NCCL_ALGO/NCCL_PROTO beyond
+# the op's own `algorithm` and `protocol`.
+# Against AIConfigurator's NCCL 2.29.2 rows (validate/data/aiconfigurator_nccl.csv) these terms
+# place the switches where the measured times jump: ring LL to Simple between 1 and 2 MiB on 2
+# H100s and between 2 and 4 MiB on 2 B200s; ring LL to NVLS between 1 and 2 MiB on 8 H100s, 2
+# and 4 MiB on 8 B200s, 4 and 8 MiB on 4 B200s. They keep NVLS at every larger size, where the
+# Blackwell rows run a ring again from 128 MiB (busbw below the ring's 721.8 GB/s bound): NCCL's
+# tuner must price NVLS below the ring there, which no reading of the v2.28+ NVLS terms above
+# does for both 4 and 8 GPUs (from the rows' switch points, its NVLS algorithm bandwidth would
+# be ~0.97-0.99 of the ring's on 4 B200s and ~0.84-0.91 on 8). Not modelled: NVLS is kept.
+TUNER_NVLS_EFFICIENCY = {9: 0.85, 10: 0.74}
+TUNED_ALGORITHMS = ("ring", "tree", "nvls")  # the algorithms the tuner prices
+
+# tuning.cc treeCorrectionFactor[protocol][log2(nBytes/64)], 64 B ... 256 MiB (v2.27.7
+# tuning.cc:553-578; research notes §1.4)
+TREE_CORRECTION_FACTOR = {
+    "ll": (1, 1, 1, 1, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1, 1, 1, 1),
+    "ll128": (1, 1, 1, 1, 1, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1, 1),
+    "simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8,
+               .9, .9),
+}
+
+
+def _log2i(x: float) -> int:
+    return int(x).bit_length() - 1 if x >= 1 else -1
+
+
+def tuner_latency_us(collective: str, algorithm: str, protocol: str, gpus: int, nodes: int,
+                     intra_link: str) -> float:
+    """The latency (us) NCCL's tuner gives (algorithm, protocol) for `gpus` GPUs over `nodes`
+    nodes (NVLink domains), the GPUs of a node joined by `intra_link` (module notes)."""
+    key = (algorithm, protocol)
+    if algorithm == "nvls":
+        return HW_LAT_US["nvlink"][key]
+    intra = HW_LAT_US[link_class(intra_link) if intra_link != "network" else "nvlink"][key]
+    inter = HW_LAT_US["network"][key]
+    if algorithm == "tree":
+        ppn = gpus // nodes
+        return BASE_LAT_US[key] + 2 * ((ppn - 1) * intra + _log2i(nodes) * inter)
+    per_ring = 2 if collective == "allreduce" else 1
+    nsteps, n_inter = per_ring * (gpus - 1), per_ring * (nodes - 1)
+    if nodes > 1:
+        intra = max(intra, NET_OVERHEAD_US * (NET_OVERHEAD_SIMPLE_FACTOR
+                                              if protocol == "simple" else 1.0))
+    return BASE_LAT_US[key] + (nsteps - n_inter) * intra + n_inter * inter
+
+
+def tuner_bandwidth_bytes_per_s(collective: str, algorithm: str, protocol: str, nbytes: float,
+                                gpus: int, nodes: int, bus_bytes_per_s: float,
+                                compute_capability: str) -> float:
+    """The algorithm bandwidth (nBytes per second) NCCL's tuner gives (algorithm, protocol) on
+    a graph of bus bandwidth `bus_bytes_per_s` (module notes)."""
+    bus, ll_max = bus_bytes_per_s, ll_max_bw_bytes_per_s(compute_capability, nodes)
+    nsteps = (2 if collective == "allreduce" else 1) * (gpus - 1)
+    if algorithm == "nvls":
+        n_ch = channels("nvls", "simple", 0.0, gpus, compute_capability, nodes)
+        eff = arch_row(TUNER_NVLS_EFFICIENCY, compute_capability)
+        return min(bus * eff * (n_ch - 1) / n_ch * 2, bus) * gpus / nsteps
+    if algorithm == "ring":
+        bw = {"ll": min(ll_max, 0.5 * bus), "ll128": RING_LL128_FRACTION * bus,
+              "simple": bus}[protocol]
+        return bw * gpus / nsteps
+    tree = TREE_CORRECTION * bus
+    bw = {"ll": min(tree / TREE_LL_DIVISOR, ll_max),
+          "ll128": tree * (7 / 9 if nodes == 1 else 120 / 128), "simple": tree}[protocol]
+    index = _log2i(nbytes / 64)
+    factors = TREE_CORRECTION_FACTOR[protocol]
+    if collective == "allreduce" and 0 <= index < len(factors):
+        bw *= factors[index]
+    return 0.5 * bw
+
+
+def tuner_cost_s(collective: str, algorithm: str, protocol: str, nbytes: float, gpus: int,
+                 nodes: int, intra_link: str, bus_bytes_per_s: float,
+                 compute_capability: str) -> float:
+    """NCCL's own cost of the pair (its estimate in seconds, tuning.cc's arithmetic): the
+    quantity its tuner minimises to choose, never the model's price of the pair (the engine
+    prices the demand the op builds for the chosen pair)."""
+    latency = tuner_latency_us(collective, algorithm, protocol, gpus, nodes, intra_link) * 1e-6
+    return latency + nbytes / tuner_bandwidth_bytes_per_s(
+        collective, algorithm, protocol, nbytes, gpus, nodes, bus_bytes_per_s,
+        compute_capability)

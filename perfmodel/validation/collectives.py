@@ -18,7 +18,8 @@ eager, beside the plain roofline of the same op. The eager host path of each eng
 perfmodel/fitted.yaml holds the constant.
 
 A row is the builder's tensor-parallel all-reduce (`allreduce`, algorithm `auto`: NCCL's
-algorithms and the one-shot custom kernel, the fastest kept) of the row's bytes over its GPUs,
+algorithms as its tuner picks them and the one-shot custom kernel, the faster kept) of the
+row's bytes over its GPUs,
 priced both as a decode step replays it from a CUDA graph (its host launch replaced by the GPU's
 graph_kernel_gap_s) and eagerly as a prefill step launches it. A DeepEP row is the `deepep` op
 (perfmodel/ops/deepep.py: DeepEP's SM-limited copies, its NVLink bytes and the call's fixed
@@ -356,7 +357,7 @@ def load_nccl_rows(path=NCCL_CSV) -> list[dict]:
 
 
 def nccl_predicted_s(row: dict, hw: Hardware | None = None, level: str = "pipes") -> float:
-    """The row as the model's collective (algorithm nccl: the fastest of NCCL's pairs)."""
+    """The row as the model's collective (algorithm nccl: the pair NCCL's tuner picks)."""
     op = NCCL_OPS[row["collective"]](bytes=row["bytes"], gpus=row["gpus"])
     return predict_op(op, hw or hardware(row["hardware"]), level=level).time_s
 

@@ -37,6 +37,18 @@ def _explicit(kind):
             yield from ((algorithm, p) for p in cls.PROTOCOLS)
 
 
+def _offered(choice) -> set[str]:
+    """The "algorithm/protocol" pairs an op offered: NCCL's as its tuner table lists them (the
+    NCCL pair that runs carries it), the custom kernels as options of their own."""
+    options = choice.options if isinstance(choice, Choice) else (choice,)
+    offered = set()
+    for o in options:
+        offered |= set(o.details.get("nccl_tuner_s", ()))
+        if "nccl_tuner_s" not in o.details:
+            offered.add(f"{o.details['algorithm']}/{o.details.get('protocol')}")
+    return offered
+
+
 def test_collectives_follow_ring_bytes(h100):
     ar = pm.predict_op(pm.ops.Allreduce(bytes=1e9, gpus=8, algorithm="ring"), h100)
     ag = pm.predict_op(pm.ops.Allgather(bytes=1e9, gpus=8), h100)
@@ -74,9 +86,7 @@ def test_nvls_is_never_chosen_without_nvlink_sharp_nor_across_domains(any_hw):
     for gpus in sorted({2, 4, any_hw.nvlink_domain_gpus, 2 * any_hw.nvlink_domain_gpus} - {1}):
         for nbytes in (1e3, 1e6, 1e8, 1e10):
             op = pm.ops.Allreduce(bytes=nbytes, gpus=gpus, algorithm="auto")
-            choice = op.demand(any_hw)
-            options = choice.options if isinstance(choice, Choice) else (choice,)
-            offered = {o.details["algorithm"] for o in options}
+            offered = {pair.split("/")[0] for pair in _offered(op.demand(any_hw))}
             can = any_hw.nvls and gpus <= any_hw.nvlink_domain_gpus
             assert ("nvls" in offered) == can, (gpus, nbytes)
     if not any_hw.nvls:
@@ -115,26 +125,81 @@ def test_ll_for_tiny_messages_and_simple_or_ll128_for_large(any_hw):
 @pytest.mark.parametrize("hw_name", ["H100-SXM", "A100-SXM", "GB200", "H100-PCIe"])
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("gpus", [4, 8, 16])
-def test_nccl_and_auto_are_monotone_in_bytes_and_never_slower_than_a_fixed_choice(hw_name, kind,
-                                                                                  gpus):
+def test_nccl_runs_the_pair_its_tuner_prices_lowest_and_auto_adds_the_custom_kernel(
+        hw_name, kind, gpus):
+    """`nccl` is priced as the one pair NCCL's tuner estimates fastest (nccl.tuner_cost_s),
+    exactly as that pair named; `auto` is never slower than it; the tuner's estimate of what it
+    runs grows with the bytes. The model's time of `nccl` need not: where the tuner switches to
+    a pair the model prices faster (16 GB200s: ring LL to 64 KiB, then NVLS) it drops, as NCCL's
+    own choice can. The all-to-all, which the tuner does not price, keeps the fastest of its
+    pairs and grows with the bytes."""
     hw = pm.hardware(hw_name)
-    explicit = list(_explicit(kind))
-    previous = {"nccl": 0.0, "auto": 0.0}
-    for k in range(0, 34):
+    previous = {"tuner": 0.0, "alltoall": 0.0}
+    for k in range(0, 34, 3):
         nbytes = 2.0 ** k  # 1 B .. 8 GiB
+        est = pm.predict_op(pm.ops.op(kind, bytes=nbytes, gpus=gpus), hw)
+        tuner = est.details.get("nccl_tuner_s")
+        ran = f"{est.details['algorithm']}/{est.details['protocol']}"
+        if kind == "alltoall":
+            assert tuner is None
+        else:
+            assert ran == min(tuner, key=tuner.get), nbytes
         for level in ("pipes", "roofline"):
-            auto = _time(hw, kind, level, bytes=nbytes, gpus=gpus, algorithm="auto")
-            for algorithm, protocol in explicit:
-                try:
-                    fixed = _time(hw, kind, level, bytes=nbytes, gpus=gpus, algorithm=algorithm,
-                                  protocol=protocol)
-                except pm.InputError:  # NVLS without NVLink SHARP, oneshot across domains
-                    continue
-                assert auto <= fixed * (1 + 1e-12), (nbytes, algorithm, protocol, level)
-        for algorithm in previous:
-            t = _time(hw, kind, bytes=nbytes, gpus=gpus, algorithm=algorithm)
-            assert t >= previous[algorithm] * (1 - 1e-12), (algorithm, nbytes)
-            previous[algorithm] = t
+            t = _time(hw, kind, level, bytes=nbytes, gpus=gpus)
+            named = _time(hw, kind, level, bytes=nbytes, gpus=gpus,
+                          algorithm=est.details["algorithm"], protocol=est.details["protocol"])
+            if kind != "alltoall":
+                assert t == pytest.approx(named, rel=1e-12), (nbytes, level)
+            assert _time(hw, kind, level, bytes=nbytes, gpus=gpus, algorithm="auto") <= \
+                t * (1 + 1e-12), (nbytes, level)
+        key, t = ("alltoall", est.time_s) if tuner is None else ("tuner", min(tuner.values()))
+        assert t >= previous[key] * (1 - 1e-12), nbytes
+        previous[key] = t
+
+
+def test_the_tuner_switches_a_2_gpu_b200_all_reduce_to_simple_at_4_mib_though_ll_prices_faster():
+    """The brief's hand-worked case (v2.27.7 tuning.cc's numbers): at 4 MiB LL costs
+    6.6 + 2 x 0.6 + 4 MiB / 282 GB/s (llMaxBw) = 22.7 us and Simple 8.4 + 2 x 3.4 + 4 MiB /
+    721.8 GB/s = 21.0 us, so NCCL runs Simple (AIConfigurator's NCCL 2.29.2 rows jump from 19 to
+    37 us between 2 and 4 MiB); at 2 MiB LL (15.2 us) still beats Simple (18.1 us)."""
+    bus = 18 * 40.1e9  # NCCL's NVLink rate on Blackwell (topo.h: 40.1 GB/s per link)
+    t = {p: nccl.tuner_cost_s("allreduce", "ring", p, 4 * 2 ** 20, 2, 1, "nvlink", bus, "10.0")
+         for p in nccl.PROTOCOLS}
+    assert t["ll"] == pytest.approx(7.8e-6 + 4 * 2 ** 20 / 282e9)
+    assert t["simple"] == pytest.approx(15.2e-6 + 4 * 2 ** 20 / bus)
+    assert t["simple"] < t["ll"] < t["ll128"]
+    b200 = pm.hardware("B200")
+    assert b200.link("nvlink").bandwidth_bytes_per_s * b200.link("nvlink").achievable_fraction \
+        == pytest.approx(bus, rel=0.01)
+    at = {n: pm.predict_op(pm.ops.Allreduce(bytes=float(n * 2 ** 20), gpus=2), b200)
+          for n in (2, 4)}
+    assert at[2].details["protocol"] == "ll" and at[4].details["protocol"] == "simple"
+
+
+def test_tuner_latency_and_bandwidth_by_hand():
+    """tuning.cc's sums (research notes §1.10): 8 GPUs on one node, ring LL 6.6 + 14 x 0.6 =
+    15.0 us, LL128 14 + 14 x 1.9 = 40.6, Simple 8.4 + 14 x 3.4 = 56.0, tree LL 6.8 + 14 x 0.6
+    = 15.2, NVLS 25; all-gather ring LL 6.6 + 7 x 0.6 = 10.8; 16 GPUs on 2 nodes (Intel):
+    ring LL 6.6 + 28 x max(0.6, 1) + 2 x 2.7 = 40.0 and tree LL 6.8 + 2 (7 x 0.6 + 1 x 5.0)
+    = 25.2, as the notes' table has them. Ring LL's algorithm bandwidth on 8 Hoppers is
+    llMaxBw x 8 / 14 (141 GB/s: the cap binds below twice it)."""
+    lat = nccl.tuner_latency_us
+    assert lat("allreduce", "ring", "ll", 8, 1, "nvlink") == pytest.approx(15.0)
+    assert lat("allreduce", "ring", "ll128", 8, 1, "nvlink") == pytest.approx(40.6)
+    assert lat("allreduce", "ring", "simple", 8, 1, "nvlink") == pytest.approx(56.0)
+    assert lat("allreduce", "tree", "ll", 8, 1, "nvlink") == pytest.approx(15.2)
+    assert lat("allreduce", "nvls", "simple", 8, 1, "nvlink") == pytest.approx(25.0)
+    assert lat("allgather", "ring", "ll", 8, 1, "nvlink") == pytest.approx(10.8)
+    assert lat("allreduce", "tree", "ll", 16, 2, "nvlink") == pytest.approx(25.2)
+    assert lat("allreduce", "ring", "ll", 16, 2, "nvlink") == pytest.approx(40.0)
+    bw = nccl.tuner_bandwidth_bytes_per_s
+    assert bw("allreduce", "ring", "ll", 1e6, 8, 1, 370.8e9, "9.0") == pytest.approx(
+        141e9 * 8 / 14)
+    assert bw("allgather", "ring", "simple", 1e6, 8, 1, 370.8e9, "9.0") == pytest.approx(
+        370.8e9 * 8 / 7)
+    # tree: 0.92 x bus, x 1/2, x treeCorrectionFactor (Simple at 1 MiB: index 14, 0.5)
+    assert bw("allreduce", "tree", "simple", 2 ** 20, 8, 1, 370.8e9, "9.0") == pytest.approx(
+        0.92 * 370.8e9 * 0.5 * 0.5)
 
 
 def test_auto_adds_the_one_shot_all_reduce_to_nccls_choice(h100):
@@ -299,7 +364,7 @@ def test_protocols_a_collective_or_link_does_not_run_are_refused(h100):
     with pytest.raises(pm.InputError, match="enables the ll128 protocol only over NVLink"):
         pm.ops.Allreduce(bytes=1e6, gpus=2, link="pcie", protocol="ll128").demand(h100)
     on_pcie = pm.ops.Allreduce(bytes=1e6, gpus=2, link="pcie").demand(h100)
-    assert {o.details["protocol"] for o in on_pcie.options} == {"ll", "simple"}
+    assert {p.split("/")[1] for p in _offered(on_pcie)} == {"ll", "simple"}
 
 
 def test_every_builtin_spec_declares_nvls_and_nccls_link_numbers(any_hw):
@@ -421,15 +486,15 @@ def test_a_named_link_still_carries_the_whole_group(h100):
     assert set(d.work) == {"link:nvlink", "hbm"} and d.details["hops"] == {"nvlink": 30}
     # 16 GPUs named onto NVLink are more than one domain: NCCL's NVLS is not offered
     choice = pm.ops.Allreduce(bytes=1e8, gpus=16, link="nvlink").demand(h100)
-    assert "nvls" not in {o.details["algorithm"] for o in choice.options}
+    assert "nvls/simple" not in _offered(choice) and "ring/simple" in _offered(choice)
 
 
 def test_oneshot_needs_one_domain_and_auto_does_not_offer_it_across_domains(h100):
     with pytest.raises(pm.InputError, match="one-shot algorithm needs the group in one NVLink"):
         pm.predict_op(pm.ops.Allreduce(bytes=1e5, gpus=16, algorithm="oneshot"), h100)
     choice = pm.ops.Allreduce(bytes=1e5, gpus=16, algorithm="auto").demand(h100)
-    assert {o.details["algorithm"] for o in choice.options} == {"ring", "tree"}
-    assert len(choice.options) == 2 * len(nccl.PROTOCOLS)
+    assert {p.split("/")[0] for p in _offered(choice)} == {"ring", "tree"}
+    assert len(_offered(choice)) == 2 * len(nccl.PROTOCOLS)
 
 
 def test_sendrecv_crosses_the_network_when_the_pipeline_leaves_the_domain(h100):
