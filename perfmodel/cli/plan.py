@@ -13,6 +13,7 @@ from typing import Any
 
 from perfmodel.cli.format import add_sm_clock_option
 from perfmodel.errors import InputError
+from perfmodel.plan.frameworks import FRAMEWORKS
 from perfmodel.plan.optimizers import DISTRIBUTED_OPTIMIZERS, OPTIMIZERS
 from perfmodel.plan.simulator.engines import ALIASES, ENGINES
 from perfmodel.plan.simulator.kv import KV_DTYPES
@@ -146,11 +147,12 @@ def register(sub) -> None:
                    help="fixed recomputation (default: none where it fits, else full)")
     t.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=1,
                    help="ZeRO stage (1: Megatron's distributed optimizer; 3: FSDP)")
-    t.add_argument("--framework", choices=("megatron", "pytorch"), default="megatron",
+    t.add_argument("--framework", choices=tuple(FRAMEWORKS), default="megatron",
                    help="megatron: Megatron-Core + Transformer Engine (TP communication "
                         "overlapped, FP8 weights cast once per step, casts fused into norms; "
-                        "NeMo, Megatron-LM); pytorch: torchtitan / FSDP, the graph as it is "
-                        "(default megatron)")
+                        "NeMo, Megatron-LM); pytorch: torchtitan / FSDP, the graph as it is; "
+                        "composer: llm-foundry's MPT on Composer + FSDP (train metrics every "
+                        "microbatch, DecoupledAdamW one parameter at a time) (default megatron)")
     t.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw",
                    help="adamw (the default), muon (Newton-Schulz on every hidden weight "
                         "matrix, 5 iterations of 3 BF16 GEMMs) or soap (Adam in the Kronecker "

@@ -63,13 +63,47 @@ after which the host issues the layer's kernels one by one, Transformer Engine's
 a quantize and a GEMM per local expert. Where the host issues slower than the GPU runs, the
 microbatch takes the host's time: a cost (a negative saving, "moe_host_sync") of
 `moe_host.moe_host_extra_s` at the fitted seconds per launched kernel (HOST_LAUNCH_S).
+
+**Composer (llm-foundry)**: the `composer` framework is PyTorch FSDP as MosaicML's Composer
+trainer runs llm-foundry's MPT (llm-foundry 0.4.0, the release before the benchmark tables'
+last regeneration on 2024-01-06, which pins mosaicml>=0.17,<0.18; read in composer 0.17.2).
+The graph as it is (no TP overlap, no cached or fused casts), plus two things of the trainer's:
+
+- *train metrics* (`train_metrics_s`): after each microbatch's backward the trainer updates the
+  model's train metrics on the microbatch's logits (composer/trainer/trainer.py
+  `_train_microbatch`, lines 2486-2488, and `_eval_train_metrics`, 2176-2189, under no_grad and
+  the autocast context); llm-foundry's ComposerMPTCausalLM keeps two, LanguageCrossEntropy and
+  LanguagePerplexity (llmfoundry/models/mpt/modeling_mpt.py, `use_train_metrics` True by
+  default), and each update is a torch.nn.CrossEntropyLoss(reduction='sum') over the logits
+  (composer/metrics/nlp.py LanguageCrossEntropy.update; LanguagePerplexity inherits it): two
+  eager cross-entropy forwards (log_softmax + nll_loss, ops.losses "eager") over tokens x vocab
+  per microbatch, beside the loss the graph already holds. The logits are BF16; autocast writes
+  log_softmax's output in FP32, priced here at the logits' 2 bytes (a low bound).
+- *the optimizer* (`per_param_adamw_s`): the pretrain yamls' decoupled_adamw (as recalled: the
+  llm-foundry sdist ships no scripts/; llmfoundry/utils/builders.py builds it) is Composer's
+  DecoupledAdamW (composer/optim/decoupled_weight_decay.py, lines 237-264), a Python loop over
+  the parameters issuing 8 unfused kernels per parameter (exp_avg mul_, add_; exp_avg_sq mul_,
+  addcmul_; sqrt, the division, add_ eps; param addcdiv_; weight decay 0 skips the ninth) after
+  `state['step'] += 1` on the GPU (line 313) and `state_steps[i].item()` (line 241), which waits
+  for the GPU: the host and the GPU take turns, parameter by parameter. The parameters are
+  FSDP's original ones (Composer's `use_orig_params` True, composer/trainer/dist_strategy.py
+  line 151), each rank stepping those with elements in its shard of each FSDP unit's flat
+  parameter (`fsdp_rank_params`). Before it, the yamls' gradient clipping (norm, as recalled)
+  calls the FSDP root's clip_grad_norm_ (composer/algorithms/gradient_clipping/
+  gradient_clipping.py, lines 44-51), which in torch 2.1 takes a norm of each gradient and then
+  scales each in place: two kernels per parameter with no sync.
+  The kernels' HBM traffic is priced as streams of the rank's FP32 shard; the host's seconds per
+  issued operation are moe_host's (HOST_LAUNCH_S, fitted on Megatron-Bridge MoE rows, where the
+  host also walks a Python loop of eager launches: an assumption, not a measurement of this loop).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Sequence
 
+from perfmodel.errors import InputError
 from perfmodel.graph import DEFAULT_STREAM
+from perfmodel.ops import op as make_op
 from perfmodel.plan import moe_host
 
 # NeMo's userbuffers configuration for Llama 3 70B TP4 on H100 (module docstring)
@@ -87,6 +121,8 @@ class TrainingFramework:
     norm_fused_casts: bool     # a cast after a norm runs inside it
     meaning: str
     moe_host_sync: bool = False  # a MoE layer's host waits for the tokens per expert
+    train_metric_passes: int = 0  # eager cross-entropy forwards over the logits per microbatch
+    per_param_optimizer: bool = False  # Composer's DecoupledAdamW: a host sync per parameter
 
 
 FRAMEWORKS = {
@@ -94,7 +130,10 @@ FRAMEWORKS = {
                                   "Megatron-Core + Transformer Engine (NeMo, Megatron-LM)",
                                   moe_host_sync=True),
     "pytorch": TrainingFramework("pytorch", False, False, False,
-                                 "torchtitan, PyTorch FSDP (llm-foundry), NeMo AutoModel"),
+                                 "torchtitan, PyTorch FSDP, NeMo AutoModel"),
+    "composer": TrainingFramework("composer", False, False, False,
+                                  "llm-foundry's MPT on Composer with PyTorch FSDP",
+                                  train_metric_passes=2, per_param_optimizer=True),
 }
 
 
@@ -260,14 +299,101 @@ def ep_overlap_paired_share(microbatches: int, pp: int, vp: int) -> float:
     return max(0, chunks - warmup) / chunks
 
 
+# Composer's DecoupledAdamW per parameter (module docstring): host operations (the step's
+# increment, its .item(), 8 kernels) and the FP32 tensors its 8 kernels read and write
+# (mul_ 1/1, add_ 2/1, mul_ 1/1, addcmul_ 3/1, sqrt 1/1, division 1/1, add_ 1/1, addcdiv_ 3/1)
+ADAMW_HOST_OPS = 10
+ADAMW_READS, ADAMW_WRITES = 13, 8
+ADAMW_FLOP_PER_PARAM = 12
+# FSDP's clip_grad_norm_ per parameter: a norm (1 read) and the in-place scale (1 read, 1 write)
+CLIP_HOST_OPS = 2
+CLIP_READS, CLIP_WRITES = 2, 1
+
+
+def mpt_block_param_sizes(hidden: int, qkv_out: int, ffn_hidden: int) -> list[int]:
+    """The parameters of one MPTBlock in registration order, FSDP's flat-parameter order
+    (llm-foundry 0.4.0 layers/blocks.py: norm_1, attn, norm_2, ffn; attention.py: Wqkv,
+    out_proj; ffn.py MPTMLP: up_proj, down_proj; LayerNorm weight and bias; every Linear with
+    its bias, MPTConfig no_bias False)."""
+    d = hidden
+    return [d, d, qkv_out * d, qkv_out, d * d, d, d, d, ffn_hidden * d, ffn_hidden,
+            d * ffn_hidden, d]
+
+
+def fsdp_rank_params(sizes: Sequence[int], ranks: int) -> int:
+    """The most parameters any rank holds elements of, when FSDP flattens `sizes` (elements, in
+    order) into one flat parameter padded to a multiple of `ranks` and gives each rank one
+    contiguous 1/ranks chunk (torch.distributed.fsdp FlatParamHandle's sharding): with
+    use_orig_params, the optimizer of a rank steps only those."""
+    if ranks < 1 or any(n < 0 for n in sizes):
+        raise InputError(f"fsdp_rank_params: expected ranks >= 1 and sizes >= 0, got {ranks}, "
+                         f"{list(sizes)}")
+    chunk = -(-sum(sizes) // ranks)
+    spans, start = [], 0
+    for n in sizes:
+        if n:
+            spans.append((start, start + n))
+        start += n
+    return max(sum(1 for a, b in spans if a < (r + 1) * chunk and b > r * chunk)
+               for r in range(ranks))
+
+
+def mpt_rank_params(model, seq: int, layers: int, ranks: int) -> int:
+    """The parameters the most loaded rank's optimizer steps (`fsdp_rank_params`): `layers`
+    MPTBlocks, each its own FSDP unit (MPTModel.fsdp_wrap_fn), and the root unit's token and
+    position embeddings (seq positions) and final LayerNorm. A model that is not MPT is counted
+    as if built from MPTBlocks of its widths."""
+    d = model.hidden
+    qkv = (model.heads + 2 * model.kv_heads) * model.head_dim
+    block = fsdp_rank_params(mpt_block_param_sizes(d, qkv, model.ffn_hidden), ranks)
+    root = fsdp_rank_params([model.vocab * d, seq * d, d, d], ranks)
+    return layers * block + root
+
+
+def train_metrics_s(ops: Sequence, passes: int, hw, level: str) -> float:
+    """Seconds per microbatch of `passes` eager cross-entropy forwards over the logits of the
+    graph's loss op (rows: the microbatch's tokens, cols: the vocabulary; module docstring)."""
+    from perfmodel.predict import predict_op
+    loss = next((o for o in ops if o.name == "loss"), None)
+    if passes <= 0 or loss is None:
+        return 0.0
+    ce = make_op("cross_entropy", rows=loss.op.rows, vocab=loss.op.cols, dtype="bf16",
+                 direction="fwd", implementation="eager")
+    return passes * predict_op(ce, hw, level).time_s
+
+
+def per_param_adamw_s(rank_params: int, elements: int, hw, level: str,
+                      host_launch_s: float) -> float:
+    """Seconds per step of Composer's DecoupledAdamW and FSDP's gradient clipping on a rank
+    holding `rank_params` parameters of `elements` FP32 elements in all (module docstring): the
+    optimizer's host operations and kernels one after the other (a sync per parameter), the
+    clipping's host beside its kernels."""
+    from perfmodel.predict import predict_op
+    if elements <= 0:
+        return 0.0
+
+    def stream_s(reads: int, writes: int, flop: float) -> float:
+        o = make_op("elementwise", elements=int(elements), dtype="fp32", inputs=reads,
+                    outputs=writes, flop_per_element=flop)
+        return predict_op(o, hw, level).time_s
+
+    adamw = (stream_s(ADAMW_READS, ADAMW_WRITES, ADAMW_FLOP_PER_PARAM)
+             + rank_params * ADAMW_HOST_OPS * host_launch_s)
+    clip = max(stream_s(CLIP_READS, CLIP_WRITES, 3.0), rank_params * CLIP_HOST_OPS * host_launch_s)
+    return adamw + clip
+
+
 def microbatch_savings_s(fw: TrainingFramework, ops: Sequence, tp: int, sms: int, dtype: str,
                          microbatches: int, backward_at: int,
                          ep_overlap: float = 0.0,
-                         host_launch_s: float = 0.0) -> dict[str, float]:
+                         host_launch_s: float = 0.0, hw=None,
+                         level: str = "pipes") -> dict[str, float]:
     """Per-microbatch seconds the framework takes off the graph's schedule, by mechanism;
     `ep_overlap`: the share of microbatches paired by the EP all-to-all overlap (0: off);
     `host_launch_s`: the host's seconds per launched kernel of the MoE host synchronisation
-    (module docstring; 0: not modelled), whose cost enters as a negative "moe_host_sync"."""
+    (module docstring; 0: not modelled), whose cost enters as a negative "moe_host_sync";
+    `hw`, `level`: where the framework's own kernels are priced (Composer's train metrics, a
+    negative "train_metrics"; None: not priced)."""
     out = {}
     if fw.tp_comm_overlap:
         out["tp_comm_overlap"] = tp_overlap_savings_s(ops, tp, sms, dtype, backward_at)
@@ -281,4 +407,6 @@ def microbatch_savings_s(fw: TrainingFramework, ops: Sequence, tp: int, sms: int
         out["moe_host_sync"] = -moe_host.moe_host_extra_s(
             ops, dtype, microbatches, host_launch_s, weight_cache=fw.fp8_weight_cache,
             fused_casts=fw.norm_fused_casts)
+    if fw.train_metric_passes and hw is not None:
+        out["train_metrics"] = -train_metrics_s(ops, fw.train_metric_passes, hw, level)
     return out

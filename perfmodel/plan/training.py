@@ -616,7 +616,8 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
         saved = frameworks.microbatch_savings_s(fw, pred.ops[:k], tp, h.sm_count, dtype,
                                                 w.n_microbatches, g.meta["backward_op"],
                                                 ep_overlap=paired,
-                                                host_launch_s=host_launch_s)
+                                                host_launch_s=host_launch_s,
+                                                hw=run_hw, level=level)
         return g, pred, saved
 
     g, pred, saved = stage(m)
@@ -652,6 +653,11 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
         hidden, mb_s = mb_s - pair_s, pair_s
     pipeline_s = mb_s * mb + bubble_s
     optimizer_s = tail["optimizer"].time_s if "optimizer" in tail else 0.0
+    if fw.per_param_optimizer and optimizer == "adamw" and "optimizer" in tail:
+        # Composer's DecoupledAdamW, a host sync per parameter (perfmodel.plan.frameworks)
+        optimizer_s = frameworks.per_param_adamw_s(
+            frameworks.mpt_rank_params(m, seq, max(1, n_pace), dp * cp if zero >= 1 else 1),
+            tail["optimizer"].op.elements, run_hw, level, host_launch_s)
     opt = None
     if optimizer != "adamw":  # Muon or SOAP instead of the graph's Adam (plan.optimizers)
         opt = optimizers.optimizer_step(m, g, run_hw, level, optimizer, dist_opt, tp, ep,

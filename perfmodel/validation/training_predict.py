@@ -66,9 +66,15 @@ COMPARED = ("tokens_per_s_per_gpu", "step_time_s")
 # torchtitan, TrainingConfig.mixed_precision_reduce = "float32" (torchtitan/config/configs.py,
 # 0.3.0, line 93: the only choice) for the torchao runs; Composer's FSDP mixed_precision
 # 'DEFAULT' (composer/distributed/mosaic_parallelism.py, 0.32.1, get_mixed_precision, lines
-# 78-81: reduce_dtype = torch.float32) for llm-foundry's "MP mode DEFAULT". The others run
-# Megatron-Core (grad_reduce_in_fp32 = False by default) or do not say.
+# 78-81: reduce_dtype = torch.float32) for llm-foundry's "MP mode DEFAULT"; its "MP mode PURE"
+# reduces in the training precision (composer 0.17.2, the line llm-foundry 0.4.0 pins,
+# composer/trainer/mosaic_fsdp_utils.py get_mixed_precision, lines 98-100: PURE sets
+# reduce_dtype to the precision, BF16; DEFAULT, lines 94-97, float32):
+# PURE_REDUCE_DTYPE, by the row's precision text. The others run Megatron-Core
+# (grad_reduce_in_fp32 = False by default) or do not say.
 GRAD_REDUCE_DTYPE = {"AO": "fp32", "LF": "fp32"}
+PURE_MIXED_PRECISION = "MP MODE PURE"
+PURE_REDUCE_DTYPE = "bf16"
 # The attention kernels each framework trains with (plan_training attention_kernel; a framework
 # not named keeps the GPU's default design):
 #   NeMo, Megatron-LM: Transformer Engine's DotProductAttention, whose backend selection prefers
@@ -89,10 +95,11 @@ GRAD_REDUCE_DTYPE = {"AO": "fp32", "LF": "fp32"}
 FRAMEWORK_ATTENTION = {"llm-foundry": "fa2", "torchtitan": "fa2", "nanotron": "fa2",
                        "NeMo": "cudnn", "Megatron-LM": "cudnn", "Megatron-Bridge": "cudnn"}
 # The training framework each row ran (plan_training framework; perfmodel.plan.frameworks):
-# NeMo and Megatron-LM run Megatron-Core with Transformer Engine, the others PyTorch's own
-# parallelism (torchtitan, Composer's FSDP, NeMo AutoModel's FSDP2)
+# NeMo and Megatron-LM run Megatron-Core with Transformer Engine; llm-foundry runs Composer's
+# trainer on PyTorch FSDP ("composer": its per-microbatch train metrics and its per-parameter
+# DecoupledAdamW); the others PyTorch's own parallelism (torchtitan, NeMo AutoModel's FSDP2)
 TRAINING_FRAMEWORK = {"NeMo": "megatron", "Megatron-LM": "megatron",
-                      "Megatron-Bridge": "megatron"}
+                      "Megatron-Bridge": "megatron", "llm-foundry": "composer"}
 # The pipeline layouts Megatron-Bridge's DeepSeek-V3 recipes pass (61 decoder layers do not split
 # by Megatron-Core's other rules once VP > 1): set_deepseek_v3_pipeline_model_parallel_layout,
 # NVIDIA-NeMo/Megatron-Bridge r0.6.0 src/megatron/bridge/recipes/deepseek/h100/deepseek_v3.py:
@@ -195,7 +202,7 @@ def plan_case(case: TrainingCase, level: str = "pipes", hw: Hardware | None = No
     for rc in replayed_recompute(case):
         args = (case.model, case.batch_per_replica, case.seq, case.tp, case.pp, case.dp,
                 case.dtype, case.ep, case.microbatches, case.vp, level, rc, case.zero, case.cp,
-                GRAD_REDUCE_DTYPE.get(case.source, "bf16"),
+                grad_reduce_dtype_of(case),
                 FRAMEWORK_ATTENTION.get(case.framework), framework_of(case),
                 pipeline_split_of(case))
         if hw is None and sm_clock_fraction is None and moe_host_launch_s is None:
@@ -207,6 +214,14 @@ def plan_case(case: TrainingCase, level: str = "pipes", hw: Hardware | None = No
             return p
         first = first or p
     return first
+
+
+def grad_reduce_dtype_of(case: TrainingCase) -> str:
+    """The dtype the row's framework reduce-scatters gradients in (GRAD_REDUCE_DTYPE, except
+    Composer's PURE mixed precision, PURE_REDUCE_DTYPE)."""
+    if case.source == "LF" and PURE_MIXED_PRECISION in case.precision_note.upper():
+        return PURE_REDUCE_DTYPE
+    return GRAD_REDUCE_DTYPE.get(case.source, "bf16")
 
 
 def pipeline_split_of(case: TrainingCase) -> str:

@@ -62,7 +62,7 @@ def test_the_other_entries():
                        Workload("trace", pairs=[(8, 4)], arrivals=[0.0]), jobs=1)
     with pytest.raises(InputError, match="^gpus: expected a positive integer, got None$"):
         search_training_plans("llama3-8b", "H100-SXM", None, 8)
-    with pytest.raises(InputError, match=r"^framework: expected one of megatron, pytorch, got "
+    with pytest.raises(InputError, match=r"^framework: expected one of megatron, pytorch, composer, got "
                                          r"\['x'\]$"):
         framework(["x"])
     with pytest.raises(InputError, match="^tp: expected a positive integer, got '2'$"):
