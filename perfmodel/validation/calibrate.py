@@ -98,54 +98,88 @@ class Calibration:
 
 
 def calibrate(progress: bool = False, serving: bool = True) -> Calibration:
-    """Fit every constant (fit.fit_all), then cross-validate by source (module docstring)."""
-    entries = fit.fit_all(serving=serving)
+    """Fit every constant (fit.fit_all), then cross-validate by source (module docstring).
+
+    The folds refit with `serving=False` (fit.fit_all: the whole-system constants as written),
+    so they do not wait for the full fit's serving and training fits, the slowest part of it:
+    the kernel constants are fitted here first (fit_all with serving=False: the same kernel
+    constants as the full fit, which runs the same code before its serving fits), they name
+    the sources to refit, and the full fit and the folds then run side by side
+    (_fits_and_folds). The sources the full fit names are the ones refitted: one it adds
+    (none can while the whole-system rows are no kernel rows) is refitted after, one it drops
+    is not judged held out."""
     cases = kernel_cases()
-    in_sample = predict_cases(cases, entries)
-    roofline = predict_cases(cases, entries, "roofline")
-    used = fitted_rows(entries)
     by_source: dict[str, list[Case]] = {}
     for c in cases:
         by_source.setdefault(source_of(c.id), []).append(c)
-    refit = {s: sorted(c.id for c in cs if c.id in used) for s, cs in by_source.items()}
-    refit = {s: ids for s, ids in refit.items() if ids}
-    cv = dict(in_sample)  # sources no rule draws from: the full fit never saw them
-    bar = Progress(len(refit), "cross-validating by source", force=progress)
-    for predicted in _folds([by_source[s] for s in sorted(refit)]):
-        cv.update(predicted)
+    kernel = fit.fit_all(serving=False)
+    first = _refit_sources(kernel, by_source)
+    entries = None if serving else kernel
+    fold_of: dict[str, dict[str, float]] = {}
+    bar = Progress(len(first) + (entries is None), "cross-validating by source",
+                   force=progress)
+    for k, got in _fits_and_folds([by_source[s] for s in sorted(first)], full=entries is None):
+        if k is None:
+            entries = got
+        else:
+            fold_of[sorted(first)[k]] = got
         bar.update()
+    refit = _refit_sources(entries, by_source)
+    for s in sorted(set(refit) - set(fold_of)):
+        fold_of[s] = predict_cases(by_source[s], fit.fit_all(
+            exclude=frozenset(c.id for c in by_source[s]), serving=False))
+    in_sample = predict_cases(cases, entries)
+    roofline = predict_cases(cases, entries, "roofline")
+    cv = dict(in_sample)  # sources no rule draws from: the full fit never saw them
+    for s in sorted(refit):
+        cv.update(fold_of[s])
     return Calibration(entries, cases, in_sample, cv, roofline, refit)
+
+
+def _refit_sources(entries: dict[str, dict], by_source: dict[str, list[Case]]
+                   ) -> dict[str, list[str]]:
+    """Source -> its rows that some constant of `entries` is fitted on, for the sources holding
+    any (the sources a cross-validation refits without)."""
+    used = fitted_rows(entries)
+    refit = {s: sorted(c.id for c in cs if c.id in used) for s, cs in by_source.items()}
+    return {s: ids for s, ids in refit.items() if ids}
 
 
 _HELD: list[list[Case]] = []  # the folds' held-out rows, for the forked workers
 
 
-def _fold(k: int) -> dict[str, float]:
-    """Fold k: every constant refitted without its held-out rows, those rows predicted."""
+def _task(k: int) -> tuple[int | None, dict]:
+    """Task k of _fits_and_folds: -1 the full fit, (None, entries); else fold k, every
+    constant refitted without its held-out rows and those rows predicted, (k, predictions)."""
+    if k < 0:
+        return None, fit.fit_all()
     held = _HELD[k]
-    return predict_cases(held, fit.fit_all(exclude=frozenset(c.id for c in held),
-                                           serving=False))
+    return k, predict_cases(held, fit.fit_all(exclude=frozenset(c.id for c in held),
+                                              serving=False))
 
 
-def _folds(held: list[list[Case]]):
-    """The folds' predictions, in forked workers where the machine has several CPUs (the search's
-    default_jobs; each fold refits from the fitted constants alone, so a fold gives the same
-    numbers in any process, in any order: tests/test_fitted.py
-    test_fit_does_not_depend_on_the_values_it_replaces)."""
+def _fits_and_folds(held: list[list[Case]], full: bool):
+    """(None, the full fit's entries) if `full`, and (k, fold k's predictions) for each fold,
+    in forked workers where the machine has several CPUs (the search's default_jobs; each
+    task fits from the fitted constants alone, so it gives the same numbers in any process,
+    in any order: tests/test_fitted.py test_fit_does_not_depend_on_the_values_it_replaces).
+    A worker starts with what this process memoized (fit._SUBFITS: the kernel fit just run),
+    so a fold whose held-out rows leave a sub-fit's inputs as they were skips it."""
     import multiprocessing
     from perfmodel.plan.search import default_jobs
     global _HELD
-    n = default_jobs(len(held))
+    # the slowest first: the full fit (its serving and training fits), then the folds with
+    # the most rows to refit without
+    order = [-1] * full + sorted(range(len(held)), key=lambda k: -len(held[k]))
+    n = default_jobs(len(order))
     _HELD = held
     try:
         if n <= 1:
-            for k in range(len(held)):
-                yield _fold(k)
+            for k in order:
+                yield _task(k)
             return
         with multiprocessing.get_context("fork").Pool(n) as pool:
-            # the slowest folds (the most rows to refit without) start first
-            order = sorted(range(len(held)), key=lambda k: -len(held[k]))
-            yield from pool.imap_unordered(_fold, order)
+            yield from pool.imap_unordered(_task, order)
     finally:
         _HELD = []
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import dataclasses
 import difflib
 import json
@@ -56,7 +57,23 @@ from perfmodel.validation import te_profile
 from perfmodel.validation.measurements import (AICONFIGURATOR_CSV, AICONFIGURATOR_MOE_MXFP4_CSV,
                                                AICONFIGURATOR_NCCL_CSV, BLACKWELL_CSV,
                                                BLACKWELL_MEASUREMENTS_CSV, PUBLIC_CSV, Case,
-                                               load_cases)
+                                               load_cases as _load_cases)
+
+
+def load_cases(path) -> tuple[list[Case], list]:
+    """measurements.load_cases, read once per file version: the fits read the same CSVs a dozen
+    times per fit_all, and a cross-validation runs fit_all 17 times. New lists each call (the
+    cases themselves are frozen), so no caller sees another's changes."""
+    from pathlib import Path
+    st = Path(path).stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _CASES:
+        _CASES[key] = _load_cases(path)
+    cases, skipped = _CASES[key]
+    return list(cases), list(skipped)
+
+
+_CASES: dict[tuple, tuple[list[Case], list]] = {}  # (path, mtime, size) -> load_cases
 
 MAMF_ROW = "gemm-mamf-001"
 STREAM_ROW = "CUTLASS2917-001"
@@ -1256,29 +1273,73 @@ def fit_training_clock(sustained: float | None = None,
             errors.append(math.log(predicted / (r.value if r.metric == "tokens_per_s_per_gpu"
                                                 else 1.0 / r.value)))
         return float(np.median(errors))
-    lo, hi = SPECS[key][0]
-    f_lo, f_hi = median_log_error(lo), median_log_error(hi)
-    if f_lo >= 0 or f_hi <= 0:  # the zero lies outside the range: its bound
-        x = lo if f_lo >= 0 else hi
-    else:
-        side = 0
-        for _ in range(60):
-            x = hi - f_hi * (hi - lo) / (f_hi - f_lo)
-            f_x = median_log_error(x)
-            if abs(f_x) < 1e-9 or hi - lo < tol:
-                break
-            if f_x < 0:
-                lo, f_lo = x, f_x
-                if side == -1:
-                    f_hi /= 2  # Illinois: the end that stays put is halved
-                side = -1
-            else:
-                hi, f_hi = x, f_x
-                if side == 1:
-                    f_lo /= 2
-                side = 1
+    x = _warm_zero(median_log_error, *SPECS[key][0], _warm_start(key), tol)
     _TRAINING_CLOCK_FITS[memo] = x, [r.id for r in rows]
     return _TRAINING_CLOCK_FITS[memo]
+
+
+# the warm start's half-width: two steps of the 3 decimals fitted.yaml keeps, so the bracket holds
+# the zero whenever the file is current (|zero - value| <= 0.0005) and a little beyond
+WARM_SPAN = 0.001
+
+
+def _warm_start(key: str) -> float | None:
+    """The value fitted.yaml holds for `key` (the last fit's zero, rounded), None if it holds
+    none: where fit_training_clock's search starts (_warm_zero)."""
+    c = fitted.CONSTANTS.get(key)
+    return None if c is None else c.value
+
+
+def _illinois(f, lo: float, hi: float, f_lo: float, f_hi: float, tol: float) -> float:
+    """The zero of a rising `f` bracketed by lo < hi (f_lo < 0 < f_hi) by regula falsi with the
+    Illinois modification (the end that stays put twice has its value halved), to |f| < 1e-9
+    or a bracket narrower than `tol`."""
+    side = 0
+    for _ in range(60):
+        x = hi - f_hi * (hi - lo) / (f_hi - f_lo)
+        f_x = f(x)
+        if abs(f_x) < 1e-9 or hi - lo < tol:
+            break
+        if f_x < 0:
+            lo, f_lo = x, f_x
+            if side == -1:
+                f_hi /= 2  # Illinois: the end that stays put is halved
+            side = -1
+        else:
+            hi, f_hi = x, f_x
+            if side == 1:
+                f_lo /= 2
+            side = 1
+    return x
+
+
+def _warm_zero(f, lo: float, hi: float, start: float | None, tol: float) -> float:
+    """Where a rising `f` crosses zero in [lo, hi] (a bound where the zero lies outside), by
+    _illinois, first in [start - WARM_SPAN, start + WARM_SPAN]: each evaluation of the clock fit
+    plans every row, and the full range costs about 9 of them where the narrow bracket around
+    the last fit's value costs 4 or 5. The narrow search runs to |f| < 1e-9 alone (no bracket
+    width test: its bracket starts narrower than `tol`), the residual at which the full-range
+    search ends too, so both return the zero to ~1e-9 / f' (the clock's: f' ~ 1.2, so ~1e-9,
+    far below the 4 decimals its rule prints). Where the narrow bracket misses the zero, the
+    search goes on in the part of the range beyond it, whose inner end is already evaluated."""
+    if start is not None and lo < start - WARM_SPAN and start + WARM_SPAN < hi:
+        a, b = start - WARM_SPAN, start + WARM_SPAN
+        f_a, f_b = f(a), f(b)
+        if f_a < 0 < f_b:
+            return _illinois(f, a, b, f_a, f_b, 0.0)
+        if f_a >= 0:  # the zero lies below the bracket (or at its lower end)
+            if f_a == 0:
+                return a
+            f_lo = f(lo)
+            return lo if f_lo >= 0 else _illinois(f, lo, a, f_lo, f_a, tol)
+        if f_b == 0:
+            return b
+        f_hi = f(hi)  # the zero lies above the bracket
+        return hi if f_hi <= 0 else _illinois(f, b, hi, f_b, f_hi, tol)
+    f_lo, f_hi = f(lo), f(hi)
+    if f_lo >= 0 or f_hi <= 0:  # the zero lies outside the range: its bound
+        return lo if f_lo >= 0 else hi
+    return _illinois(f, lo, hi, f_lo, f_hi, tol)
 
 
 def moe_host_fit_rows(exclude: frozenset[str] = frozenset()) -> list:
@@ -1363,6 +1424,95 @@ def fit_all(exclude: frozenset[str] = frozenset(), serving: bool = True) -> dict
         _FRESH_HW.clear()
 
 
+# Sub-fits of fit_all by everything they read (_memo_key): a cross-validation fold
+# (perfmodel.validation.calibrate) refits every constant without its source's rows, and where the
+# rows, the GPUs and the module constants a sub-fit reads come out as they did in the full fit
+# (or in another fold), its result is that fit's: the fold's worker is forked from the process
+# that ran the full fit, so it finds the full fit's results here. Only the costliest sub-fits
+# are kept (the attention fits, about 0.6 s and 0.7 s a pass; the GEMM clock and power fits,
+# about 0.15 s each).
+_SUBFITS: dict[tuple, object] = {}
+
+
+def _module_state() -> tuple:
+    """The module constants the fits set and the estimates read, besides the hardware (the
+    attention module's, the MoE op's MXFP4 conversion, NCCL's ring local step, DeepEP's), as
+    exact text (repr keeps every float's bits)."""
+    from perfmodel.ops import deepep
+    from perfmodel.ops.moe import op as moe_op
+    (softmax, design, xqa), scalars = _saved_attention()
+    return tuple(repr(sorted(d.items(), key=repr)) for d in (
+        softmax, design, xqa, scalars, moe_op.CONVERT_OPS, nccl.RING_LOCAL_RATE,
+        deepep.FIXED_S)) + (repr(deepep.COPY_ROUND_TRIPS),)
+
+
+def _memo_key(name: str, rows, hws) -> tuple:
+    """A sub-fit's key: its name and arguments, its rows, the GPUs it prices them on (repr:
+    every field of the spec, the fitted constants applied, but its links: these sub-fits price
+    single-GPU kernels, whose demands hold no link work, and only the collectives read a Link,
+    so the NCCL latencies a fold refits leave them as they were) and _module_state."""
+    return (name, rows, tuple(sorted(repr(dataclasses.replace(h, links={})) for h in hws)),
+            _module_state())
+
+
+def _memoized(key: tuple, fit):
+    """fit()'s result under `key` (_SUBFITS), a copy (the callers own theirs)."""
+    if key not in _SUBFITS:
+        _SUBFITS[key] = fit()
+    return copy.deepcopy(_SUBFITS[key])
+
+
+def _attention_fit(cases: list[Case], sustained: float | None) -> dict:
+    """fit_attention(cases, sustained), memoized (_SUBFITS): it reads its rows (id and
+    measurement) on their GPUs as _with_sustained has them, and the attention module."""
+    rows = attention_fit_rows(cases)
+    hws = {id(c.hardware): c.hardware for c in rows}.values()
+    key = _memo_key("attention", tuple((c.id, c.measured_time_s) for c in rows),
+                    [_with_sustained(h, sustained) for h in hws])
+    return _memoized(key, lambda: fit_attention(cases, sustained))
+
+
+def _power_fit(sustained: float, exclude: frozenset[str], general: float | None = None
+               ) -> tuple[float, list[str]]:
+    """fit_power_exponent(sustained, exclude), or with `general` fit_fp4_power_exponent
+    (sustained, general, exclude), memoized (_SUBFITS): they read their pairs of AIConfigurator
+    rows left by `exclude` on the first pair's GPU as _with_sustained has it."""
+    select = power_fit_rows if general is None else power_fp4_fit_rows
+    pairs = [(a, b) for a, b in select(load_cases(AICONFIGURATOR_CSV)[0])
+             if a.id not in exclude and b.id not in exclude]
+    key = _memo_key(("power", sustained, general), tuple(
+        (a.id, b.id, a.measured_time_s, b.measured_time_s) for a, b in pairs),
+        [_with_sustained(pairs[0][0].hardware, sustained)] if pairs else [])
+    if general is None:
+        return _memoized(key, lambda: fit_power_exponent(sustained, exclude))
+    return _memoized(key, lambda: fit_fp4_power_exponent(sustained, general, exclude))
+
+
+def _b200_fit(general: float, exclude: frozenset[str], gpu: str = "B200"
+              ) -> tuple[float, list[str]]:
+    """fit_b200_sustained_fraction(general, exclude, gpu=gpu), memoized (_SUBFITS): it reads
+    its AIConfigurator rows left by `exclude` on their GPU with this run's hardware constants
+    (_FRESH_HW) applied."""
+    rows = [c for c in b200_sustained_fit_rows(load_cases(AICONFIGURATOR_CSV)[0], gpu)
+            if c.id not in exclude]
+    key = _memo_key(("b200", general, gpu), tuple((c.id, c.measured_time_s) for c in rows),
+                    [with_fitted(rows[0].hardware, dict(_FRESH_HW))] if rows else [])
+    return _memoized(key, lambda: fit_b200_sustained_fraction(general, exclude, gpu=gpu))
+
+
+def _trtllm_fit(sustained: float | None) -> dict[str, tuple[float, list[str]]]:
+    """fit_trtllm_attention(sustained), memoized (_SUBFITS): it reads its rows (trtllm_fit_rows:
+    the fit GPUs' rows of the module benchmarks' attention file, which no fold holds out) on
+    its GPUs as _with_sustained has them, and the attention module (the TensorRT-LLM constants
+    among it)."""
+    from perfmodel.hardware import hardware
+    from perfmodel.validation import modules
+    gpus = sorted(set(TRTLLM_FIT_GPU.values()))
+    rows = repr([r for r in modules.load_attention_rows() if r["hardware"] in gpus])
+    key = _memo_key("trtllm", rows, [_with_sustained(hardware(g), sustained) for g in gpus])
+    return _memoized(key, lambda: fit_trtllm_attention(sustained))
+
+
 def _on_one_row(key: str, row: str, exclude: frozenset[str], fit_row) -> tuple[float,
                                                                                list[str]]:
     """(value, rows) of a constant fitted on its one row: `fit_row()`, or its prior when the
@@ -1374,13 +1524,12 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
     raw_sustained, sustained_rows = _on_one_row("tensor_sustained_fraction", MAMF_ROW, exclude,
                                                 fit_sustained_fraction)
     sustained = round(raw_sustained, SPECS["tensor_sustained_fraction"][1])
-    raw_power, power_rows = fit_power_exponent(sustained, exclude)
+    raw_power, power_rows = _power_fit(sustained, exclude)
     _FRESH_HW["tensor_power_exponent"] = round(raw_power, SPECS["tensor_power_exponent"][1])
-    raw_b200, b200_rows = fit_b200_sustained_fraction(sustained, exclude)
+    raw_b200, b200_rows = _b200_fit(sustained, exclude)
     _FRESH_HW["tensor_sustained_fraction.b200"] = round(
         raw_b200, SPECS["tensor_sustained_fraction.b200"][1])
-    raw_fp4, fp4_rows = fit_fp4_power_exponent(sustained, _FRESH_HW["tensor_power_exponent"],
-                                               exclude)
+    raw_fp4, fp4_rows = _power_fit(sustained, exclude, _FRESH_HW["tensor_power_exponent"])
     _FRESH_HW["tensor_power_exponent.fp4"] = round(raw_fp4,
                                                    SPECS["tensor_power_exponent.fp4"][1])
     raw_hbm, hbm_rows = _on_one_row("hbm_achievable_fraction.b200", STREAM_ROW, exclude,
@@ -1396,13 +1545,13 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
     ring_local = {family: fit_ring_local_rate(family, exclude) for family in NCCL_FIT_GPU}
     raw_convert, convert_rows = fit_mxfp4_convert(exclude)
     cases, _ = load_cases(PUBLIC_CSV)
-    att = fit_attention([c for c in cases if c.id not in exclude], sustained)
+    att = _attention_fit([c for c in cases if c.id not in exclude], sustained)
     fa4, fa4_rows = _on_one_row("attention.softmax_overlap.fa4", FA4_ROW, exclude,
                                 lambda: fit_fa4_overlap(constants=att, sustained=sustained))
     cudnn_tcgen05 = fit_cudnn_tcgen05(att, sustained, exclude)
     fa2_tcgen05, fa2_tcgen05_rows = fit_fa2_tcgen05_fraction(att, sustained, exclude)
-    raw_b300, b300_rows = fit_b200_sustained_fraction(
-        te_profile.fit_b300_sustained_fraction(), exclude, gpu="B300")
+    raw_b300, b300_rows = _b200_fit(te_profile.fit_b300_sustained_fraction(), exclude,
+                                    gpu="B300")
     # the module and serving fits price attention too: with the attention constants just fitted
     attention_now = {key: {"value": att[name]} for name, key in ATTENTION_KEYS.items()}
     attention_now["attention.softmax_overlap.fa4"] = {"value": fa4}
@@ -1415,7 +1564,7 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
         # trtllm-gen's fixed time): the two fits alternate until their rounded values repeat
         seen = None
         for _ in range(JOINT_FIT_MAX_PASSES):
-            trtllm = fit_trtllm_attention(sustained)
+            trtllm = _trtllm_fit(sustained)
             _set_trtllm({k: round(v, SPECS[k][1]) for k, (v, _) in trtllm.items()})
             for family in GRAPH_GAP_GPU:
                 key = f"graph_kernel_gap_s.{family}"
