@@ -38,6 +38,9 @@ LEGEND_PAD_IN = 0.08
 
 @dataclass(frozen=True)
 class Margins:
+    """plot_validation's margins and gaps in inches (above); the bottom grows with the legend's
+    rows."""
+
     legend_rows: int
     left: float = 0.62
     right: float = 0.2
