@@ -82,17 +82,17 @@ PURE_REDUCE_DTYPE = "bf16"
 #   torchtitan: torch.nn.functional.scaled_dot_product_attention (flex attention off by
 #     default), whose CUDA backends try FlashAttention (PyTorch's copy of FlashAttention-2)
 #     first -> "fa2";
-#   llm-foundry: MPT's attn_impl "flash", the flash-attn 2 package's kernels (ALiBi through
-#     its alibi_slopes) -> "fa2"; nanotron: flash-attn 2 as well. Not certain for llm-foundry's
-#     tables (regenerated 2024-01-06): ALiBi with flash-attn came in llm-foundry 0.5.0
-#     (2024-02-08, configuration_mpt.py: "flash (v2.4.2 or higher)"); 0.4.0 (2023-11-22) runs
-#     ALiBi only on its torch or Triton kernels (configuration_mpt.py:219-223; blocks.py:18
-#     defaults attn_impl to "triton", llmfoundry/models/layers/flash_attn_triton.py). The
-#     replay's error grows with the sequence (MPT-30B on H100 +5..+17 % at 1-2k, +23 % at 4k,
-#     +45 % at 8k), as a slower attention kernel would make it; the Triton kernel is not modelled.
+#   llm-foundry: MPT's attn_impl as llm-foundry 0.4.0 defaults it, "triton" (llmfoundry/models/
+#     layers/blocks.py:18, attn_config_defaults): the Triton FlashAttention it vendors
+#     (flash_attn_triton.py) -> "triton_fa" (perfmodel.ops.attention.triton_fa). Assumed for the
+#     benchmark tables (regenerated 2024-01-06; their yamls are not read): 0.4.0 (2023-11-22)
+#     runs MPT's ALiBi only on its torch or Triton kernels (configuration_mpt.py:219-223);
+#     ALiBi with flash-attn came in 0.5.0 (2024-02-08, configuration_mpt.py: "flash (v2.4.2 or
+#     higher)"). The ALiBi bias itself is not priced (triton_fa's docstring);
+#   nanotron: flash-attn 2 -> "fa2".
 # NeMo AutoModel runs SDPA or FlexAttention per recipe (validate/data/training_SOURCES.md):
 # left default.
-FRAMEWORK_ATTENTION = {"llm-foundry": "fa2", "torchtitan": "fa2", "nanotron": "fa2",
+FRAMEWORK_ATTENTION = {"llm-foundry": "triton_fa", "torchtitan": "fa2", "nanotron": "fa2",
                        "NeMo": "cudnn", "Megatron-LM": "cudnn", "Megatron-Bridge": "cudnn"}
 # The training framework each row ran (plan_training framework; perfmodel.plan.frameworks):
 # NeMo and Megatron-LM run Megatron-Core with Transformer Engine; llm-foundry runs Composer's

@@ -72,14 +72,17 @@ from perfmodel.ops.base import Op, Param, positive
 from perfmodel.ops.rng import GENERATOR_ROUNDS, fused_dropout_work
 from perfmodel.ops.streaming import stream_demand
 
-KERNELS = ("fa2", "fa3", "fa4", "cudnn", "trtllm")
+KERNELS = ("fa2", "fa3", "fa4", "cudnn", "trtllm", "triton_fa")
 # Each family is written for one tensor-core instruction (the spec's isa.mma_instruction): FA2
 # issues mma.sync, which every GPU since Ampere runs; FA3 is built on wgmma, FA4 on tcgen05;
 # cuDNN ships kernels for each. The default is the family written for the GPU's own MMA.
+# "triton_fa": llm-foundry's Triton FlashAttention (perfmodel.ops.attention.triton_fa), whose
+# pre-MLIR Triton emits mma.sync and targets sm_80 and sm_90 (llm-foundry's triton_pre_mlir
+# builds), not Blackwell.
 DEFAULT_KERNEL = {"mma_sync": "fa2", "wgmma": "fa3", "tcgen05": "fa4"}
 KERNEL_MMA = {"fa2": ("mma_sync", "wgmma", "tcgen05"), "fa3": ("wgmma",),
               "fa4": ("tcgen05",), "cudnn": ("mma_sync", "wgmma", "tcgen05"),
-              "trtllm": ("wgmma", "tcgen05")}
+              "trtllm": ("wgmma", "tcgen05"), "triton_fa": ("mma_sync", "wgmma")}
 SOFTMAX_FMA_PER_SCORE = {"fwd": 4.0, "bwd": 6.0}
 SOFTMAX_ALU_PER_SCORE = 1.0
 # P → FP8 for the PV MMA: cvt.rn.satfinite.e4m3x2.f32 converts two scores per instruction, on the
@@ -436,6 +439,9 @@ class Attention(Op):
 
     def _pass_demand(self, hw, kernel: str, direction: str, design: str | None = None,
                      family: str | None = None) -> Demand:
+        if kernel == "triton_fa":  # its own tiles, loads and backward (triton_fa.py)
+            from perfmodel.ops.attention.triton_fa import triton_fa_pass
+            return triton_fa_pass(self, hw, direction)
         d, dv = self.head_dim, self.head_dim_v or self.head_dim
         b = bytes_per_element(self.dtype)
         kb = self._kv_bytes_per_element()
