@@ -91,22 +91,67 @@ ATEN_SOFTMAX_REGISTERS = 40
 # (ATen/native/cuda/thread_constants.h: C10_WARP_SIZE * 4), loading vec_size = 4 elements per
 # load when cols % 4 == 0; its Welford loop consumes each load before the next (one vector per
 # thread in flight), and the second pass re-reads the row (L2) with γ and β to write y.
-# layer_norm_grad_input_kernel_vectorized (dx) is laid out the same; GammaBetaBackwardCUDAKernel
-# (dγ, dβ) re-reads dy and x in ceil(cols / 16) CTAs of 16 x 32 threads, each thread one column
-# in scalar loads, unroll_factor = 8 rows per step.
+# layer_norm_grad_input_kernel_vectorized (dx) is laid out the same.
 ATEN_NORM_THREADS = 128
 ATEN_NORM_VEC = 4
-ATEN_COLWISE_TILE = 16
-ATEN_COLWISE_THREADS = 16 * 32
-ATEN_COLWISE_ROWS_PER_STEP = 8
-# Loads in flight per thread of the forward's statistics loop: nvcc unrolls a small loop of
-# unknown trip count by 4 (RMSNorm's sum of squares: independent loads, one FFMA each); the
-# Welford update's IEEE division (a branchy subroutine) keeps LayerNorm's loop rolled, one load
-# at a time (assumed from the code; no SASS was read)
+# Registers per thread and the loads in flight, read from the SASS of torch 2.10.0+cu128's
+# libtorch_cuda.so for sm_100 (cuobjdump -res-usage / -sass, CUDA 13 cuobjdump and nvdisasm;
+# BF16 instances, layer_norm_kernel.cu): vectorized_layer_norm_kernel 40 registers for LayerNorm,
+# 32 for RMSNorm (template flag rms_norm); layer_norm_grad_input_kernel_vectorized 32 for both;
+# the non-vectorized RowwiseMomentsCUDAKernel 40 and LayerNormForwardCUDAKernel 32. A 40-register
+# 128-thread CTA leaves 12 resident per SM, not the 16 a 32-register one gets. The SASS also shows
+# the loads in flight the model uses: RMSNorm's Σx² loop unrolled by 4 (four LDG.64 issued
+# together), LayerNorm's Welford loop one LDG.64 at a time (each consumed by four Welford
+# updates, with their MUFU.RCP, before the next load), the dx kernel's x, dy and γ one vector each.
+ATEN_NORM_FWD_REGISTERS = {"layernorm": 40, "rmsnorm": 32}
+ATEN_NORM_DX_REGISTERS = 32
+ATEN_MOMENTS_REGISTERS = 40
+ATEN_NORM_FWD_SCALAR_REGISTERS = 32
+# Loads in flight per thread of the forward's statistics loop (the SASS above): 4 for RMSNorm,
+# 1 for LayerNorm
 ATEN_RMS_UNROLL = 4
 # Welford's online update per element (cuWelfordOnlineSum): delta, count + 1, its reciprocal
 # (1/count on the XU), the mean and the M2 FMAs
 WELFORD_FMA_PER_ELEMENT = 4.0
+# dγ (dβ): GammaBetaBackwardCUDAKernelTemplate<T, T_ACC, block_dim_x, block_dim_y,
+# rows_per_block_y, check_x, check_y, rms_norm> (PyTorch >= 2.7's rewrite of the GammaBeta
+# backward; the launch rule below is LaunchGammaBetaBackwardCUDAKernel's as recalled, not read
+# from the .cu here: the five shapes it names are the ones torch 2.10's sm_100 binary
+# instantiates, and their registers and loads are read from its SASS). block_dim_x = 32
+# columns per CTA, each thread one column; the block's block_dim_y thread rows walk the rows in
+# steps of rows_per_block_y (8 rows per thread per step: a dy and an x load per row, the step's
+# mean and rstd shuffled across the warp). By rows: (block_dim_y, rows_per_block_y) = (1, 8)
+# under 64, (8, 64) under 128, (16, 128) under 256, else (32, 256): ceil(cols / 32) CTAs, each
+# over all rows.
+ATEN_GB_COLUMNS = 32
+ATEN_GB_ROWS_PER_THREAD_STEP = 8
+ATEN_GB_TILES = ((64, 1), (128, 8), (256, 16))  # (rows below, block_dim_y); else 32
+ATEN_GB_MAX_BLOCK_Y = 32
+# Registers of each shape by block_dim_y (torch 2.10 sm_100 SASS, BF16, aligned grid): a
+# 1024-thread CTA is capped at 64 and spills (56-64 bytes of stack); it is alone on its SM.
+ATEN_GB_REGISTERS = {"layernorm": {1: 127, 8: 103, 16: 103, 32: 64},
+                     "rmsnorm": {1: 127, 8: 80, 16: 101, 32: 64}}
+# When the grid is not aligned (rows % rows_per_block_y or cols % 32 non-zero: the check_x /
+# check_y instances) the loop is guarded and compiled to fewer registers: 32 for the
+# (8, 64), (16, 128) and (32, 256) shapes, 48 for (1, 8); a (32, 256) CTA then leaves 2 per SM.
+# Its loads: the RMSNorm instance was read to take the same 2 round trips per step as the
+# aligned one (7 loads and rstd, then the other 9 once the first values are consumed); the
+# others are assumed to keep their aligned round trips.
+ATEN_GB_CHECKED_REGISTERS = {1: 48, 8: 32, 16: 32, 32: 32}
+# Dependent memory round trips per step: the shapes with registers to spare issue a step's 16
+# loads together (one round trip); the 64-register (32, 256) shape reuses the registers and
+# issues them in dependent groups, each waiting for the previous group's values: 8, 4 and 4
+# loads for LayerNorm (dγ and dβ; three round trips per step), 8 and 8 for RMSNorm (two).
+ATEN_GB_ROUND_TRIPS = {"layernorm": 3, "rmsnorm": 2}
+# M > 65536 rows and cols / 32 < sm_count / 2 (many rows, few columns; the same recalled launch
+# rule): the rows are split over min(ceil(M / 32), 32768 / ceil(cols / 32)) CTAs of one warp per
+# column strip (the (1, 32) shape, 255 registers and spills in the SASS), each writing FP32
+# partials that `.sum(0)` reduces (one reduction kernel per weight gradient). Its loads are
+# assumed to take one round trip per 32-row step (not read).
+ATEN_GB_SPLIT_MIN_ROWS = 64 * 1024
+ATEN_GB_SPLIT_ROWS_PER_CTA = 32
+ATEN_GB_SPLIT_MAX_CTAS = 64 * 1024 // 2
+ATEN_GB_SPLIT_REGISTERS = 255
 
 
 def triton_row_settings(cols: int) -> tuple[int, int]:
@@ -287,41 +332,102 @@ class Norm(Op):
             # pass 2 re-reads the row and γ (β) from L2 for every row
             unroll = 1 if layer else ATEN_RMS_UNROLL
             return row_kernel(n, n * b + weights, n * b + stats, per_elem, b, n * fma, self.rows,
-                              threads, 32, in_flight=threads * vec * unroll,
+                              threads, ATEN_NORM_FWD_REGISTERS[self.kind],
+                              in_flight=threads * vec * unroll,
                               l2_rereads=n * b + self.rows * weights, vector_bytes=vec)
         x_again = n * b > hw.l2_capacity_bytes  # the second kernel's x from HBM or L2
         moments = row_kernel(n, n * b, stats, {"fma": WELFORD_FMA_PER_ELEMENT, "xu": 1.0}, b,
-                             n * WELFORD_FMA_PER_ELEMENT, self.rows, 512, 32,
+                             n * WELFORD_FMA_PER_ELEMENT, self.rows, 512, ATEN_MOMENTS_REGISTERS,
                              in_flight=512 * b, vector_bytes=b, details={"part": "moments"})
         fwd = row_kernel(n, (n * b if x_again else 0.0) + stats + weights, n * b,
                          {"fma": NORM_FMA_PER_ELEMENT[(self.kind, "fwd")]}, b, 0.0, self.rows,
-                         256, 32, in_flight=256 * b, vector_bytes=b,
+                         256, ATEN_NORM_FWD_SCALAR_REGISTERS, in_flight=256 * b, vector_bytes=b,
                          l2_rereads=0.0 if x_again else n * b, details={"part": "normalize"})
         return sequence(moments, fwd)
 
     def _eager_backward(self, hw, b: float, n: float, stats: float) -> Demand:
         """ATen's backward: the dx kernel (a row per CTA, two passes over x and dy), then
-        GammaBetaBackwardCUDAKernel re-reading dy and x for dγ (dβ): from L2 when the dx
-        kernel's x, dy and dx fit in it, else from HBM."""
+        GammaBetaBackwardCUDAKernelTemplate re-reading dy and x for dγ (dβ): from L2 when the
+        dx kernel's x, dy and dx fit in it, else from HBM (`_eager_gamma_beta`)."""
         layer = self.kind == "layernorm"
         sums = 2 if layer else 1
         threads, vec = ATEN_NORM_THREADS, ATEN_NORM_VEC * b
         fma = NORM_FMA_PER_ELEMENT[(self.kind, "bwd")]
         per_elem = {"fma": fma, "lsu": 2 * 5.0 * sums / self.cols}
         dx = row_kernel(n, 2 * n * b + stats + self.cols * b, n * b, per_elem, b, n * fma,
-                        self.rows, threads, 32, in_flight=threads * 2 * vec,
+                        self.rows, threads, ATEN_NORM_DX_REGISTERS, in_flight=threads * 2 * vec,
                         l2_rereads=2 * n * b + self.rows * self.cols * b, vector_bytes=vec,
                         details={"part": "dx"})
         in_l2 = 3 * n * b <= hw.l2_capacity_bytes
-        ctas = math.ceil(self.cols / ATEN_COLWISE_TILE)
+        parts = self._eager_gamma_beta(hw, b, n, stats, in_l2)
+        gb = parts[0].details
+        return sequence(dx, *parts, details={
+            "dgamma_reads_from_l2": in_l2, "gamma_beta_block": gb["gamma_beta_block"],
+            "gamma_beta_round_trips": gb["gamma_beta_round_trips"]})
+
+    def _eager_gamma_beta(self, hw, b: float, n: float, stats: float,
+                          in_l2: bool) -> tuple[Demand, ...]:
+        """GammaBetaBackwardCUDAKernelTemplate's launch (the ATEN_GB_* rule above): each CTA
+        walks its 32 columns over its rows in steps of 8 rows per thread; a step's loads take
+        ATEN_GB_ROUND_TRIPS dependent round trips in the 1024-thread shape, one in the others
+        (Demand.cta_dram_round_trips). Past ATEN_GB_SPLIT_MIN_ROWS rows with few columns the
+        rows are split over CTAs writing FP32 partials that `.sum(0)` reduces."""
+        layer = self.kind == "layernorm"
+        sums = 2 if layer else 1
+        strips = math.ceil(self.cols / ATEN_GB_COLUMNS)
         out = self.cols * b * sums
+        reads = 2 * n * b  # dy and x again: from L2 when they stayed there
+        split = (self.rows > ATEN_GB_SPLIT_MIN_ROWS
+                 and self.cols // ATEN_GB_COLUMNS < hw.sm_count // 2)
+        if split:
+            block_y = 1
+            row_ctas = min(math.ceil(self.rows / ATEN_GB_SPLIT_ROWS_PER_CTA),
+                           ATEN_GB_SPLIT_MAX_CTAS // strips)
+            steps = math.ceil(math.ceil(self.rows / row_ctas) / ATEN_GB_SPLIT_ROWS_PER_CTA)
+            regs, trips = ATEN_GB_SPLIT_REGISTERS, steps
+            rows_in_flight = ATEN_GB_SPLIT_ROWS_PER_CTA
+        else:
+            block_y = next((y for below, y in ATEN_GB_TILES if self.rows < below),
+                           ATEN_GB_MAX_BLOCK_Y)
+            row_ctas = 1
+            steps = math.ceil(self.rows / (block_y * ATEN_GB_ROWS_PER_THREAD_STEP))
+            aligned = (self.rows % (block_y * ATEN_GB_ROWS_PER_THREAD_STEP) == 0
+                       and self.cols % ATEN_GB_COLUMNS == 0)
+            regs = (ATEN_GB_REGISTERS[self.kind] if aligned
+                    else ATEN_GB_CHECKED_REGISTERS)[block_y]
+            trips = steps * (ATEN_GB_ROUND_TRIPS[self.kind]
+                             if block_y == ATEN_GB_MAX_BLOCK_Y else 1)
+            rows_in_flight = ATEN_GB_ROWS_PER_THREAD_STEP
+        threads = ATEN_GB_COLUMNS * block_y
+        partials = row_ctas * self.cols * 4.0 * sums if split else 0.0
+        # partials [row CTAs, cols] in FP32 stay in L2 between the kernels when they fit (the
+        # rule of the fused backward's partial sums)
+        spill = 2 * partials > hw.l2_capacity_bytes
         # per element: (x − mean)·rstd·dy accumulate (dγ) and the dy sum (dβ)
-        dg = row_kernel(n, (0.0 if in_l2 else 2 * n * b) + stats, out,
-                        {"fma": 2.0 + (sums - 1)}, b, 0.0, ctas, ATEN_COLWISE_THREADS, 32,
-                        in_flight=ATEN_COLWISE_THREADS * ATEN_COLWISE_ROWS_PER_STEP * 2 * b,
-                        l2_rereads=2 * n * b if in_l2 else 0.0, vector_bytes=b,
-                        details={"part": "dgamma" + (" dbeta" if layer else "")})
-        return sequence(dx, dg, details={"dgamma_reads_from_l2": in_l2})
+        dg = row_kernel(n, (0.0 if in_l2 else reads) + stats, partials or out,
+                        {"fma": 2.0 + (sums - 1)}, b, 0.0, strips * row_ctas, threads, regs,
+                        in_flight=threads * rows_in_flight * 2 * b,
+                        l2_rereads=reads if in_l2 else 0.0, round_trips=trips, vector_bytes=b,
+                        details={"part": "dgamma" + (" dbeta" if layer else ""),
+                                 "gamma_beta_block": (ATEN_GB_COLUMNS, block_y),
+                                 "gamma_beta_round_trips": trips})
+        if not split:
+            return (dg,)
+        if not spill:
+            dg = replace(dg, work={**dg.work, "hbm": dg.work["hbm"] - partials},
+                         hbm_bytes=dg.hbm_bytes - partials)
+        # `.sum(0)` of each partial buffer, writing that gradient
+        per = partials / sums
+        red = []
+        for _ in range(sums):
+            r = stream_demand(per / 4.0, per, self.cols * b, {"fma": 1.0}, 4.0, flop=per / 4.0,
+                              ctas=math.ceil(self.cols / FINALIZE_COLUMNS_PER_CTA),
+                              threads=FINALIZE_THREADS, details={"part": "sum(0)"})
+            if not spill:
+                r = replace(r, work={**r.work, "hbm": r.work["hbm"] - per},
+                            hbm_bytes=r.hbm_bytes - per)
+            red.append(r)
+        return (dg, *red)
 
     def _backward(self, hw, b: float, n: float, stats: float) -> Demand:
         sums = 2 if self.kind == "layernorm" else 1  # partial dγ (and dβ) per column

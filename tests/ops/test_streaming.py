@@ -154,3 +154,79 @@ def test_eager_layernorm_forward_keeps_one_load_per_thread_in_flight():
     odd = pm.ops.Norm(rows=64, cols=4095, dtype="bf16", kind="layernorm",
                       implementation="eager").demand(hw)
     assert odd.kernels == 2  # RowwiseMoments, then the normalize kernel
+
+
+# ---- ATen's norm kernels as torch 2.10's sm_100 SASS has them (streaming.ATEN_NORM_*, ATEN_GB_*)
+
+def _eager(rows, cols, kind="rmsnorm", direction="fwd"):
+    return pm.ops.Norm(rows=rows, cols=cols, dtype="bf16", kind=kind, direction=direction,
+                       implementation="eager")
+
+
+def test_eager_layernorm_forward_registers_leave_12_ctas_per_sm():
+    """vectorized_layer_norm_kernel: 40 registers for LayerNorm (Welford), 32 for RMSNorm. A
+    128-thread CTA of 40 registers takes 4 warps x 1280 registers: 65536 / 5120 -> 12 per SM;
+    at 32 registers the 64-warp limit gives 16."""
+    hw = _b200()
+    ln = pm.predict_op(_eager(8192, 4096, "layernorm"), hw)
+    rms = pm.predict_op(_eager(8192, 4096), hw)
+    assert ln.details["ctas_per_sm"] == 12 and rms.details["ctas_per_sm"] == 16
+
+
+@pytest.mark.parametrize("rows, block_y, ln_trips, rms_trips",
+                         [(40, 1, 5, 5), (100, 8, 2, 2), (200, 16, 2, 2), (8192, 32, 96, 64)])
+def test_eager_gamma_beta_tile_and_round_trips_follow_the_rows(rows, block_y, ln_trips, rms_trips):
+    """GammaBetaBackwardCUDAKernelTemplate: 32 columns per CTA, block_dim_y thread rows by the
+    row count, 8 rows per thread per step; the 1024-thread (32, 256) shape issues a step's loads
+    in 3 dependent groups for LayerNorm and 2 for RMSNorm, the others in one."""
+    hw = _b200()
+    for kind, trips in (("layernorm", ln_trips), ("rmsnorm", rms_trips)):
+        d = _eager(rows, 4096, kind, "bwd").demand(hw)
+        dx, dg = d.sequence
+        assert d.details["gamma_beta_block"] == (32, block_y)
+        assert dg.launch.ctas == 4096 // 32 and dg.launch.threads_per_cta == 32 * block_y
+        assert dg.cta_dram_round_trips == trips
+        assert dx.launch.registers_per_thread == 32
+
+
+def test_eager_rmsnorm_at_1536_columns_and_500_rows_by_hand():
+    """The issue's case, worked by hand on B200 (DRAM latency L = hbm_latency_s).
+    Forward: 500 CTAs of 128 threads, 32 registers (16 per SM): one round, so the latency is the
+    first load plus the row's round trip, 2 L.
+    Backward dγ: 500 >= 256 rows take the (32, 256) shape: 1536 / 32 = 48 CTAs of 1024 threads;
+    500 is no multiple of 256, so the guarded instance of 32 registers (2 CTAs per SM; 48 CTAs,
+    one round); ceil(500 / 256) = 2 steps of 2 round trips: 4 L on top of the first load."""
+    hw = _b200()
+    lat = hw.hbm_latency_s
+    fwd = pm.predict_op(_eager(500, 1536), hw)
+    assert fwd.details["ctas_per_sm"] == 16
+    assert fwd.resource_time_s["latency"] == pytest.approx(2 * lat)
+    bwd = pm.predict_op(_eager(500, 1536, direction="bwd"), hw)
+    dx, dg = bwd.details["parts"]
+    assert dg["part"] == "dgamma" and dg["ctas_per_sm"] == 2 and dg["busiest_sm_ctas"] == 1
+    # 512 rows are aligned: the 64-register instance, alone on its SM
+    assert pm.predict_op(_eager(512, 1536, direction="bwd"), hw).details["parts"][1][
+        "ctas_per_sm"] == 1
+    assert bwd.details["gamma_beta_round_trips"] == 4
+    d = _eager(500, 1536, direction="bwd").demand(hw)
+    assert d.sequence[1].launch.ctas == 48
+    dg_est = pm.engine.pipes(d.sequence[1], hw)
+    assert dg_est.resource_time_s["latency"] == pytest.approx(5 * lat)
+
+
+def test_eager_gamma_beta_splits_many_rows_of_few_columns_over_ctas():
+    """Past 65536 rows with cols / 32 < sm_count / 2 the rows split over CTAs of one warp per
+    column strip (min(ceil(M / 32), 32768 / strips) of them), whose FP32 partials `.sum(0)`
+    reduces, one reduction per weight gradient; the partials stay in L2."""
+    hw = _b200()
+    d = _eager(131072, 128, "layernorm", "bwd").demand(hw)
+    parts = [p.details["part"] for p in d.sequence]
+    assert parts == ["dx", "dgamma dbeta", "sum(0)", "sum(0)"] and d.kernels == 4
+    dg = d.sequence[1]
+    assert dg.launch.ctas == 4 * 4096 and dg.launch.threads_per_cta == 32
+    partials = 4096 * 128 * 4 * 2
+    assert partials * 2 < hw.l2_capacity_bytes
+    assert all(p.work["hbm"] == pytest.approx(p.hbm_bytes) for p in d.sequence[1:])
+    assert d.sequence[2].work["l2"] >= partials / 2  # each sum reads its buffer from L2
+    # under the split threshold the same columns take the one-CTA-per-strip tile
+    assert _eager(65536, 128, "layernorm", "bwd").demand(hw).kernels == 2
