@@ -208,7 +208,11 @@ def _case(row: dict) -> Case | Skipped:
         o = ops.Moe(tokens=s["tokens"], hidden=s["hidden"], expert_hidden=s["expert_hidden"],
                     experts=s["experts"], top_k=s["top_k"], gpus=s["ep"], dtype=mma,
                     weight_dtype=weights, routing="token_balanced",
-                    fp8_scaling="block" if dt == "fp8_block" else "tensor")
+                    fp8_scaling="block" if dt == "fp8_block" else "tensor",
+                    # TensorRT-LLM's block-FP8 runner quantizes each GEMM's BF16 input in its
+                    # own kernel (ops.moe `fp8_block_quant`)
+                    **({"fp8_block_quant": "trtllm"} if dt == "fp8_block"
+                       and lib.startswith("TensorRT-LLM") else {}))
         t = value
         kind = "moe_" + dt.replace("_e4m3", "")
     elif kind.startswith("attention_"):

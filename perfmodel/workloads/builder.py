@@ -672,6 +672,8 @@ class _LayerBuilder:
             moe["weight_dtype"] = weights
         elif self._block_fp8(w.dtype):
             moe["fp8_scaling"] = "block"
+            if w.fusion == "trtllm":  # TensorRT-LLM's runner quantizes in its own kernels
+                moe["fp8_block_quant"] = "trtllm"
         a2a = self.dispatch_bytes
         if w.moe_loads is not None:  # this layer of the recorded loads, the model's gate
             groups, group_top_k = m.group_limit

@@ -25,8 +25,10 @@ def test_promotion_is_one_ffma_per_output_and_k_block_of_both_gemms():
     rows = list(op.per_gpu_rows()[0])
     padded = sum(math.ceil(r / 64) for r in rows) * 64
     hopper = pm.hardware("H100-SXM")
-    def fma(moe, hw) -> float:  # the module's FMA-pipe work: promotion, activation, finalize
-        return moe._gpu_demand(rows, 160 * 1024, hw).work["fma"]
+    def fma(moe, hw) -> float:  # the grouped GEMMs' FMA-pipe work: promotion, epilogue
+        seq = moe._gpu_demand(rows, 160 * 1024, hw).sequence
+        gemms = next(d for d in seq if d.details.get("part") == "grouped GEMMs")
+        return gemms.work.get("fma", 0.0)
 
     tensor = _experts("tensor")
     assert fma(op, hopper) - fma(tensor, hopper) == padded * (2 * 2048 * 56 + 7168 * 16)

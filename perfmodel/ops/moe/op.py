@@ -74,7 +74,7 @@ PLACEMENTS = ("auto", "contiguous", "balanced", "eplb")
 # another layer shape, does not draw again. Entries are shared, so read only.
 ROUTING_CACHE = 1024
 ROUTING_FREE_PARAMS = ("hidden", "expert_hidden", "dtype", "weight_dtype", "fp8_scaling",
-                       "shared_experts")
+                       "fp8_block_quant", "shared_experts")
 _ROUTINGS: OrderedDict = OrderedDict()
 
 
@@ -105,6 +105,21 @@ ROUTING_SORT_KERNELS = 3
 # shared memory of the grouped GEMM's CTA (its pipeline stages) where the GPU allows it, and the
 # 4/5 of it in flight from HBM (the stages not being consumed): 160 / 128 KiB as before
 GROUPED_GEMM_SMEM_BYTES = 160 * 1024
+# Block-scaled FP8 experts on Hopper under TensorRT-LLM's fused-MoE runner (1.3.0rc20; its copy in
+# flashinfer 0.7.2.post1, csrc/fused_moe/cutlass_backend/cutlass_fused_moe_kernels.cuh
+# BlockScaleFC1/FC2 and csrc/nv_internal/tensorrt_llm/kernels/cutlass_kernels/
+# fp8_blockscale_gemm/): the runner is instantiated with BF16 activations (ElementA bf16, so
+# `internal_quantize_a` in fp8_blockscale_gemm.cu moeGemm), so the expand and the activation
+# write BF16 and each grouped GEMM is preceded by its own quantization launch,
+# fp8_grouped_gemm_run's `scale_1x128_kernel` (fp8_blockscale_gemm_kernel.cuh:895-1004,
+# launched at :1519-1533): min(SMs, groups / 8) CTAs of 256 threads (one CTA per SM), one warp
+# per 1x128 group, each lane loading 4 scalar BF16 values, a warp max-reduction, then the FP8
+# values and the group's FP32 scale stored; a grid-stride loop with no unrolling, so each warp
+# has one group in flight per DRAM round trip (Little's law on the bytes it moves per trip).
+BLOCK_QUANT_THREADS = 256
+BLOCK_QUANT_WARPS_PER_CTA = BLOCK_QUANT_THREADS // 32
+BLOCK_QUANT_VECTOR_BYTES = 2.0  # scalar BF16 loads (`input_line[lane_id]`)
+BLOCK_QUANTS = ("trtllm", "fused")
 
 class Moe(Op):
     name = "moe"
@@ -133,6 +148,13 @@ class Moe(Op):
                                  "activation and 128x128 weight block (DeepSeek-V3's FP8 "
                                  "checkpoints), promoted on the CUDA cores where the MMA takes "
                                  "no scales (ops.gemm)"),
+        "fp8_block_quant": Param("choice", default="fused", choices=BLOCK_QUANTS,
+                                 doc="block-scaled fp8 experts promoted on the CUDA cores "
+                                     "(Hopper): how each grouped GEMM's BF16 input is quantized "
+                                     "per 1x128 group: fused, cast in the expand and activation "
+                                     "kernels at HBM speed; trtllm, TensorRT-LLM's fp8 "
+                                     "block-scale runner's own kernel before each GEMM (one CTA "
+                                     "per SM, a warp per group: latency-bound)"),
         "replication": Param("float", default=1.0, lo=1.0, hi=8.0,
                              doc="expert replicas / experts"),
         "routing": Param("choice", default="token_balanced", choices=POLICIES),
@@ -173,6 +195,9 @@ class Moe(Op):
         if v["fp8_scaling"] == "block" and tensor_dtype(v["dtype"]) != "fp8":
             out.append(("fp8_scaling", f"block scaling applies to fp8 experts, not "
                                        f"{v['dtype']}"))
+        if v["fp8_block_quant"] != "fused" and v["fp8_scaling"] != "block":
+            out.append(("fp8_block_quant", "applies to block-scaled fp8 experts "
+                                           "(fp8_scaling block) only"))
         if v["trace"] and v["loads"]:
             out.append(("loads", "give a routing trace or an expert-loads file, not both"))
         if not v["loads"]:
@@ -347,7 +372,12 @@ class Moe(Op):
         work = {f"tensor:{tensor_dtype(self.dtype)}": 2.0 * padded * 3 * h * f * n_granule,
                 "l2": hbm, "hbm": hbm}
         overlap = None
-        if self.fp8_scaling == "block" and fp8_blocks_promoted(hw):
+        promoted = self.fp8_scaling == "block" and fp8_blocks_promoted(hw)
+        # TensorRT-LLM's block-scale runner quantizes the BF16 GEMM inputs itself
+        # (BLOCK_QUANT_THREADS): the expand and the activation write BF16, not the GEMM type
+        runner_quant = promoted and self.fp8_block_quant == "trtllm"
+        cast = act if runner_quant else w  # bytes per element the expand/activation write
+        if promoted:
             # block-scaled FP8 on an MMA that takes no scales (wgmma): every 128 of K the
             # partial sums of each output leave the tensor core and are scaled into the FP32
             # accumulators on the CUDA cores, one FFMA per output and K block, serial with the
@@ -375,18 +405,39 @@ class Moe(Op):
         sort = stream_demand(picks, picks * 4.0, picks * 8.0, {}, 4.0, 0.0,
                              details={"part": "routing sort"})
         sort = replace(sort, kernels=ROUTING_SORT_KERNELS)
-        expand = stream_demand(tokens * h, tokens * h * act, tokens * h * w, {}, act, 0.0,
+        expand = stream_demand(tokens * h, tokens * h * act, tokens * h * cast, {}, act, 0.0,
                                details={"part": "expand rows (cast)"})
         # SwiGLU: silu(gate) * up, one exp (XU) and a few FMAs per output element
-        activation = stream_demand(tokens * f, tokens * 2 * f * act, tokens * f * w,
+        activation = stream_demand(tokens * f, tokens * 2 * f * act, tokens * f * cast,
                                    {"fma": 4.0, "xu": 1.0}, act, 4.0 * tokens * f,
                                    details={"part": "gated activation (cast)"})
         out_tokens = min(float(self.tokens), tokens)  # token rows this GPU writes back
         finalize = stream_demand(tokens * h, tokens * h * act, out_tokens * h * act,
                                  {"fma": 1.0}, act, tokens * h,
                                  details={"part": "finalize (top-k weighted sum)"})
-        return sequence_demand((sort, expand, gemms, activation, finalize), launch_from=2,
-                               details=gemms.details)
+        parts = (sort, expand, gemms, activation, finalize)
+        if runner_quant:
+            parts = (sort, expand, block_quant_demand(tokens, h, w, hw, "quantize GEMM1 input"),
+                     gemms, activation,
+                     block_quant_demand(tokens, f, w, hw, "quantize GEMM2 input"), finalize)
+        return sequence_demand(parts, launch_from=parts.index(gemms), details=gemms.details)
+
+
+def block_quant_demand(rows: float, cols: int, out_bytes: float, hw, part: str) -> Demand:
+    """TensorRT-LLM's `scale_1x128_kernel` over `rows` BF16 rows of `cols` (BLOCK_QUANT_THREADS):
+    one warp per 1x128 group, min(SMs, groups / 8) CTAs of 8 warps. A warp's loop iteration
+    loads its group (256 B), reduces it and stores the FP8 values and the FP32 scale; its next
+    load waits for this one, so each warp moves one group per DRAM round trip: the CTA's bytes
+    in flight are its 8 warps' groups, read and written (Little's law in the engine)."""
+    groups = rows * math.ceil(cols / FP8_BLOCK)
+    ctas = max(1, min(hw.sm_count, math.ceil(groups / BLOCK_QUANT_WARPS_PER_CTA)))
+    read, write = rows * cols * 2.0, rows * cols * out_bytes + groups * 4.0
+    d = stream_demand(rows * cols, read, write, {"fma": 2.0}, 2.0, 0.0, ctas=ctas,
+                      threads=BLOCK_QUANT_THREADS, vector_bytes=BLOCK_QUANT_VECTOR_BYTES,
+                      details={"part": part})
+    per_group = FP8_BLOCK * (2.0 + out_bytes) + 4.0
+    return replace(d, launch=replace(d.launch, bytes_in_flight_per_cta=(
+        BLOCK_QUANT_WARPS_PER_CTA * per_group)))
 
 
 @functools.lru_cache(maxsize=4096)
