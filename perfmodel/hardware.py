@@ -182,6 +182,13 @@ class Link:
         hop = getattr(self, f"{protocol}_latency_s")
         return 1.0 if hop is None else hop / self.latency_s
 
+    @property
+    def step_bytes(self) -> float:
+        """The bytes the link carries at its full rate during one latency step (its
+        bandwidth-delay product): how an op that waits on a chain of link steps states that
+        wait as link work (ops/custom_allreduce.py: load passes)."""
+        return self.bandwidth_bytes_per_s * self.latency_s
+
 
 @dataclass(frozen=True, eq=False)  # identity equality: hashable, usable as a cache key
 class Hardware:

@@ -44,7 +44,9 @@ steps (perfmodel/ops/nccl.py says how). A ring that leaves the domain pays at le
 network overhead per NVLink hop. NCCL enables LL128 only where the GPUs talk over NVLink
 (tuning.cc), so a collective on `pcie` offers LL and Simple. The base latency covers NCCL's
 kernel launch (it is fitted to back-to-back collectives), so an NCCL pair counts no launch of its
-own; the one-shot all-reduce counts one.
+own; nor does the engines' one-shot all-reduce, whose kernel boundary is priced as NVLink round
+trips (perfmodel/ops/custom_allreduce.py: its peers' stores acknowledged, the next launch
+overlapping its tail by programmatic dependent launch); only its copy kernels launch.
 
 Algorithm choice (`algorithm`). ring, tree, nvls and oneshot name one algorithm (the protocol
 still auto unless named, the tuner then choosing among that algorithm's protocols, as

@@ -8,13 +8,13 @@ then offers NCCL's algorithms and protocols, the fastest kept). With G GPUs in o
 and S bytes per GPU:
 
   oneshot    every GPU reads (or pushes) every peer's whole buffer and reduces it locally:
-             (G−1)·S bytes over its NVLink, its barrier and load trips (NVLINK_TRIPS), one
-             launch.
+             (G−1)·S bytes over its NVLink, its barrier and load trips (NVLINK_TRIPS) and its
+             retire (RETIRE_TRIPS).
              vLLM's one-stage kernel, SGLang's 1-shot push and pull, TensorRT-LLM's Lamport
-             one-shot.
+             one-shot; the generic kernel (no engine) is the push kind.
   twoshot    a reduce-scatter then an all-gather through the peers' buffers: each GPU reduces
              its 1/G shard from every peer and every peer reads the reduced shards back,
-             2·(G−1)/G·S over its NVLink, its trips (NVLINK_TRIPS), one launch.
+             2·(G−1)/G·S over its NVLink, its trips (NVLINK_TRIPS, RETIRE_TRIPS).
              vLLM's two-stage kernel, SGLang's 2-shot pull, TensorRT-LLM's two-shot.
   multimem   PyTorch's symmetric-memory `multimem_all_reduce_` (vLLM's fallback before NCCL on
              NVSwitch systems): the switch reduces each GPU's 1/G shard (multimem.ld_reduce) and
@@ -24,8 +24,22 @@ and S bytes per GPU:
 
 HBM: a kernel's link bytes are read from one GPU's HBM and written into another's, and the
 reduction reads its operands once more, 3 × the bytes sent, as comm.py counts NCCL's pairs.
-Launches: a custom kernel counts its own launch (NCCL's pairs count none: their base latency
-holds it), as the generic `oneshot` always has.
+The kernel's boundary (RETIRE_TRIPS). A kernel that stored into its peers' memory retires only
+once those stores are acknowledged, a round trip over the NVLink (two trips) after its last
+remote store, and the next call's kernel starts after it; the engines' kernels launch with
+programmatic dependent launch (TensorRT-LLM's and FlashInfer's fusion kernels
+cudaGridDependencySynchronize / cudaTriggerProgrammaticLaunchCompletion, FlashInfer 0.7.4
+trtllm_allreduce_fusion.cuh; SGLang 0.5.14's PDLWaitPrimary / PDLTriggerSecondary with
+`enable_pdl(is_arch_support_pdl())`), so the next grid's launch overlaps this one's tail. The
+kernel is therefore priced as NCCL's pairs are (their base latency holds their launch): no
+launch of its own (Demand.kernels counts only the copy kernels), its boundary in NVLink trips.
+Measured small calls bear this out (AIConfigurator, CUDA graphs, 256 B on 2 GPUs): TensorRT-LLM
+2.66 us on H100 and 4.58 on B200, vLLM 4.3 and 6.6, SGLang's push 2.4 and 3.8: a near-constant
+number of LL hops on both families (about 3.4, 5.4 and 3.1), while the graph gap fitted on
+TensorRT-LLM's MLA blocks falls from 1.88 us on Hopper to 0.84 on Blackwell; a graph gap plus
+the trips left Hopper's calls 16-25 % too slow and Blackwell's 15-30 % too fast. vLLM's kernel
+launches without PDL (csrc/custom_all_reduce.cuh: a plain <<<blocks, threads>>> launch) yet
+fits the same way: its launch is not separately visible in the rows.
 
 Graph and eager (`mode`). Inside a CUDA graph the engines register the graph's input buffers
 with their peers once, at capture. Eagerly, vLLM's custom all-reduce first copies the input into
@@ -99,14 +113,33 @@ TensorRT-LLM (its wheels are not on PyPI; FlashInfer's port of its Lamport fusio
   GPU, TP size, hidden size and token count, NCCL included; the table is not in any source
   read here, so below the workspace the engine keeps the faster of the Lamport kernel and NCCL.
 
+Loads in flight (LOAD_GRIDS). vLLM's kernels and SGLang's pull kernels read their peers'
+buffers with 16-B loads from a grid of at most 36 blocks (vLLM) or one per SM (SGLang) of 512
+threads, each thread waiting for its loads before its next pass: a pass keeps blocks × 512 ×
+16 B × (G−1) in flight and takes a load's round trip (two trips, as NVLINK_TRIPS counts a
+load), so by Little's law a large message streams at most that much per round trip (vLLM's 36
+blocks on 2 GPUs: 295 KB per pass, below the link's rate at any round trip over 0.8 us). The
+measured vLLM 2-GPU rows (AIConfigurator, 512 KiB-4 MiB) grow by 1.13-1.20 us per pass on H100
+and H200 and 1.6-1.8 us on B200 and B300, about 1.45 LL hops on both families: the two trips
+priced (1.58 us on Hopper, 2.54 on Blackwell) are the module's one trip unit, a little long
+for a bare load. The kernel's link time is the
+longer of its bytes at the link's rate and its passes beyond the first of each stage (that one
+is in NVLINK_TRIPS) at a round trip each. The push kernels store and never wait on a remote
+load: their stores are bounded by the link alone.
+
 What is not modelled: the engines' node check (vLLM and SGLang disable their kernels for a
 group that spans hosts; on an NVL72 rack a host holds 4 GPUs, and the spec has no host size, so
 a group of 8 in one rack is priced as if on one host), the 16-byte alignment rule, vLLM's and
-SGLang's NCCL symmetric-memory and FlashInfer paths (off by default), and the kernels' block
-counts (a kernel is priced at the link's achievable rate whatever its CTAs).
+SGLang's NCCL symmetric-memory and FlashInfer paths (off by default), the block counts of the
+push kernels and of TensorRT-LLM's two-shot kernel (FlashInfer trtllm_allreduce_fusion.cuh
+`allreduce_fusion_kernel_twoshot_sync`: its reduce-scatter loads its peers' shards; its grid,
+one cluster per token slice, is not modelled, so it streams at the link's rate), the skew
+between more GPUs' arrivals (the measured floors grow 0.1-0.5 us from 2 to 8 GPUs; the
+trips do not grow with G), and the GB200 rows' lower floors than B200's on the same trips.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from perfmodel import fitted
@@ -126,17 +159,59 @@ KERNELS = ("oneshot", "twoshot", "multimem")
 # buffers and polls its own (one trip each way of a flag), its pull kernels load as vLLM's;
 # TensorRT-LLM's Lamport kernels push data whose words are their own flags and spin until the
 # last peer's lands (FlashInfer trtllm_allreduce_fusion.cuh: no barrier), counted as a round
-# trip per stage like the other kernels' loads: the push alone (one trip) leaves the measured
-# small calls (validate/data/aiconfigurator_allreduce.csv) 40 % too fast on Blackwell, a round
-# trip 1 % on Hopper and 27 % on Blackwell. A trip is the NVLink's one-way latency
+# trip per stage like the other kernels' loads (the push, and the peer's push it waits on).
+# Every kernel adds its retire (RETIRE_TRIPS). A trip is the NVLink's one-way latency
 # as NCCL's LL protocol measures it: a store and the peer's poll (the spec's measured
 # `ll_latency`, perfmodel/ops/nccl.py), 1.6x Hopper's on Blackwell's NVLink 5 switches.
+# The generic one-shot (path None: the builder's `auto` all-reduce, and `algorithm=oneshot`) is
+# the push kernel the engines run for their smallest messages (TensorRT-LLM's and FlashInfer's
+# Lamport one-shot, SGLang's 1-shot push: data stored straight into the peers' buffers, no
+# barrier; comm.py: "one link latency"), not vLLM's barrier-load-barrier kernel, which the
+# engine dispatch `vllm` prices; `auto` keeps the faster of it and NCCL.
 NVLINK_TRIPS = {("custom_allreduce", "oneshot"): 4, ("custom_allreduce", "twoshot"): 7,
                 ("torch_symm_mem", "multimem"): 5, ("torch_symm_mem", "twoshot"): 7,
                 ("push", "oneshot"): 2, ("pull", "oneshot"): 4, ("pull", "twoshot"): 7,
                 ("lamport", "oneshot"): 2, ("lamport", "twoshot"): 4,
-                (None, "oneshot"): 4, (None, "twoshot"): 7, (None, "multimem"): 5}
+                (None, "oneshot"): 2, (None, "twoshot"): 7, (None, "multimem"): 5}
+# The kernel's retire: the acknowledgement of its last stores into peer memory, a round trip
+# (module docstring "The kernel's boundary"); it replaces the kernel's own launch.
+RETIRE_TRIPS = 2
 LINK_STEPS = {"oneshot": 1, "twoshot": 2, "multimem": 2}  # barrier rounds (the op's details)
+
+# The kernels that pull their peers' data with loads, and their grids (blocks at most, threads
+# per block); each thread loads 16 B (one packed vector) from every peer per pass of its loop and
+# waits for them before its next pass, so a pass keeps blocks × threads × 16 B × (G−1) in flight
+# on the NVLink and takes a load's round trip: by Little's law the kernel pulls at most that much
+# per round trip, below the link's rate for the small grids these kernels launch.
+#   custom_allreduce  vLLM's one- and two-stage kernels: 512 threads, blocks = min(36, the
+#                     buffer's 16-B vectors / 512) (csrc/custom_all_reduce.cuh kMaxBlocks = 36,
+#                     `CustomAllreduce::allreduce` threads 512; the same in FlashInfer 0.7.4's
+#                     copy include/flashinfer/comm/vllm_custom_all_reduce.cuh).
+#   pull              SGLang 0.5.14's pull kernels: 512 threads (jit_kernel/all_reduce.py
+#                     MAX_THREADS), blocks = min(the GPU's SMs, the vectors / 512)
+#                     (NUM_CTA = multi_processor_count; custom_all_reduce_pull.cuh num_blocks).
+# The push kernels (SGLang's push, TensorRT-LLM's Lamport) store to their peers and never wait
+# on a remote load, so nothing bounds their stores in flight but the link.
+LOAD_GRIDS = {"custom_allreduce": (36, 512), "pull": (None, 512)}
+# The load stages of each load-based kernel: vLLM's two-stage kernel loads its shard from every
+# peer, then every peer's reduced shard (cross_device_reduce_2stage); SGLang's 2-shot pull
+# loads once and stores the reduced shard into every peer's buffer (custom_all_reduce_pull.cuh
+# all_reduce_impl<kBroadcast=true>: "fuse the reduce-scatter and broadcast").
+LOAD_STAGES = {("custom_allreduce", "oneshot"): 1, ("custom_allreduce", "twoshot"): 2,
+               ("pull", "oneshot"): 1, ("pull", "twoshot"): 1}
+LOAD_VECTOR_BYTES = 16
+LOAD_ROUND_TRIP_TRIPS = 2  # a remote load: the request out and the data back (NVLINK_TRIPS)
+
+
+def loads_in_flight_bytes(hw, path: str | None, gpus: int, nbytes: float) -> float | None:
+    """The peer bytes a load-based kernel (LOAD_GRIDS) has in flight per pass of its loop; None
+    for the push kernels and the generic ones."""
+    if path not in LOAD_GRIDS:
+        return None
+    most, threads = LOAD_GRIDS[path]
+    most = hw.sm_count if most is None else most
+    blocks = max(1, min(most, math.ceil(nbytes / LOAD_VECTOR_BYTES / threads)))
+    return blocks * threads * LOAD_VECTOR_BYTES * (gpus - 1)
 
 # The host path of one eager call, s, by (engine, path) (module docstring): fitted keys of
 # perfmodel/fitted.yaml.
@@ -213,10 +288,24 @@ def kernel_demand(hw, algorithm: str, gpus: int, nbytes: float, link: str = "nvl
                "algorithm": algorithm, "protocol": None}
     if engine is not None:
         details.update(engine=engine, path=path, copies=copies)
-    trips = NVLINK_TRIPS[(path, algorithm)]
+    trips = NVLINK_TRIPS[(path, algorithm)] + RETIRE_TRIPS
     details["nvlink_trips"] = trips
-    return Demand(work={f"link:{link}": sent / wire_link.achievable_fraction, "hbm": hbm},
-                  launch=None, flop=0.0, hbm_bytes=hbm, kernels=1 + copies,
+    wire = sent / wire_link.achievable_fraction
+    stages = LOAD_STAGES.get((path, algorithm), 0)
+    if stages:
+        # Little's law (LOAD_GRIDS): the loads pull `in_flight` bytes per round trip, each stage
+        # (G−1)·S (one-shot) or (G−1)/G·S (two-shot). The first pass of each stage is the load
+        # round trip NVLINK_TRIPS already counts; each pass beyond it waits for one more load
+        # round trip (LOAD_ROUND_TRIP_TRIPS LL hops), and the link's work is what it would
+        # carry at its full rate in that time (the longer of that and its bytes at its rate)
+        in_flight = loads_in_flight_bytes(hw, path, g, s)
+        loaded = (g - 1) * s if algorithm == "oneshot" else stages * (g - 1) / g * s
+        passes = max(0.0, loaded / in_flight - stages)
+        details.update(loads_in_flight_bytes=in_flight, load_passes=passes)
+        waited = passes * LOAD_ROUND_TRIP_TRIPS * wire_link.protocol_step("ll")
+        wire = max(wire, waited * wire_link.step_bytes)
+    return Demand(work={f"link:{link}": wire, "hbm": hbm},
+                  launch=None, flop=0.0, hbm_bytes=hbm, kernels=copies,
                   link_steps={link: trips * wire_link.protocol_step("ll")}, details=details)
 
 

@@ -99,12 +99,14 @@ def test_the_generic_kernels_keep_their_bytes(h100):
     two = pm.ops.Allreduce(bytes=1e6, gpus=8, algorithm="twoshot").demand(h100)
     assert one.details["bytes_sent_per_gpu"] == pytest.approx(7e6)
     assert two.details["bytes_sent_per_gpu"] == pytest.approx(2 * 7 / 8 * 1e6)
-    assert one.kernels == two.kernels == 1
+    # no launch of their own: the kernel's boundary is its retire, in NVLink trips
+    assert one.kernels == two.kernels == 0
     # the latency floor: each kernel's NVLink one-way trips at the family's measured LL hop
-    # (custom_allreduce.NVLINK_TRIPS: a barrier, a load round trip, a barrier; two-stage adds a
-    # load round and a barrier)
+    # (custom_allreduce.NVLINK_TRIPS: the generic one-shot is the engines' push kernel, a store
+    # and the peer's wait on it; the two-stage kernel barriers, loads, barriers, loads, barriers;
+    # RETIRE_TRIPS: both retire after a round trip acknowledging their remote stores)
     hop = h100.link("nvlink").ll_latency_s
-    for demand, trips in ((one, 4), (two, 7)):
+    for demand, trips in ((one, 2 + 2), (two, 7 + 2)):
         assert demand.details["nvlink_trips"] == trips
         assert demand.link_steps["nvlink"] * h100.link("nvlink").latency_s == \
             pytest.approx(trips * hop)
@@ -148,3 +150,78 @@ def test_serving_presets_name_their_dispatch_and_the_builder_default_is_auto():
     assert {n.op.algorithm for n in engine.nodes if n.op.name == "allreduce"} == {"sglang"}
     with pytest.raises(pm.InputError, match="allreduce"):
         build_graph(model, "decode", batch=8, context=128, tp=8, allreduce="nccl-custom")
+
+
+def test_the_generic_one_shot_is_priced_as_the_engines_push_kernel(h100):
+    """`auto`'s one-shot is the Lamport/push kind (no barrier): as TensorRT-LLM's own one-shot,
+    and faster than vLLM's barrier-load-barrier one-stage kernel at a message this small."""
+    small = dict(bytes=4096.0, gpus=2)
+    generic = pm.ops.Allreduce(algorithm="oneshot", **small).demand(h100)
+    trt = car.dispatch("trtllm", h100, 2, 4096.0).kernel
+    vllm = car.dispatch("vllm", h100, 2, 4096.0).kernel
+    assert generic.link_steps == trt.link_steps
+    assert generic.link_steps["nvlink"] < vllm.link_steps["nvlink"]
+    auto = pm.predict_op(pm.ops.Allreduce(algorithm="auto", **small), h100)
+    assert auto.details["algorithm"] == "oneshot"
+
+
+def test_load_based_kernels_stream_at_their_loads_in_flight(h100):
+    """vLLM's one-stage kernel on 2 H100s, 4 MiB, worked by hand: 36 blocks x 512 threads x 16 B
+    = 294,912 B of loads in flight per pass; 4 MiB / 294,912 = 14.22 passes, the first in the
+    latency's trips, the other 13.22 at a round trip of two LL hops each (2 x 0.791 us): 20.9 us,
+    longer than 4 MiB at the link's 371 GB/s (11.3 us), so the link's time is the passes'."""
+    nbytes = 4.0 * MiB
+    kernel = car.dispatch("vllm", h100, 2, nbytes).kernel
+    assert kernel.details["path"] == "custom_allreduce" and kernel.details["algorithm"] == "oneshot"
+    assert kernel.details["loads_in_flight_bytes"] == 36 * 512 * 16
+    passes = nbytes / (36 * 512 * 16) - 1
+    assert kernel.details["load_passes"] == pytest.approx(passes)
+    link = h100.link("nvlink")
+    expected = passes * 2 * link.ll_latency_s
+    est = pm.predict_op(pm.ops.Allreduce(bytes=nbytes, gpus=2, algorithm="vllm"), h100)
+    assert est.resource_time_s["link:nvlink"] == pytest.approx(expected)
+    # at the link's rate it would take 4 MiB / 371 GB/s, well under the passes
+    assert nbytes / (link.bandwidth_bytes_per_s * link.achievable_fraction) < 0.6 * expected
+
+
+def test_a_message_within_one_pass_and_the_push_kernels_stream_at_the_link(h100):
+    # 64 KiB on vLLM's kernel fits one pass (8 blocks): no passes beyond the trips' round trip
+    small = car.dispatch("vllm", h100, 2, 64.0 * KiB).kernel
+    assert small.details["loads_in_flight_bytes"] == 8 * 512 * 16
+    assert small.details["load_passes"] == 0.0
+    # SGLang's 1-shot push (2 MiB on 2 H100s: its push threshold) stores, so no load bound
+    push = car.dispatch("sglang", h100, 2, 2.0 * MiB).kernel
+    assert push.details["path"] == "push" and "load_passes" not in push.details
+    link = h100.link("nvlink")
+    assert push.work["link:nvlink"] == pytest.approx(2.0 * MiB / link.achievable_fraction)
+
+
+def test_sglangs_pull_grid_is_one_block_per_sm_more_gpus_more_in_flight(h100):
+    """SGLang's pull kernels launch at most one 512-thread block per SM (jit_kernel/all_reduce.py
+    NUM_CTA): 132 on H100, and each thread's loads reach every peer."""
+    assert car.loads_in_flight_bytes(h100, "pull", 4, 64.0 * MiB) == 132 * 512 * 16 * 3
+    assert car.loads_in_flight_bytes(h100, "pull", 8, 64.0 * MiB) == 132 * 512 * 16 * 7
+    assert car.loads_in_flight_bytes(h100, "push", 8, 64.0 * MiB) is None
+
+
+def test_a_replayed_kernels_boundary_is_its_retire_in_nvlink_trips_not_a_graph_gap(h100, b200):
+    """TensorRT-LLM's Lamport one-shot of 256 B on 2 GPUs, replayed from a CUDA graph: the push
+    and the peer's push it waits on (2 trips) and the retire's acknowledgement round trip (2):
+    4 LL hops, 3.16 us on H100 and 5.09 us on B200 (AIConfigurator measured 2.66 and 4.58), with
+    no launch and so no graph gap (its grid launches under PDL)."""
+    from perfmodel.validation.modules import captured_s
+    op = pm.ops.Allreduce(bytes=256.0, gpus=2, algorithm="trtllm")
+    for hw in (h100, b200):
+        kernel = car.dispatch("trtllm", hw, 2, 256.0).kernel
+        assert kernel.kernels == 0 and kernel.details["nvlink_trips"] == 4
+        hop = hw.link("nvlink").ll_latency_s
+        assert captured_s(op, hw) == pytest.approx(4 * hop, rel=0.01)
+    # the families' floors scale with their LL hops, whatever their graph gaps
+    assert captured_s(op, b200) / captured_s(op, h100) == pytest.approx(
+        b200.link("nvlink").ll_latency_s / h100.link("nvlink").ll_latency_s, rel=0.01)
+
+
+def test_eager_calls_launch_only_their_copy_kernels(h100):
+    eager = car.dispatch("vllm", h100, 2, 4096.0, mode="eager").kernel
+    graph = car.dispatch("vllm", h100, 2, 4096.0, mode="graph").kernel
+    assert (eager.kernels, graph.kernels) == (1, 0)

@@ -41,12 +41,20 @@ def test_large_messages_are_bandwidth_bound_and_the_model_never_slower(rows):
     assert med["tcgen05"] < med["wgmma"]
 
 
-def test_a_captured_all_reduce_drops_its_host_launch(rows):
-    r = next(r for r in rows if r["hardware"] == "H200-SXM" and r["bytes"] < 4096)
+def test_a_captured_all_reduce_drops_only_the_launches_it_makes(rows):
+    """Replayed from a CUDA graph an all-reduce loses its host launches (modules.captured_s).
+    The engines' one-shot kernel that `auto` picks for a small message launches nothing of its
+    own (ops.custom_allreduce: its boundary is priced as NVLink round trips, the next launch
+    overlapping its tail), so captured and eager agree there; no row is slower captured."""
     hw = pm.hardware("H200-SXM")
+    r = next(r for r in rows if r["hardware"] == "H200-SXM" and r["bytes"] < 4096)
+    op = pm.ops.Allreduce(bytes=r["bytes"], gpus=r["gpus"], algorithm="auto")
+    assert pm.predict_op(op, hw).details["algorithm"] == "oneshot"
     eager, captured = (collectives.predicted_s(r, hw, captured=c) for c in (False, True))
-    assert eager - captured == pytest.approx(hw.kernel_launch_s - hw.graph_kernel_gap_s,
-                                             rel=1e-9)
+    assert captured == pytest.approx(eager, rel=1e-12)
+    for r in rows:
+        if r["hardware"] == "H200-SXM":
+            assert collectives.predicted_s(r, hw) <= collectives.predicted_s(r, hw, False) + 1e-15
 
 
 def test_the_deepep_rows_are_in_time_units_and_the_deepep_op_beats_the_plain_all_to_all():
