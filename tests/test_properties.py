@@ -134,7 +134,8 @@ def test_attention_time_grows_with_sequence_length(hw, causal, batch, heads, seq
 
 @given(hw=attn_gpus, direction=st.sampled_from(["fwd", "bwd"]), **attn_shapes)
 def test_masks_and_shared_kv_heads_never_cost_more(hw, direction, batch, heads, seq_q, head_dim):
-    """Causal ≤ full, a sliding window ≤ causal, GQA ≤ MHA: each only removes work. Causal may
+    """Causal ≤ full, a sliding window ≤ causal, GQA ≤ MHA (within 2 % on FA4, whose exp
+    emulation schedule changes with packed GQA): each only removes work. Causal may
     cost up to 5 % more below 1k tokens, or when no SM runs two CTAs: with few key tiles it skips
     little while its diagonal tiles add mask work (and on FA4 run all their exps on MUFU), and
     with one CTA per SM the full-length last query tile is the critical path either way."""
@@ -149,7 +150,10 @@ def test_masks_and_shared_kv_heads_never_cost_more(hw, direction, batch, heads, 
     assert causal <= full * (1 + 1e-9 if seq_q >= 1024 and busiest >= 2 else 1.05)
     assert window <= causal * (1 + 1e-9)
     if direction == "fwd":  # backward adds the GQA reduction / FP32 accumulator kernels
-        assert gqa <= full * (1 + 1e-9)
+        # FA4 (tcgen05) packs GQA heads and then emulates exps at another frequency (flash-attn-4
+        # 4.0.0b40 select_ex2_emu): work moves between the MUFU and FMA pipes, a few % either way
+        slack = 1.02 if hw.mma_instruction == "tcgen05" else 1 + 1e-9
+        assert gqa <= full * slack
 
 
 @given(hw=attn_gpus, **attn_shapes)

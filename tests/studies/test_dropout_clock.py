@@ -46,7 +46,7 @@ def test_engine_raises_the_clock_when_dropout_idles_the_mmas(gb200_rows):
     at the no-dropout kernel's raises every overhead."""
     for r in gb200_rows.values():
         assert r["terms"]["clock_ratio"] > 1.05
-        assert r["held_clock_pct"] > r["predicted_pct"] + 5.0
+        assert r["held_clock_pct"] > r["predicted_pct"] + 4.0
 
 
 def test_held_clock_forward_d128_is_the_softmax_warps_issue_over_the_mmas(gb200_rows):
@@ -71,12 +71,17 @@ def test_held_clock_forward_d128_is_the_softmax_warps_issue_over_the_mmas(gb200_
 def test_head_dim_128_rows_sit_in_the_published_ranges_at_a_held_clock(gb200_rows):
     """The finding of docs/studies.md §1.6: at head dim 128 it is the clock rule that takes the
     model below FA4's published ranges; at the no-dropout kernel's clock both passes land in
-    them. At head dim 64 the held clock makes both rows costlier than published."""
+    them. At head dim 64 the forward sits in its range either way (FA4 b40's exp emulation
+    schedule) and the held clock makes the backward costlier than published."""
     for direction in ("fwd", "bwd"):
         r = gb200_rows[(direction, 128)]
         lo, hi = r["published_range_pct"]
         assert r["outside_pp"] > 0 and lo <= r["held_clock_pct"] <= hi
-        assert gb200_rows[(direction, 64)]["held_clock_pct"] > hi
+    fwd64, bwd64 = gb200_rows[("fwd", 64)], gb200_rows[("bwd", 64)]
+    assert fwd64["outside_pp"] == 0.0
+    assert fwd64["published_range_pct"][0] <= fwd64["held_clock_pct"] <= \
+        fwd64["published_range_pct"][1]
+    assert bwd64["held_clock_pct"] > bwd64["published_range_pct"][1]
 
 
 def test_philox_variant_is_restored_and_prices_the_fold():

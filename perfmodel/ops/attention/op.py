@@ -109,10 +109,28 @@ FA4_BWD_2CTA_DQ_FRACTION = 0.5
 # or 10 with packed GQA, no mask and head dim > 64 (flash_fwd_sm100.py). Per emulated exp: a
 # clamp (FMNMX), the round/split and the 3-term Horner polynomial as packed FADD2/FFMA2 (6 lane
 # ops), then the exponent inserted with SHL and IADD.
+# That 2.8.3 rule stays the stand-in for the trtllm-gen designs (fa4_emulated_fraction); FA4's own
+# forward follows flash-attn-4 4.0.0b40 (fa4_ex2_emu_schedule, below).
 FA4_E2E_FRAGMENT = 32
 FA4_E2E_RES = 4
 FA4_E2E_FREQ = 16
 FA4_E2E_FREQ_PACKED_GQA = 10
+# flash-attn-4 4.0.0b40 picks (ex2_emu_freq, ex2_emu_start_frg) per launch (flash_attn/cute/
+# config.py:540-573 select_ex2_emu) and softmax.py:516-535 apply_exp2_convert emulates, in each
+# 32-score fragment j of a thread's row with ex2_emu_start_frg <= j < last, the score pairs whose
+# index k has k mod freq >= freq - 4; freq 0 keeps every exp on MUFU. Every tile emulates, masked
+# ones too (flash_fwd_sm100.py:3036-3041 passes the schedule whatever mask_fn is). Tuned entries,
+# keyed (2-CTA, causal, padded head dim) on cc 10.0/11.0 (config.py:307-376 SM100_TUNING; the
+# SM103 family's entries are all 0, its MUFU is fast enough); FP8 P/V overrides (config.py:
+# 377-381 SM100_FP8_TUNING). Untuned keys: freq 16 from fragment 1 up to head dim 128 and at 192
+# with 2-CTA, no mask (config.py:560-570); packed GQA without a mask above head dim 64 takes the
+# tuned freq or 10 (config.py:571-572; 32 is varlen's, which the model does not take).
+FA4_EX2_EMU_TUNING = {(True, False, 128): (10, 1), (False, True, 128): (16, 1),
+                      (True, False, 192): (16, 0), (False, True, 192): (32, 1),
+                      (True, False, 256): (14, 0), (True, True, 256): (14, 0)}
+FA4_FP8_EX2_EMU_TUNING = {(True, False, 128): (10, 1), (False, True, 128): (8, 1)}
+FA4_EX2_EMU_FREQ_DEFAULT = 16
+FA4_EX2_EMU_START_FRG_DEFAULT = 1
 FA4_EMULATED_EXP_FMA = 6.0
 FA4_EMULATED_EXP_ALU = 3.0
 # cuDNN's tcgen05 forward emulates 32 of every 128 exps of a softmax row (of every 16 columns the
@@ -292,16 +310,54 @@ def kv_dequant_work(hw, kv_dtype: str, dtype: str) -> dict[str, float]:
     return work
 
 
-def fa4_emulated_fraction(bn: int, head_dim: int, e2e_freq: int) -> float:
-    """Share of an unmasked tile's exps FA4 emulates on the FMA pipe: E2E_RES of every e2e_freq
-    scores of a 32-score fragment, in all but the row's last fragment; none above head dim 128.
-    With 128-wide key tiles: 0.1875 at e2e_freq 16, 0.28 at 10."""
+def e2e_emulated_fraction(bn: int, freq: int, start_fragment: int) -> float:
+    """Share of a bn-score row's exps the exp2 emulation takes (softmax.py apply_exp2_convert,
+    flash-attn-4 4.0.0b40 softmax.py:516-535): in fragments start_fragment .. last - 1 of the
+    row's 32-score fragments, the pairs (k, k + 1) with k mod freq >= freq - 4; freq 0: none.
+    With 128-wide rows from fragment 1: 0.125 at freq 16, 0.1875 at 10, 0.25 at 8."""
     fragments = bn // FA4_E2E_FRAGMENT
-    if head_dim > 128 or fragments < 2:
+    emulating = fragments - 1 - start_fragment
+    if freq <= 0 or emulating <= 0:
         return 0.0
     per_fragment = sum(2 for k in range(0, FA4_E2E_FRAGMENT, 2)
-                       if k % e2e_freq >= e2e_freq - FA4_E2E_RES) / FA4_E2E_FRAGMENT
-    return per_fragment * (fragments - 1) / fragments
+                       if k % freq >= freq - FA4_E2E_RES) / FA4_E2E_FRAGMENT
+    return per_fragment * emulating / fragments
+
+
+def fa4_emulated_fraction(bn: int, head_dim: int, e2e_freq: int) -> float:
+    """flash-attn 2.8.3's rule, kept for the trtllm-gen designs that stand on FA4's: share of an
+    unmasked tile's exps emulated, E2E_RES of every e2e_freq scores of a 32-score fragment in all
+    but the row's last fragment; none above head dim 128. With 128-wide key tiles: 0.1875 at
+    e2e_freq 16, 0.28 at 10."""
+    if head_dim > 128:
+        return 0.0
+    return e2e_emulated_fraction(bn, e2e_freq, 0)
+
+
+def fa4_ex2_emu_schedule(compute_capability: str, *, two_cta: bool, causal: bool, local: bool,
+                         head_dim: int, pack_gqa: bool, fp8: bool) -> tuple[int, int]:
+    """(ex2_emu_freq, ex2_emu_start_frg) of FA4's forward, flash-attn-4 4.0.0b40 config.py:
+    540-573 select_ex2_emu: (0, 0) off cc 10.x/11.x and on the SM103 family (cc 10.3); tuned
+    keys (FA4_EX2_EMU_TUNING, FP8 P/V: FA4_FP8_EX2_EMU_TUNING), else freq 16 from fragment 1 at
+    padded head dim <= 128 or at 192 with 2-CTA and no mask; packed GQA with no mask above
+    head dim 64: the tuned freq or 10. head_dim is the padded one (a multiple of 16)."""
+    major, _, minor = compute_capability.partition(".")
+    if major not in ("10", "11") or (major, minor) == ("10", "3"):
+        return 0, 0
+    key = (two_cta, causal, head_dim)
+    tune = FA4_FP8_EX2_EMU_TUNING.get(key) if fp8 else None
+    tune = tune or FA4_EX2_EMU_TUNING.get(key)
+    if tune is not None:
+        freq, start = tune
+        if freq == 0:
+            return 0, 0
+    else:
+        if not (head_dim <= 128 or (head_dim == 192 and two_cta and not causal and not local)):
+            return 0, 0
+        freq, start = FA4_EX2_EMU_FREQ_DEFAULT, FA4_EX2_EMU_START_FRG_DEFAULT
+    if pack_gqa and head_dim > 64 and not causal and not local:
+        freq = tune[0] if tune is not None else FA4_E2E_FREQ_PACKED_GQA
+    return freq, start
 
 
 def backward_side_kernels(o_elements: float, o_bytes: float, lse_bytes: float, q_bytes: float,
@@ -528,7 +584,10 @@ class Attention(Op):
         masked_scores = self._masked_scores(t)
         exps = tile_scores
         emulated = 0.0
-        if kernel == "fa4" and direction == "fwd":
+        if design == "fa4" and direction == "fwd":
+            # flash-attn-4 4.0.0b40: every computed tile emulates, masked ones too
+            emulated = tile_scores * e2e_emulated_fraction(t.bn, *self._fa4_ex2_emu(hw, t))
+        elif kernel == "fa4" and direction == "fwd":
             emulated = (tile_scores - masked_scores) * fa4_emulated_fraction(
                 t.bn, max(d, dv), self._fa4_e2e_freq(d))
         elif design == "cudnn_tcgen05" and direction == "fwd":
@@ -632,6 +691,32 @@ class Attention(Op):
         # never more than the tiles computed: with fewer keys than queries, bottom-right causal
         # alignment leaves the first query tiles no key tile at all
         return float(min(tiles, t.pairs) * t.tile_m * t.bn)
+
+    def _fa4_ex2_emu(self, hw, t: Tiling) -> tuple[int, int]:
+        """FA4's forward exp-emulation schedule for this launch (fa4_ex2_emu_schedule), with the
+        launch choices it keys on as flash-attn-4 4.0.0b40 config.py makes them: pack_gqa by
+        default with GQA (default_pack_gqa, :708-733: not at head dim 256 when the group does not
+        divide 128), two query stages when the packed query rows exceed a 128-row tile and V is
+        not 256 wide (:1585), 2-CTA MMAs (is_2cta_eligible, :786-818) with one KV split, packed
+        query rows beyond the stages' tiles (or a one-wave head-dim-256 grid), the group dividing
+        the tile when packed, and head dim 256 or no mask at padded head dims 128/192 with V 128."""
+        d, dv = self.head_dim, self.head_dim_v or self.head_dim
+        hkv = self.kv_heads or self.heads
+        group = self.heads // hkv
+        hd256 = d == 256 and dv == 256
+        pack_gqa = group > 1 and not (hd256 and 128 % group)
+        local = self.window is not None
+        rows = self.seq_q * (group if pack_gqa else 1)
+        q_stages = 2 if rows > 128 and dv != 256 else 1
+        dp, dvp = -(-d // 16) * 16, -(-dv // 16) * 16
+        hd256_decode = hd256 and 2 * self.batch * (hkv if pack_gqa else self.heads) <= hw.sm_count
+        two_cta = (t.kv_splits == 1 and (rows > q_stages * 128 or hd256_decode)
+                   and (128 % group == 0 or not pack_gqa)
+                   and (hd256 or (not self.causal and not local and dp in (128, 192)
+                                  and dvp == 128)))
+        return fa4_ex2_emu_schedule(hw.compute_capability, two_cta=two_cta, causal=self.causal,
+                                    local=local, head_dim=dp, pack_gqa=pack_gqa,
+                                    fp8=tensor_dtype(self.dtype) == "fp8")
 
     def _fa4_e2e_freq(self, d: int) -> int:
         """FA4's exp-emulation period: 10 when it packs a GQA group into the query tile (its
