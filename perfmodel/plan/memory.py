@@ -22,7 +22,10 @@ and discards the BF16 one (transformer_engine/pytorch/module/linear.py, TE 2.20.
 693-717: "Discard row-wise data since it is not needed in backward pass"; `saved_inputmat =
 inputmat`). For a dense Llama layer in BF16 this is 33.5·s·b·h/t, Korthikanti's 34 less the
 dropout masks Llama has none of. Full recomputation keeps only each layer's 2·s·b·h/t input,
-plus one layer's activations while that layer is recomputed. torchtitan's per-op SAC ("op") is sized
+plus one layer's activations while that layer is recomputed. Selective recomputation by module
+(Megatron-Core's recompute_modules) drops what each module's checkpoint discards
+(`recomputed_bytes_per_token`), plus one layer's dropped tensors while it is recomputed.
+torchtitan's per-op SAC ("op") is sized
 as no recomputation (an upper bound: it drops the non-GEMM outputs and every second GEMM's).
 Context parallelism divides every activation by cp (each rank holds seq/cp tokens) and shards
 the distributed optimizer over dp·cp (Megatron-Core's data-parallel group with context
@@ -42,7 +45,7 @@ from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.units import GB, LINEAR_RECIPES, GiB, bytes_per_element
 from perfmodel.workloads.builder import (ACT_BYTES, Workload, expert_weight_dtype,
-                                         kv_cache_bytes)
+                                         kv_cache_bytes, recomputed_modules)
 from perfmodel.workloads.models import ModelSpec, load_model
 from perfmodel.plan.optimizers import check_optimizer, state_bytes_per_gpu
 
@@ -201,9 +204,18 @@ def training_memory(model: ModelSpec, hw: Hardware, workload: Workload,
     # dense and MoE layers the stage's mix is the model's)
     per_layer = sum(activation_bytes_per_token(model, i, w.tp, w.ep, w.dtype)
                     for i in range(model.layers)) / model.layers
+    modules = recomputed_modules(w.recompute, w.recompute_modules)
     if (w.recompute or DEFAULT_RECOMPUTE) == "full":
         act = tokens * (FULL_RECOMPUTE_BYTES_PER_TOKEN_HIDDEN * model.hidden / w.tp
                         * stage * in_flight + per_layer)
+    elif modules:
+        # selective by module: each layer keeps its activations less what its modules
+        # discard, plus, while one layer's backward runs, what it recomputed (at most one
+        # layer's worth at a time)
+        dropped = [recomputed_bytes_per_token(model, i, w.tp, w.ep, w.dtype, modules)
+                   for i in range(model.layers)]
+        act = tokens * ((per_layer - sum(dropped) / model.layers) * stage * in_flight
+                        + max(dropped))
     else:
         act = tokens * per_layer * stage * in_flight
     return MemoryFit(weights + grads, 0.0, act, WORKSPACE_BYTES, optimizer_bytes,
@@ -248,6 +260,46 @@ def activation_bytes_per_token(model: ModelSpec, layer: int, tp: int = 1, ep: in
     else:
         per += (gated * m.ffn_hidden * a + m.ffn_hidden * g) / tp
     return per
+
+
+def recomputed_bytes_per_token(model: ModelSpec, layer: int, tp: int = 1, ep: int = 1,
+                               dtype: str = "bf16", modules=frozenset()) -> float:
+    """Bytes per token of layer `layer` that Megatron-Core's selective recomputation of
+    `modules` (builder.RECOMPUTE_MODULES) no longer keeps, out of activation_bytes_per_token's
+    count (megatron-core 0.16.0, what each checkpoint discards; a checkpoint's own input stays):
+    core_attn nothing counted here (Q, K, V are its inputs, its output the o_proj's saved input;
+    FlashAttention stores no scores); layernorm the two norm outputs the GEMMs after them keep;
+    mla_up_proj the q/kv up-projections' inputs (norm outputs) and Q, K, V; mlp (dense layers)
+    the FFN's pre-activation and the down projection's input; moe (MoE layers) every routed
+    row's tensors, the router's probabilities and the shared experts'; moe_act the routed
+    experts' FC2 input (experts.py keeps the original input for TE to discard:
+    set_save_original_input); shared_experts the shared experts' pre-activation and FC2 input."""
+    m, a = model, ACT_BYTES
+    g = bytes_per_element(dtype) if LINEAR_RECIPES[dtype].quantized else ACT_BYTES
+    h, gated = m.hidden, m.ffn_matrices - 1
+    out = 0.0
+    if "layernorm" in modules:
+        out += 2 * h * g / tp
+    if "mla_up_proj" in modules and m.is_mla:
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        out += ((m.q_lora_rank + m.kv_lora_rank) * g
+                + m.heads * (2 * qk + m.v_head_dim) * a) / tp
+    moe_layer = m.is_moe_layer(layer)
+    if "mlp" in modules and not moe_layer:
+        out += (gated * m.ffn_hidden * a + m.ffn_hidden * g) / tp
+    if moe_layer:
+        moe_tp = max(1, tp // ep)
+        rows, eh = m.top_k * moe_tp / tp, m.expert_hidden / moe_tp
+        se = m.shared_experts * m.expert_hidden
+        if "moe" in modules:  # the whole MoE block but its input
+            out += (rows * (h * g + gated * eh * a + eh * g + h * a)
+                    + m.experts * ROUTER_PROB_BYTES / tp + (gated * se * a + se * g) / tp)
+        else:
+            if "moe_act" in modules:
+                out += rows * eh * g
+            if "shared_experts" in modules:
+                out += (gated * se * a + se * g) / tp
+    return out
 
 
 def memory_fit(model: ModelSpec | str, hw: Hardware | str, workload: Workload,

@@ -49,7 +49,8 @@ optimizer and loss) and so is a share of the whole step, not a clock anyone meas
 modelled: the SM and HBM share the overlapped data-parallel NCCL kernels take from the compute.
 
 `recompute` (builder.RECOMPUTE): none (Megatron's default), selective (Megatron: the attention
-core again), op (torchtitan's per-op SAC: every second GEMM and the non-GEMM ops again), full
+core again, or the modules `recompute_modules` names: builder.RECOMPUTE_MODULES), op
+(torchtitan's per-op SAC: every second GEMM and the non-GEMM ops again), full
 (each layer's forward again). MFU: `mfu` counts 6·N + 12·L·h·s FLOP per token (PaLM, Chowdhery
 et al. 2022, Appendix B), `mfu_megatron` Megatron-LM's `num_floating_point_operations`
 (megatron/training/training.py: 6 FLOP per activated GEMM weight, the logit layer, no input
@@ -75,7 +76,8 @@ from perfmodel.plan.memory import DEFAULT_RECOMPUTE, DEFAULT_ZERO, MemoryFit, as
     memory_fit
 from perfmodel.predict import predict, predict_op
 from perfmodel.ops.deepep import INTERNODE_RANKS
-from perfmodel.workloads.builder import RECOMPUTE, Workload, build_graph
+from perfmodel.workloads.builder import RECOMPUTE, Workload, build_graph, \
+    recompute_modules_problem
 from perfmodel.workloads.models import ModelSpec
 
 # Megatron-Core's default gradient bucket (distributed_data_parallel.py, quoted above):
@@ -511,7 +513,8 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                   bf16_layers: tuple[int, int] = (0, 0),
                   optimizer: str = "adamw",
                   distributed_optimizer: str | None = None,
-                  moe_host_launch_s: float | None = None) -> TrainingPlan:
+                  moe_host_launch_s: float | None = None,
+                  recompute_modules: tuple[str, ...] | None = None) -> TrainingPlan:
     """One training step; `batch` sequences per model replica (global batch = batch·dp), each
     split over `cp` context-parallel ranks (GPUs = tp·cp·pp·dp). Raises InputError with the
     memory per GPU when the plan does not fit in the usable HBM, unless `allow_oversubscribed`
@@ -553,9 +556,19 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
     layerwise for Muon and SOAP. `moe_host_launch_s`: the host's seconds per launched kernel
     of a MoE step (perfmodel.plan.moe_host: each dropless MoE layer's host waits for the GPU,
     then issues the layer's kernels, a quantize and a GEMM per local expert); None: the fitted
-    HOST_LAUNCH_S, 0: the host never paces the GPU (a run whose MoE layers are CUDA-graphed)."""
+    HOST_LAUNCH_S, 0: the host never paces the GPU (a run whose MoE layers are CUDA-graphed).
+    `recompute_modules` (with recompute "selective"): Megatron-Core's recompute_modules, a
+    tuple of builder.RECOMPUTE_MODULES names (core_attn, moe_act, layernorm, mla_up_proj, mlp,
+    moe, shared_experts): each listed module's forward runs again before its backward and its
+    layer keeps only the module's input (plan.memory.recomputed_bytes_per_token); None: the
+    attention core, Megatron-Core's default."""
     check_arguments(plan_training, locals())  # types and ranges, one line per problem
     m, h = as_model(model), hardware(hw)
+    if isinstance(recompute_modules, list):
+        recompute_modules = tuple(recompute_modules)
+    why = recompute_modules_problem(recompute, recompute_modules, m)
+    if why:
+        raise InputError(f"recompute_modules: {why}")
     fw = frameworks.framework(framework)
     run_hw = training_hardware(h, sm_clock_fraction)  # validates the fraction at any level
     host_launch_s = moe_host.launch_seconds(moe_host_launch_s)  # or its one-line refusal
@@ -590,7 +603,8 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
         # rank as the builder has it, ceil(layers/pp) layers with the output layer
         split = _builder_split(m.layers, pp, virtual_stages)
     w = Workload("train", batch, seq, None, tp, ep, pp, dp, dtype, microbatches, virtual_stages,
-                 recompute=recompute, cp=cp, attention_kernel=attention_kernel)
+                 recompute=recompute, cp=cp, attention_kernel=attention_kernel,
+                 recompute_modules=recompute_modules)
     dist_opt = optimizers.check_optimizer(optimizer, distributed_optimizer, zero)
     mem = memory_fit(m, h, w, zero, stage_layers=_memory_stage_layers(split),
                      optimizer=optimizer, distributed_optimizer=distributed_optimizer)
@@ -607,6 +621,7 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                         dtype=dtype, microbatches=microbatches, virtual_stages=virtual_stages,
                         recompute=recompute, cp=cp, grad_reduce_dtype=grad_reduce_dtype,
                         attention_kernel=attention_kernel, bf16_layers=bf16_layers,
+                        recompute_modules=recompute_modules,
                         **({"moe_exchange": "deepep"} if moe_dispatcher == "deepep" else {}))
         pred = predict(g, run_hw, level)
         k = g.pipeline.per_microbatch_ops

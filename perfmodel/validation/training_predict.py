@@ -9,7 +9,8 @@ dtype = the recipe's GEMM policy, ep, microbatches = batch / micro-batch, virtua
 pipeline_split = the split the recipe runs (BRIDGE_LAYOUTS; else "auto", Megatron-Core's split
 of plan.training.pipeline_split: even, else the embedding and loss counted as layers, else
 first/last-stage counts), cp = CP, recompute (where the row states none: the recipe's own where the framework's recipe
-for the model sets one, RECIPE_RECOMPUTE, else the least recomputation that fits, "none" —
+for the model sets one, RECIPE_RECOMPUTE, or Megatron-Bridge's DeepSeek-V3 modules by layout,
+BRIDGE_RECOMPUTE, else the least recomputation that fits, "none" —
 the default of Megatron-Core's TransformerConfig — else "full", the rule of
 `search_training_plans`: a published run fitted in memory, so its recipe recomputed what it had
 to), zero = the row's ZeRO stage, grad_reduce_dtype = fp32 for the PyTorch-FSDP frameworks that
@@ -118,6 +119,18 @@ UNSTATED_RECOMPUTE = ("none", "full")
 # "uniform", one layer per group). NeMo's other pretraining recipes set none (Megatron-Core's
 # default).
 RECIPE_RECOMPUTE = {("NeMo", "deepseek-v3"): "full"}
+# Megatron-Bridge's DeepSeek-V3 performance recipes recompute selectively by module (Megatron-
+# Core's recompute_modules, plan_training `recompute_modules`), per layout (the DeepSeek-V3
+# pretrain configs of NVIDIA-NeMo/Megatron-Bridge r0.6.0@6124fbe3
+# src/megatron/bridge/perf_recipes/deepseek/<gpu>/, `recompute_modules`): H100
+# PP8 VP4 and PP8 VP2 (BF16, FP8-CS, blockwise FP8) and B200 PP8 VP2 (MXFP8) recompute
+# mla_up_proj and mlp; B200 PP16 (BF16, FP8-CS) mla_up_proj. Assumed for the rows, which state
+# none ("not stated in table"): the releases before the recipes read (25.09-26.02, B200 MXFP8
+# on PP16 until 26.04) recomputed what their layout's recipe does now. A choice is written
+# "selective:<module>,<module>" (`recompute_choice`).
+BRIDGE_RECOMPUTE = {("deepseek-v3", 8, 4): "selective:mla_up_proj,mlp",
+                    ("deepseek-v3", 8, 2): "selective:mla_up_proj,mlp",
+                    ("deepseek-v3", 16, 1): "selective:mla_up_proj"}
 LEVELS = ("pipes", "roofline")
 NOT_FIT = "does not fit in memory (plan_training's estimate, allow_oversubscribed=False)"
 _METRIC_LABEL = {"model_flop_per_s_per_gpu": "model TFLOP/s", "flop_per_s_per_gpu": "TFLOP/s",
@@ -163,11 +176,14 @@ def _plan_uncached(hw, model: str, batch: int, seq: int, tp: int, pp: int, dp: i
                    pipeline_split: str = "auto",
                    sm_clock_fraction: float | None = None,
                    moe_host_launch_s: float | None = None) -> TrainingPlan | str:
-    """The plan, or the one-line reason plan_training refused it (memory or layout)."""
+    """The plan, or the one-line reason plan_training refused it (memory or layout).
+    `recompute`: a replayed choice (`recompute_choice`)."""
+    recompute, modules = recompute_choice(recompute)
     try:
         return plan_training(model, hw, batch=batch, seq=seq, tp=tp, pp=pp, dp=dp, dtype=dtype,
                              ep=ep, microbatches=microbatches, virtual_stages=vp, level=level,
-                             recompute=recompute, zero=zero, allow_oversubscribed=False, cp=cp,
+                             recompute=recompute, recompute_modules=modules, zero=zero,
+                             allow_oversubscribed=False, cp=cp,
                              grad_reduce_dtype=grad_reduce_dtype,
                              attention_kernel=attention_kernel, framework=framework,
                              sm_clock_fraction=sm_clock_fraction,
@@ -183,11 +199,21 @@ _plan = functools.lru_cache(maxsize=None)(_plan_uncached)
 
 def replayed_recompute(case: TrainingCase) -> tuple[str, ...]:
     """The recomputation choices a row is replayed with, in order: its own, or where it states
-    none UNSTATED_RECOMPUTE (module docstring)."""
+    none its recipe's (RECIPE_RECOMPUTE; Megatron-Bridge's DeepSeek-V3 by layout,
+    BRIDGE_RECOMPUTE), else UNSTATED_RECOMPUTE (module docstring)."""
     if case.recompute:
         return (case.recompute,)
     recipe = RECIPE_RECOMPUTE.get((case.framework, case.model))
+    if case.framework == "Megatron-Bridge":
+        recipe = BRIDGE_RECOMPUTE.get((case.model, case.pp, case.vp), recipe)
     return (recipe,) if recipe else UNSTATED_RECOMPUTE
+
+
+def recompute_choice(choice: str) -> tuple[str, tuple[str, ...] | None]:
+    """(recompute, recompute_modules) of a replayed choice: "full", or "selective:a,b" for
+    Megatron-Core's selective recomputation of modules a and b."""
+    rc, _, modules = choice.partition(":")
+    return rc, (tuple(modules.split(",")) if modules else None)
 
 
 def plan_case(case: TrainingCase, level: str = "pipes", hw: Hardware | None = None,
@@ -466,14 +492,23 @@ def worst_rows(comparisons: list[TrainingComparison], n: int = 10) -> list[Train
                   key=lambda c: -abs(math.log1p(c.error)))[:n]
 
 
+def _replayed_label(case: TrainingCase, plan: TrainingPlan) -> str:
+    """The recomputation a row was replayed with: the plan's, with its modules where the
+    choice named them (BRIDGE_RECOMPUTE)."""
+    for choice in replayed_recompute(case):
+        if recompute_choice(choice)[0] == plan.recompute:
+            return choice
+    return plan.recompute
+
+
 def worst_table(comparisons: list[TrainingComparison], n: int = 10) -> str:
     rows = []
     for c in worst_rows(comparisons, n):
         k = c.case
         plan = plan_case(k)
         # an unstated recomputation shows the one replayed (replayed_recompute)
-        rc = k.recompute or ("n/s" + (f"->{plan.recompute}" if not isinstance(plan, str)
-                                      else ""))
+        rc = k.recompute or ("n/s" + (f"->{_replayed_label(k, plan)}"
+                                      if not isinstance(plan, str) else ""))
         layout = (f"tp{k.tp} pp{k.pp} vp{k.vp} ep{k.ep} dp{k.dp} mbs{k.micro_batch} "
                   f"mb{k.microbatches} {k.sharding} rc={rc}")
         rows.append([k.id, k.model, k.hw, k.recipe, k.seq, layout, _fmt(c.metric, c.measured),

@@ -59,6 +59,58 @@ KV_DTYPES = REGISTRY["attention"].PARAMS["kv_dtype"].choices
 #              residuals) again; attention and communication outputs are saved;
 #   full       each layer's whole forward again from its stored input.
 RECOMPUTE = ("none", "selective", "op", "full")
+# Megatron-Core's selective recomputation by module (Workload.recompute_modules, with recompute
+# "selective"; megatron-core 0.16.0 transformer/transformer_config.py recompute_modules, default
+# ["core_attn"]). Each module's forward runs again before its backward; what it keeps for the
+# backward shrinks to its input (plan.memory.recomputed_bytes_per_token):
+#   core_attn       the attention core (attention.py: tensor_parallel.checkpoint of
+#                   core_attention; Q, K, V stay as the checkpoint's inputs);
+#   layernorm       the input and pre-MLP norms (transformer_layer.py: CheckpointWithoutOutput,
+#                   the norm outputs discarded once the GEMMs after them ran);
+#   mla_up_proj     MLA's q/kv up-projections with their norms and RoPE
+#                   (multi_latent_attention.py: CheckpointWithoutOutput of
+#                   qkv_up_proj_and_rope_apply, Q, K, V discarded after the attention);
+#   mlp             a dense layer's MLP (transformer_layer.py: tensor_parallel.checkpoint of
+#                   self.mlp; `recompute_mlp` only where the layer is not a MoE layer), its
+#                   tensor-parallel communication included;
+#   moe             a MoE layer's whole MoE block: router, dispatch, experts, combine
+#                   (transformer_layer.py / moe_layer.py: checkpoint of the MoE layer);
+#   moe_act         the routed experts' activation (moe/experts.py: CheckpointWithoutOutput of
+#                   activation_func_with_probs, the FC2 input discarded);
+#   shared_experts  the shared experts' MLP (moe/shared_experts.py: checkpoint).
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
+                     "shared_experts")
+DEFAULT_RECOMPUTE_MODULES = ("core_attn",)  # TransformerConfig.recompute_modules = None
+
+
+def recomputed_modules(recompute: str | None, modules) -> frozenset[str]:
+    """The modules a layer recomputes: `modules` (None: DEFAULT_RECOMPUTE_MODULES) under
+    recompute "selective", none otherwise ("full" and "op" repeat their own forward work)."""
+    if recompute != "selective":
+        return frozenset()
+    return frozenset(DEFAULT_RECOMPUTE_MODULES if modules is None else modules)
+
+
+def recompute_modules_problem(recompute: str | None, modules, model: ModelSpec) -> str | None:
+    """Why `modules` (Workload.recompute_modules) cannot run, None if they can: names from
+    RECOMPUTE_MODULES under recompute "selective"; mla_up_proj needs MLA
+    (transformer_config.py refuses it without multi_latent_attention)."""
+    if modules is None:
+        return None
+    if isinstance(modules, str) or not isinstance(modules, (tuple, list, frozenset, set)):
+        return (f"expected a tuple of module names from {', '.join(RECOMPUTE_MODULES)}, "
+                f"got {modules!r}")
+    unknown = [m for m in modules if m not in RECOMPUTE_MODULES]
+    if unknown:
+        return (f"unknown module{'s' if len(unknown) > 1 else ''} "
+                f"{', '.join(map(repr, unknown))}: expected names from "
+                f"{', '.join(RECOMPUTE_MODULES)}")
+    if recompute != "selective":
+        return (f"Megatron-Core recomputes modules under recompute='selective' "
+                f"(recompute_granularity), got recompute={recompute!r}")
+    if "mla_up_proj" in modules and not model.is_mla:
+        return f"mla_up_proj needs multi-head latent attention ({model.name} has none)"
+    return None
 # Kernels a serving engine fuses in each layer (Workload.fusion):
 #   none      every op its own kernel (training graphs; a what-if);
 #   add_norm  the residual add and the next RMSNorm in one kernel: vLLM's fused_add_rms_norm
@@ -148,6 +200,9 @@ class Workload:
     # NVFP4 pretraining paper's 12B model keeps the first 2 and last 8 of 62, arXiv:2509.25149
     # §4)
     bf16_layers: tuple[int, int] = (0, 0)
+    # train, recompute "selective": Megatron-Core's recompute_modules (RECOMPUTE_MODULES; None:
+    # DEFAULT_RECOMPUTE_MODULES, the attention core)
+    recompute_modules: tuple[str, ...] | None = None
 
     def check(self, model: ModelSpec, names: Mapping[str, str] | None = None) -> None:
         """Refuse a workload this model cannot run: InputError, one line per problem naming the
@@ -222,6 +277,10 @@ class Workload:
         if self.recompute is not None and self.recompute not in RECOMPUTE:
             p.append(("recompute", f"expected one of {', '.join(RECOMPUTE)}, "
                                    f"got {self.recompute!r}"))
+        else:
+            why = recompute_modules_problem(self.recompute, self.recompute_modules, model)
+            if why:
+                p.append(("recompute_modules", why))
         if p:
             return p
         gpus = self.tp * self.pp * self.dp * self.cp
@@ -754,10 +813,68 @@ class _LayerBuilder:
                 continue
             self.g.add_op(n.name, n.op)
 
+    # roles of the forward ops (names after the layer prefix, quantization kernels with their
+    # GEMM) each Megatron-Core module re-runs (RECOMPUTE_MODULES); moe_act and shared_experts
+    # are priced apart (_recompute_experts): the `moe` op holds them inside
+    MODULE_ROLES = {"layernorm": ("attn_norm", "ffn_norm"),
+                    "mla_up_proj": ("q_norm", "q_b", "kv_norm", "kv_b", "rope"),
+                    "mlp": ("gate_up", "act", "down", "ffn_allreduce"),
+                    "moe": ("router", "topk", "dispatch", "experts", "combine",
+                            "ffn_allreduce")}
+
+    def _recompute_roles(self, p: str, layer: int, roles: set[str]):
+        """The layer's forward ops of `roles` again (named {p}recompute.<role>), in forward
+        order: the forward is written to a scratch graph and the roles' ops copied."""
+        if not roles:
+            return
+        scratch = _GraphWriter()
+        saved = (self.g, self.gemms)
+        self.g, self.gemms = scratch, []
+        q = f"{p}recompute."
+        try:
+            self.forward(q, layer)
+        finally:
+            self.g, self.gemms = saved
+        for n in scratch.nodes:
+            if n.name[len(q):].split(".quant_", 1)[0] in roles:
+                self.g.add_op(n.name, n.op)
+
+    def _recompute_experts(self, p: str, modules: frozenset[str]):
+        """moe_act: the routed experts' activation again over the GPU's routed rows (t·top_k/tp
+        rows of expert_hidden/moe_tp with sequence parallelism: plan.memory's count), SwiGLU as
+        the dense `act`; shared_experts: the shared experts' MLP again, a dense FFN of
+        shared_experts·expert_hidden split over tp (its communication is not repeated)."""
+        m, h = self.m, self.m.hidden
+        gated = m.ffn_matrices == 3
+        if "moe_act" in modules:
+            self.elementwise(f"{p}recompute.experts_act",
+                             max(1, self.t * m.top_k * m.expert_hidden // self.tp),
+                             inputs=2 if gated else 1, flop_per_element=4, xu_per_element=1)
+        se = m.shared_experts * m.expert_hidden // self.tp
+        if "shared_experts" in modules and se:
+            kept = len(self.gemms)
+            self.gemm(f"{p}recompute.shared_gate_up", n=(2 if gated else 1) * se, k=h)
+            self.elementwise(f"{p}recompute.shared_act", self.t * se, inputs=2 if gated else 1,
+                             flop_per_element=4, xu_per_element=1)
+            self.gemm(f"{p}recompute.shared_down", n=h, k=se)
+            del self.gemms[kept:]  # forward work only: the backward's GEMM list is the layer's
+
     # -- backward -----------------------------------------------------------------------------
     def backward(self, p: str, layer: int):
-        """Reverse order: per GEMM a dgrad (dX = dY·Wᵀ) and a wgrad (dW = Xᵀ·dY) GEMM."""
+        """Reverse order: per GEMM a dgrad (dX = dY·Wᵀ) and a wgrad (dW = Xᵀ·dY) GEMM. Under
+        selective recomputation each module's forward runs again before its backward
+        (RECOMPUTE_MODULES)."""
         m, h = self.m, self.m.hidden
+        modules = recomputed_modules(self.w.recompute, self.w.recompute_modules)
+        moe_layer = m.is_moe_layer(layer)
+        ffn_roles = {"ffn_norm"} if "layernorm" in modules else set()
+        if "mlp" in modules and not moe_layer:  # recompute_mlp: dense layers only
+            ffn_roles |= set(self.MODULE_ROLES["mlp"])
+        if "moe" in modules and moe_layer:
+            ffn_roles |= set(self.MODULE_ROLES["moe"])
+        self._recompute_roles(p, layer, ffn_roles)
+        if moe_layer and "moe" not in modules:
+            self._recompute_experts(p, modules)
         self.elementwise(f"{p}ffn_residual_bwd", self.t * h, inputs=2)
         ffn = [g for g in self.gemms if g[0].endswith(("gate_up", "down"))]
         attn = [g for g in self.gemms if g not in ffn]
@@ -788,7 +905,11 @@ class _LayerBuilder:
             self.allreduce(f"{p}ffn_allreduce_bwd")
         self.g.add(f"{p}ffn_norm_bwd", "norm", rows=self.t, cols=h, dtype=ACT, direction="bwd")
         self._gemm_bwd(attn[-1:], p)
-        if self.w.recompute == "selective":  # Megatron's checkpointed core attention (RECOMPUTE)
+        attn_roles = set(self.MODULE_ROLES["mla_up_proj"]) if "mla_up_proj" in modules else set()
+        if "layernorm" in modules:
+            attn_roles.add("attn_norm")
+        self._recompute_roles(p, layer, attn_roles)
+        if "core_attn" in modules:  # Megatron's checkpointed core attention (RECOMPUTE_MODULES)
             self._attention(f"{p}recompute.", **self.attn_shape)
         self._attention(p, direction="bwd", **self.attn_shape)
         self._gemm_bwd(list(reversed(attn[:-1])), p)
@@ -816,7 +937,8 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
                 fusion: str = "none", attention_kernel: str | None = None,
                 moe_loads: str | None = None, moe_variation: float = 0.0,
                 moe_exchange: str = "alltoall", allreduce: str = "auto",
-                gemm_dispatch: str = "best", bf16_layers: tuple[int, int] = (0, 0)) -> OpGraph:
+                gemm_dispatch: str = "best", bf16_layers: tuple[int, int] = (0, 0),
+                recompute_modules: tuple[str, ...] | None = None) -> OpGraph:
     """The op graph one GPU runs for one step of `phase` (see module docstring). `kv_dtype`:
     the KV cache's storage type in serving (None: the activation dtype); `recompute`
     (training): the forward work repeated before each layer's backward (RECOMPUTE); `cp`
@@ -830,7 +952,8 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
     `allreduce` (serving): who picks the tensor-parallel all-reduce (Workload.allreduce);
     `gemm_dispatch` (serving): the linears' GEMM kernels (Workload.gemm_dispatch);
     `bf16_layers` (training, a quantized recipe): the first and last decoder layers kept in BF16
-    (Workload.bf16_layers).
+    (Workload.bf16_layers). `recompute_modules` (training, recompute "selective"): Megatron-
+    Core's modules recomputed (RECOMPUTE_MODULES; None: the attention core).
     `grad_reduce_dtype` (training): the dtype gradients are reduce-scattered in, bf16 (Megatron-
     Core's DistributedDataParallelConfig.grad_reduce_in_fp32 = False) or fp32 (PyTorch FSDP's
     MixedPrecision reduce_dtype as torchtitan and Composer set it)."""
@@ -840,7 +963,9 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
                  moe_routing, moe_replication, moe_skew, kv_dtype, recompute, cp, fp8_attention,
                  fusion, attention_kernel, moe_loads, moe_variation, moe_exchange, allreduce,
                  gemm_dispatch, tuple(bf16_layers) if isinstance(bf16_layers, list)
-                 else bf16_layers)
+                 else bf16_layers,
+                 tuple(recompute_modules) if isinstance(recompute_modules, list)
+                 else recompute_modules)
     w.check(model)
     mb = w.n_microbatches
     seqs = batch // mb
