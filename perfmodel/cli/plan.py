@@ -145,6 +145,10 @@ def register(sub) -> None:
     t.add_argument("--micro-batch", type=int, help="sequences per microbatch (else searched)")
     t.add_argument("--recompute", choices=("none", "selective", "op", "full"),
                    help="fixed recomputation (default: none where it fits, else full)")
+    t.add_argument("--recompute-modules", metavar="M1,M2",
+                   help="Megatron-Core's selective recomputation by module, comma-separated: "
+                        "core_attn, layernorm, mla_up_proj, mlp, moe, moe_act, shared_experts "
+                        "(implies --recompute selective)")
     t.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=1,
                    help="ZeRO stage (1: Megatron's distributed optimizer; 3: FSDP)")
     t.add_argument("--framework", choices=tuple(FRAMEWORKS), default="megatron",
@@ -455,6 +459,18 @@ def _bf16_layers(text: str) -> tuple[int, int]:
     return int(parts[0]), int(parts[1])
 
 
+def _recompute_modules(text: str | None) -> tuple[str, ...] | None:
+    """--recompute-modules "mla_up_proj,mlp" as plan_training's tuple (None: not given); the
+    names are checked by plan_training (an InputError naming recompute_modules)."""
+    if text is None:
+        return None
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names:
+        raise InputError(f"--recompute-modules: expected module names separated by commas, "
+                         f"got {text!r}")
+    return names
+
+
 def _optimizer_text(args, plans) -> str:
     """The optimizer and the distributed optimizer that runs it, e.g. 'muon (layerwise)'."""
     dist = plans[0].distributed_optimizer if plans else (args.distributed_optimizer or "")
@@ -475,10 +491,12 @@ def run_train(args) -> int:
         progress=sys.stderr.isatty(), framework=args.framework,
         pipeline_split=args.pipeline_split, moe_dispatcher=args.moe_dispatcher,
         ep_overlap=args.ep_overlap, bf16_layers=_bf16_layers(args.bf16_layers),
-        optimizer=args.optimizer, distributed_optimizer=args.distributed_optimizer)
+        optimizer=args.optimizer, distributed_optimizer=args.distributed_optimizer,
+        recompute_modules=_recompute_modules(args.recompute_modules))
     search = {"model": m.name, "hardware": h.name, "gpus": args.gpus,
               "global_batch": args.batch, "seq": args.seq, "dtype": args.dtype,
-              "recompute": args.recompute, "zero": args.zero, "framework": args.framework,
+              "recompute": args.recompute, "recompute_modules": args.recompute_modules,
+              "zero": args.zero, "framework": args.framework,
               "pipeline_split": args.pipeline_split, "moe_dispatcher": args.moe_dispatcher,
               "ep_overlap": args.ep_overlap, "optimizer": args.optimizer,
               "distributed_optimizer": args.distributed_optimizer, "layouts_tried": tried,

@@ -964,7 +964,8 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
                           top: int | None = None, framework: str = "megatron",
                           pipeline_split: str = "auto", moe_dispatcher: str = "auto",
                           ep_overlap: bool = False, bf16_layers: tuple[int, int] = (0, 0),
-                          optimizer: str = "adamw", distributed_optimizer: str | None = None
+                          optimizer: str = "adamw", distributed_optimizer: str | None = None,
+                          recompute_modules: tuple[str, ...] | None = None
                           ) -> tuple[list[TrainingPlan], int, int]:
     """Every layout of `gpus` GPUs (`training_layouts`) with the least recomputation that fits
     (none, then full; a given `recompute` is fixed), predicted and ranked by tokens/s:
@@ -974,7 +975,8 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
     `pipeline_split`: plan_training's (split_pipeline), for every layout; a given pp and vp it
     cannot split raise its InputError. `moe_dispatcher`, `ep_overlap`: plan_training's, the
     overlap on every MoE layout that allows it (ep > 1, no full recomputation); `bf16_layers`,
-    `optimizer`, `distributed_optimizer`: plan_training's."""
+    `optimizer`, `distributed_optimizer`: plan_training's; `recompute_modules`: plan_training's,
+    every layout recomputing those modules (recompute "selective", the only choice then)."""
     check_arguments(search_training_plans, locals())  # types and ranges, one line each
     from perfmodel.report.progress import Progress
     m, h = as_model(model), hardware(hw)
@@ -985,6 +987,12 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
             raise InputError(f"{k}: expected a positive integer, got {v!r}")
     if recompute is not None and recompute not in RECOMPUTE:
         raise InputError(f"recompute: expected one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+    if recompute_modules is not None:
+        recompute_modules = tuple(recompute_modules)
+        recompute = recompute or "selective"  # the modules are a selective recomputation's
+        why = recompute_modules_problem(recompute, recompute_modules, m)
+        if why:
+            raise InputError(f"recompute_modules: {why}")
     layouts = list(training_layouts(m, gpus, seq, global_batch, tp, cp, pp, vp, dp, ep,
                                     micro_batch, h.nvlink_domain_gpus or 8, pipeline_split))
     choices = (recompute,) if recompute else ("none", "full")
@@ -998,7 +1006,7 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
                                                     pipeline_split))
         for rc in choices:
             w = Workload("train", batch, seq, None, t, e, p, d, dtype, batch // b, v,
-                         recompute=rc, cp=c)
+                         recompute=rc, cp=c, recompute_modules=recompute_modules)
             if w.problems(m):
                 break
             if (t * d * c) % e or not memory_fit(
@@ -1012,7 +1020,8 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
                                        ep_overlap=(ep_overlap
                                                    and ep_overlap_refusal(e, rc) is None),
                                        bf16_layers=bf16_layers, optimizer=optimizer,
-                                       distributed_optimizer=distributed_optimizer))
+                                       distributed_optimizer=distributed_optimizer,
+                                       recompute_modules=recompute_modules))
             break
         else:
             refused += 1

@@ -80,6 +80,23 @@ def test_train(capsys):
     assert "0 fit in memory" in out and "no layout fits" in out
 
 
+def test_train_recompute_modules(capsys):
+    """--recompute-modules recomputes those modules in every layout (recompute selective): the
+    activations it keeps are fewer than without recomputation and the step longer."""
+    base = ["plan", "train", "llama3-8b", "--hw", "h100", "--gpus", "4", "--batch", "8",
+            "--seq", "2048", "--tp", "1", "--pp", "1", "--format", "json"]
+    assert main(base + ["--recompute", "none"]) == 0
+    none = json.loads(capsys.readouterr().out)["plans"][0]
+    assert main(base + ["--recompute-modules", "mlp,layernorm"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    mods = d["plans"][0]
+    assert d["search"]["recompute_modules"] == "mlp,layernorm" and mods["recompute"] == "selective"
+    assert mods["memory"]["activation_bytes"] < none["memory"]["activation_bytes"]
+    assert mods["step_time_s"] > none["step_time_s"]
+    assert main(base + ["--recompute-modules", "bogus"]) == 2
+    assert "recompute_modules: unknown module 'bogus'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv, flag", [
     (["plan", "serve", "llama9", "--hw", "h100", "--gpus", "2"], "MODEL: unknown model"),
     (["plan", "serve", "llama3-8b", "--hw", "h999", "--gpus", "2"], "--hw: unknown hardware"),
