@@ -496,6 +496,18 @@ def prefetched_exposed_s(comm_per_layer_s: float, compute_per_layer_s: float,
                                                        - compute_per_layer_s)
 
 
+def checked_recompute_modules(recompute: str | None, modules, model: ModelSpec
+                              ) -> tuple[str, ...] | None:
+    """`modules` as a tuple (a list taken), or InputError naming recompute_modules where they
+    cannot run with `recompute` on `model` (builder.recompute_modules_problem)."""
+    if isinstance(modules, list):
+        modules = tuple(modules)
+    why = recompute_modules_problem(recompute, modules, model)
+    if why:
+        raise InputError(f"recompute_modules: {why}")
+    return modules
+
+
 def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: int = 4096,
                   tp: int = 1, pp: int = 1, dp: int = 1, dtype: str = "bf16", ep: int = 1,
                   microbatches: int | None = None, virtual_stages: int = 1,
@@ -564,18 +576,12 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
     attention core, Megatron-Core's default."""
     check_arguments(plan_training, locals())  # types and ranges, one line per problem
     m, h = as_model(model), hardware(hw)
-    if isinstance(recompute_modules, list):
-        recompute_modules = tuple(recompute_modules)
-    why = recompute_modules_problem(recompute, recompute_modules, m)
-    if why:
-        raise InputError(f"recompute_modules: {why}")
+    recompute_modules = checked_recompute_modules(recompute, recompute_modules, m)
     fw = frameworks.framework(framework)
     run_hw = training_hardware(h, sm_clock_fraction)  # validates the fraction at any level
     host_launch_s = moe_host.launch_seconds(moe_host_launch_s)  # or its one-line refusal
-    if level == "roofline":  # the speed-of-light baseline: no host
-        host_launch_s = 0.0
-    if level == "roofline":
-        run_hw = h
+    if level == "roofline":  # the speed-of-light baseline: datasheet clocks, no host
+        run_hw, host_launch_s = h, 0.0
     if ep > 1 and (tp * dp * cp) % ep:
         raise InputError(f"ep: {ep} must divide tp·dp·cp = {tp * dp * cp} (experts are spread "
                          f"over the data-, context- and tensor-parallel ranks)")
@@ -988,11 +994,8 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
     if recompute is not None and recompute not in RECOMPUTE:
         raise InputError(f"recompute: expected one of {', '.join(RECOMPUTE)}, got {recompute!r}")
     if recompute_modules is not None:
-        recompute_modules = tuple(recompute_modules)
         recompute = recompute or "selective"  # the modules are a selective recomputation's
-        why = recompute_modules_problem(recompute, recompute_modules, m)
-        if why:
-            raise InputError(f"recompute_modules: {why}")
+        recompute_modules = checked_recompute_modules(recompute, recompute_modules, m)
     layouts = list(training_layouts(m, gpus, seq, global_batch, tp, cp, pp, vp, dp, ep,
                                     micro_batch, h.nvlink_domain_gpus or 8, pipeline_split))
     choices = (recompute,) if recompute else ("none", "full")
