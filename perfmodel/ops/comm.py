@@ -467,17 +467,42 @@ class ReduceScatter(_Collective):
 
 
 class Alltoall(_Collective):
-    """Pairwise exchange with every peer: (G−1)/G of the buffer leaves each GPU in G−1 hops
-    (NCCL's all-to-all is G−1 send/recv pairs; the METRO paper finds its fixed cost comparable
-    to an all-gather's, §2.5). NCCL's send/receive runs LL or Simple (LL below 16 KiB per peer by
-    default, NCCL_P2P_LL_THRESHOLD); here the faster of the two, each at its line efficiency and
-    the ring's hop and base latencies (assumed: tuning.cc does not model send/receive). The one
+    """Pairwise exchange with every peer: (G−1)/G of the buffer leaves each GPU, S/G to each
+    peer (NCCL's all-to-all is a send and a receive per peer). Inside one NVLink domain the
+    peers run at once (perfmodel/ops/nccl.py, the all-to-all's notes: one round of latency,
+    LL at its per-peer rate, Simple bound by the link or the p2p channels' copy of the whole
+    buffer); across domains G−1 pairwise hops at the ring's hop and base latencies (assumed:
+    tuning.cc does not model send/receive). NCCL's send/receive runs LL or Simple (LL below
+    16 KiB per peer per channel, NCCL_P2P_LL_THRESHOLD); here the faster of the two. The one
     algorithm keeps its old name, ring."""
 
     name = "alltoall"
     PAIRWISE = True
     TUNED = False
-    PROTOCOLS = ("ll", "simple")
+    PROTOCOLS = nccl.P2P_PROTOCOLS
+
+    def _demand(self, hw, algorithm: str, protocol: str | None, link: str) -> Demand:
+        """Inside one NVLink domain, NCCL's grouped send/receive as the NCCL 2.29.2 rows show
+        it (perfmodel/ops/nccl.py, the all-to-all's notes): the peers at once, one round of
+        latency, LL at its per-peer rate, Simple bound by the link or the channels' copy; on
+        other links the pairwise form."""
+        if nccl.link_class(link) != "nvlink":
+            return super()._demand(hw, algorithm, protocol, link)
+        g, s = self.gpus, self.bytes
+        wire_link = hw.link(link)
+        sent = (g - 1) / g * s
+        wire = sent / (nccl.p2p_efficiency(protocol) * wire_link.achievable_fraction)
+        link_s = wire / wire_link.bandwidth_bytes_per_s
+        hops = nccl.P2P_HOPS[protocol]
+        steps = (nccl.base_steps(link, "ring", protocol, wire_link)
+                 + hops * wire_link.protocol_step(protocol))
+        extra = nccl.p2p_extra_s(protocol, s, g, link_s)
+        return Demand(work={f"link:{link}": wire, "hbm": 2 * sent}, launch=None, flop=0.0,
+                      hbm_bytes=2 * sent, kernels=0, fixed_s=extra, link_steps={link: steps},
+                      details={"bytes_sent_per_gpu": sent, "wire_bytes_per_gpu": wire,
+                               "steps": hops, "hops": {link: hops}, "algorithm": algorithm,
+                               "protocol": protocol, "p2p_extra_s": extra,
+                               "pipeline_fill_s": 0.0, "ring_local_step_s": 0.0})
 
 
 class SendRecv(Op):

@@ -52,8 +52,9 @@ PROTOCOLS = ("ll", "ll128", "simple")
 
 # Data bytes per wire byte of each protocol's line format (prims_ll.h: a 16 B line of two
 # 4 B data words and two 4 B flags; prims_ll128.h: 128 B lines, 8 B of flags in each; Simple:
-# plain data). NCCL's send/receive (the all-to-all) is priced at these alone (assumed: p2p is not
-# in tuning.cc's model).
+# plain data). NCCL's send/receive (the all-to-all) is priced at LL's and at its own fitted
+# Simple efficiency inside an NVLink domain (p2p_efficiency, below), at these across domains
+# (assumed: p2p is not in tuning.cc's model).
 LINE_EFFICIENCY = {"ll": 8 / 16, "ll128": 120 / 128, "simple": 1.0}
 
 # tuning.cc baseLat[algorithm][protocol], us (v2.27.7 tuning.cc:134-137): the fixed cost of
@@ -275,6 +276,56 @@ def ring_local_step_s(nbytes: float, gpus: int, compute_capability: str) -> floa
     if gpus < 2 or nbytes <= 0:
         return 0.0
     return nbytes / gpus / arch_row(RING_LOCAL_RATE, compute_capability)
+
+
+# -- NCCL's send/receive: the all-to-all inside one NVLink domain ---------------------------------
+# NCCL 2.28 added a native ncclAlltoAll (src/nccl.h.in:448) and nccl-tests' alltoall_perf calls
+# it from 2.28 on (nccl-tests src/alltoall.cu:9-15, 317-319); it runs as grouped send/receive:
+# one send and one receive per peer, the GPU's own S/G included, spread over the p2p channels
+# (research notes on communication §1.7). tuning.cc does not price send/receive, and the
+# scheduler's channel split (enqueue.cc's p2p rounds) is not in the project's notes, so the
+# all-to-all's terms are the shape AIConfigurator's NCCL 2.29.2 rows show (2, 4 and 8 GPUs,
+# 512 B to 512 MiB, every GPU of both families), with four rates fitted on two GPUs and judged
+# on the four others (perfmodel/fitted.yaml `nccl.p2p.*`; perfmodel.validation.collectives
+# p2p_fit):
+#   - the peers' transfers run at once on their own channels, so the latency is one round,
+#     not G−1 hops: NCCL's ring base of the protocol (scaled by the family's measured ring LL
+#     base, as every base here) and one hop (LL) or two (Simple: the receiver's credit to the
+#     sender, then the data and its flag: a send/receive pair's rendezvous, where a ring's
+#     steady state has credits in hand), plus `peer_s` per peer beyond the first (the kernel
+#     walks a work item per peer); the rows rise ~0.4 us per peer where a ring adds ~1 us
+#     per hop;
+#   - LL (below NCCL_P2P_LL_THRESHOLD, 16 KiB per peer per channel) moves each peer's S/G
+#     at `ll_rate`, the few channels a small message gets; Simple above it. The threshold's
+#     channel count is not known here, so the op runs the faster of the two (the rows' switch
+#     to Simple's 13-17 us plateau lies where LL's time crosses it);
+#   - Simple's bytes: the peers' (G−1)/G·S cross NVLink at `link_efficiency` of NCCL's link
+#     rate (Hopper's binding term: its 2-GPU rows move S/2 in the time 4 and 8 GPUs move
+#     (G−1)/G·S), and the whole buffer, the GPU's own part included, passes the p2p channels'
+#     copy at `copy_rate` (Blackwell's binding term: every GPU count moves S at one rate,
+#     ~0.9 of the link NCCL's rings reach; its NVLink doubled Hopper's, its channels did not).
+# Across NVLink domains the all-to-all keeps the pairwise form (perfmodel/ops/comm.py).
+P2P_KEYS = ("peer_s", "ll_rate", "link_efficiency", "copy_rate")
+P2P = {key: fitted.value_or_nan(f"nccl.p2p.{key}") for key in P2P_KEYS}
+P2P_HOPS = {"ll": 1, "simple": 2}
+P2P_PROTOCOLS = tuple(P2P_HOPS)
+
+
+def p2p_efficiency(protocol: str) -> float:
+    """Payload per NCCL link byte of the all-to-all's peers: LL's line format, Simple at the
+    fitted p2p link efficiency."""
+    return LINE_EFFICIENCY["ll"] if protocol == "ll" else P2P["link_efficiency"]
+
+
+def p2p_extra_s(protocol: str, nbytes: float, gpus: int, link_s: float) -> float:
+    """What the all-to-all of `nbytes` per GPU over `gpus` GPUs pays beyond its link time
+    `link_s` (the peers' bytes at p2p_efficiency) and its latency steps: `peer_s` per peer
+    beyond the first, then LL's per-peer transfer at `ll_rate`, or what the channels' copy of
+    the whole buffer at `copy_rate` takes beyond the link time (module notes)."""
+    peers = (gpus - 1) * P2P["peer_s"]
+    if protocol == "ll":
+        return peers + nbytes / gpus / P2P["ll_rate"]
+    return peers + max(0.0, nbytes / P2P["copy_rate"] - link_s)
 
 
 # -- NCCL's tuner: which (algorithm, protocol) runs -------------------------------------------

@@ -38,7 +38,9 @@ count (`nccl_report`; `perfmodel validate` judges the same rows by op class). Be
 Simple ring's rates read off the rows of at least 64 MiB (`ring_bandwidth_fit`:
 time = fixed + sent / link + (S/G) / local): the link comes out at the rate NCCL's topology
 gives the NVLink, and the S/G term is the ring's step in the GPU's own memory that leaves a
-2-GPU ring furthest below the link.
+2-GPU ring furthest below the link. The all-to-all's four p2p rates (perfmodel/ops/nccl.py,
+the all-to-all's notes) are fitted jointly on every all-to-all row of H100 SXM and B200
+(`p2p_fit`, the op's arithmetic in `p2p_time_s`) and judged on H200 SXM, B300, GB200 and GB300.
 """
 from __future__ import annotations
 
@@ -442,6 +444,69 @@ def ring_bandwidth_report(rows: list[dict]) -> str:
                           f"{local_at_link / 1e9:.0f}"))
     return format_table(["hardware", "collective", "n", "fixed us", "link GB/s",
                          "NCCL's link GB/s", "local GB/s", "local at NCCL's link GB/s"], lines)
+
+
+# NCCL's all-to-all (grouped send/receive, perfmodel/ops/nccl.py's notes): its four p2p
+# rates (nccl.P2P) are fitted jointly on every all-to-all row of one GPU per family and judged
+# on the family's other GPUs
+P2P_FIT_GPUS = ("H100-SXM", "B200")
+# The fit's start and the constants' priors (what the model takes with no rows to fit): no cost
+# per peer, LL at its line format's half of NCCL's Hopper NVLink rate (18 x 20.6 GB/s), Simple at
+# NCCL's link rate, the channels' copy at NCCL's Blackwell NVLink rate (18 x 40.1 GB/s), so no
+# bound of its own on Hopper; (peer_s, ll_rate, link_efficiency, copy_rate)
+P2P_PRIOR = (0.0, 185.0e9, 1.0, 722.0e9)
+P2P_BOUNDS = ((0.0, 1.0e9, 0.3, 1.0e11), (5.0e-6, 1.0e12, 1.0, 5.0e12))
+
+
+def p2p_rows(rows: list[dict], gpus: tuple[str, ...] = P2P_FIT_GPUS) -> list[dict]:
+    """The all-to-all rows on `gpus` (p2p_fit's rows)."""
+    return [r for r in rows if r["collective"] == "alltoall" and r["hardware"] in gpus]
+
+
+def p2p_terms(row: dict, hw: Hardware) -> dict[str, tuple[float, float]]:
+    """Per protocol, what the all-to-all's time takes from the spec: (the peers' bytes over
+    NCCL's link rate at efficiency 1, the latency of its steps), as Alltoall._demand builds
+    them (p2p_time_s adds the fitted rates)."""
+    link = hw.link("nvlink")
+    g, s = row["gpus"], row["bytes"]
+    rate = link.bandwidth_bytes_per_s * link.achievable_fraction
+    from perfmodel.ops import nccl
+    return {p: ((g - 1) / g * s / rate,
+                link.latency_s * (nccl.base_steps("nvlink", "ring", p, link)
+                                  + nccl.P2P_HOPS[p] * link.protocol_step(p)))
+            for p in nccl.P2P_PROTOCOLS}
+
+
+def p2p_time_s(x, row: dict, terms: dict[str, tuple[float, float]]) -> float:
+    """The all-to-all's time with p2p rates x = (peer_s, ll_rate, link_efficiency, copy_rate):
+    the faster of LL and Simple, each its link time, latency and nccl.p2p_extra_s (the same
+    arithmetic; the test suite checks it against the op)."""
+    peer_s, ll_rate, efficiency, copy_rate = x
+    g, s = row["gpus"], row["bytes"]
+    ll_link, ll_latency = terms["ll"]
+    ll = ll_link / 0.5 + ll_latency + (g - 1) * peer_s + s / g / ll_rate
+    link_s, latency = terms["simple"]
+    link_s /= efficiency
+    simple = link_s + latency + (g - 1) * peer_s + max(0.0, s / copy_rate - link_s)
+    return min(ll, simple)
+
+
+def p2p_fit(rows: list[dict], hws: dict[str, Hardware]) -> tuple[float, ...]:
+    """(peer_s, ll_rate, link_efficiency, copy_rate) by least squares of the relative error
+    (soft L1: the rows' occasional doubled small-message times weigh little) over `rows`, from
+    P2P_PRIOR; `hws` by GPU name (the fit's hardware, its NCCL latencies fitted)."""
+    from scipy.optimize import least_squares
+    terms = [p2p_terms(r, hws[r["hardware"]]) for r in rows]
+    scale = np.array([1e-6, 1e9, 1.0, 1e9])  # the solver's units: us, GB/s, 1, GB/s
+
+    def residuals(z):
+        x = z * scale
+        return [p2p_time_s(x, r, t) / r["measured_s"] - 1 for r, t in zip(rows, terms)]
+
+    lo, hi = (np.array(b) / scale for b in P2P_BOUNDS)
+    sol = least_squares(residuals, np.array(P2P_PRIOR) / scale, bounds=(lo, hi),
+                        loss="soft_l1", f_scale=0.1)
+    return tuple(float(v) for v in sol.x * scale)
 
 
 def main() -> None:

@@ -154,6 +154,26 @@ SPECS = {
         f"it) while its inbound NVLink idles, on {family} GPUs: a ring collective of S bytes over "
         f"G GPUs pays S/G at this rate beside its link time (perfmodel/ops/nccl.py "
         f"ring_local_step_s); no source states it") for family in ("hopper", "blackwell")},
+    "nccl.p2p.peer_s": (
+        (0.0, 5.0e-6), 9,
+        "what NCCL's all-to-all (grouped send/receive inside one NVLink domain) adds per peer "
+        "beyond the first to its one round of latency (the kernel walks a work item per peer; "
+        "perfmodel/ops/nccl.py p2p_extra_s); no source states it"),
+    "nccl.p2p.ll_rate": (
+        (1.0e9, 1.0e12), -6,
+        "the rate (bytes/s) at which NCCL's all-to-all moves each peer's S/G with the LL "
+        "protocol, the peers at once (the few p2p channels a small message gets; perfmodel/ops/"
+        "nccl.py p2p_extra_s); no source states it"),
+    "nccl.p2p.link_efficiency": (
+        (0.3, 1.0), 3,
+        "the share of NCCL's NVLink rate (the topology's 20.6 GB/s per Hopper link, 40.1 per "
+        "Blackwell link) the peers' bytes of NCCL's Simple all-to-all reach (perfmodel/ops/"
+        "nccl.py p2p_efficiency); no source states it"),
+    "nccl.p2p.copy_rate": (
+        (1.0e11, 5.0e12), -9,
+        "the rate (bytes/s) at which NCCL's p2p channels pass a Simple all-to-all's whole "
+        "buffer, the GPU's own S/G included (the bound Blackwell's rows show at every GPU "
+        "count; perfmodel/ops/nccl.py p2p_extra_s); no source states it"),
     "tensor_power_exponent.fp4": (
         (0.0, 1.0), 3,
         "tensor_power_exponent of the block-scaled 4-bit MMAs (NVFP4, MXFP4; their power per "
@@ -457,6 +477,10 @@ B300_RULE = (
 # What a constant is when none of its rows may inform it (a cross-validation fold that holds out
 # its source, perfmodel.validation.calibrate): the value its meaning implies without a fit.
 PRIORS = {
+    # NCCL's all-to-all: the p2p fit's start (perfmodel.validation.collectives P2P_PRIOR: no
+    # per-peer cost, LL and Simple at NCCL's link rate, the copy at NCCL's Blackwell NVLink rate)
+    "nccl.p2p.peer_s": 0.0, "nccl.p2p.ll_rate": 185.0e9, "nccl.p2p.link_efficiency": 1.0,
+    "nccl.p2p.copy_rate": 722.0e9,
     "tensor_sustained_fraction": 1.0,          # the datasheet clock: no throttling assumed
     "tensor_power_exponent": 0.0,              # narrow MMAs deliver their datasheet ratio
     "graph_kernel_gap_s.hopper": 0.0,          # a graph removes the whole launch
@@ -634,7 +658,11 @@ def applied(entries: dict[str, dict]):
     saved = _saved_attention()
     saved_convert = dict(moe_op.CONVERT_OPS)
     saved_ring = dict(nccl.RING_LOCAL_RATE)
+    saved_p2p = dict(nccl.P2P)
     try:
+        for key in nccl.P2P_KEYS:  # the all-to-all's p2p rates (module constants)
+            if f"nccl.p2p.{key}" in values:
+                nccl.P2P[key] = values[f"nccl.p2p.{key}"]
         if "moe.convert_ops.mxfp4" in values:  # the MoE op's MXFP4 conversion (module constant)
             moe_op.CONVERT_OPS["mxfp4"] = values["moe.convert_ops.mxfp4"]
         for major, family in nccl.RING_LOCAL_FAMILY.items():  # the ring's local step (module)
@@ -653,6 +681,7 @@ def applied(entries: dict[str, dict]):
         moe_op.CONVERT_OPS.clear()
         moe_op.CONVERT_OPS.update(saved_convert)
         nccl.RING_LOCAL_RATE.update(saved_ring)
+        nccl.P2P.update(saved_p2p)
 
 
 def fit_attention(cases: list[Case], sustained: float | None = None) -> dict:
@@ -1051,6 +1080,29 @@ def fit_ring_local_rate(family: str, exclude: frozenset[str] = frozenset()
     fixed, _, rate = collectives.ring_bandwidth_fit(rows, collectives.ring_link_rate(
         hardware(gpu)))
     return rate, fixed, [r["id"] for r in rows]
+
+
+P2P_RULE = (
+    "every AIConfigurator row of NCCL 2.29.2's all-to-all on {gpus} (aiconfigurator_nccl.csv; "
+    "{n} rows, 2, 4 and 8 GPUs, 512 B to 512 MiB): the four p2p rates (peer_s, ll_rate, "
+    "link_efficiency, copy_rate) jointly, least squares of the relative error with a soft L1 "
+    "loss (perfmodel.validation.collectives p2p_fit: {fit}), the GPUs' NCCL latencies as "
+    "fitted. Judged on the all-to-all rows of the other GPUs of each family (H200 SXM, B300, "
+    "GB200, GB300)")
+
+
+def fit_p2p(exclude: frozenset[str] = frozenset()) -> tuple[dict[str, float], list[str]]:
+    """NCCL's four p2p rates (P2P_RULE) by key nccl.p2p.*, and the rows; the priors where the
+    held-out rows leave none."""
+    from perfmodel.hardware import hardware
+    from perfmodel.validation import collectives
+    rows = [r for r in collectives.p2p_rows(collectives.load_nccl_rows())
+            if r["id"] not in exclude]
+    keys = [f"nccl.p2p.{k}" for k in nccl.P2P_KEYS]
+    if not rows:
+        return {key: prior(key) for key in keys}, []
+    hws = {gpu: with_fitted(hardware(gpu), _FRESH_HW) for gpu in {r["hardware"] for r in rows}}
+    return dict(zip(keys, collectives.p2p_fit(rows, hws))), [r["id"] for r in rows]
 
 
 def fit_deepep_round(tol: float = 1e-7) -> tuple[float, list[str]]:
@@ -1543,6 +1595,7 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
         for key, value in ((f"nccl.ll_base_s.{family}", base), (f"nccl.ll_hop_s.{family}", hop)):
             _FRESH_HW[key] = round(value, SPECS[key][1])
     ring_local = {family: fit_ring_local_rate(family, exclude) for family in NCCL_FIT_GPU}
+    p2p, p2p_rows = fit_p2p(exclude)
     raw_convert, convert_rows = fit_mxfp4_convert(exclude)
     cases, _ = load_cases(PUBLIC_CSV)
     att = _attention_fit([c for c in cases if c.id not in exclude], sustained)
@@ -1557,6 +1610,9 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
     attention_now["attention.softmax_overlap.fa4"] = {"value": fa4}
     attention_now["attention.mma_sync_fraction.tcgen05"] = {"value": fa2_tcgen05}
     attention_now.update({key: {"value": cudnn_tcgen05[key][0]} for key in CUDNN_TCGEN05_KEYS})
+    # and NCCL's all-to-all at its p2p rates just fitted (serving steps and training exchanges)
+    attention_now.update({key: {"value": round(value, SPECS[key][1])}
+                          for key, value in p2p.items()})
     gaps = {}
     with applied(attention_now):
         # TensorRT-LLM's attention constants are fitted on captured calls (so under the graph
@@ -1653,6 +1709,10 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
         entries[key] = _entry(key, rate, rows, RING_LOCAL_RULE.format(
             gpu=NCCL_FIT_GPU[family], limit=collectives.RING_FIT_MIN_BYTES >> 20, n=len(rows),
             fixed=fixed, fit=rate))
+    p2p_text = ", ".join(f"{key.rsplit('.', 1)[1]} {value:.4g}" for key, value in p2p.items())
+    for key, value in p2p.items():
+        entries[key] = _entry(key, value, p2p_rows, P2P_RULE.format(
+            gpus=" and ".join(collectives.P2P_FIT_GPUS), n=len(p2p_rows), fit=p2p_text))
     entries["deepep.copy_round_trips"] = _entry(
         "deepep.copy_round_trips", copy_round, round_rows, DEEPEP_ROUND_RULE.format(
             tokens=collectives.ROUND_FIT_MIN_TOKENS, sms=collectives.ROUND_FIT_MAX_SMS,

@@ -531,3 +531,59 @@ def test_nvls_bytes_and_tree_bytes_are_counted_not_fitted():
                                 protocol="simple").demand(b200)
         assert tree.details["bytes_sent_per_gpu"] == pytest.approx(2e8)
         assert math.isclose(tree.details["steps"], 2 * (gpus - 1))  # one chain in the node
+
+
+# -- NCCL's all-to-all inside one NVLink domain (grouped send/receive; nccl.p2p_extra_s) ------
+
+def test_the_alltoall_op_is_the_p2p_fit_formula_on_every_row():
+    """The fit's arithmetic (perfmodel.validation.collectives p2p_time_s) is the op's: on every
+    NCCL all-to-all row the project has, at the fitted p2p rates, the two agree."""
+    from perfmodel.validation import collectives
+    x = tuple(nccl.P2P[k] for k in nccl.P2P_KEYS)
+    rows = [r for r in collectives.load_nccl_rows() if r["collective"] == "alltoall"]
+    assert len(rows) == 336  # 21 sizes x 16 (GPU, GPU count) pairs
+    for r in rows:
+        hw = pm.hardware(r["hardware"])
+        formula = collectives.p2p_time_s(x, r, collectives.p2p_terms(r, hw))
+        assert collectives.nccl_predicted_s(r, hw) == pytest.approx(formula, rel=1e-9), r["id"]
+
+
+def test_a_small_alltoall_pays_one_round_not_a_hop_per_peer(h100):
+    """The peers' sends run at once: a 1 KiB all-to-all over 8 GPUs costs the 2-GPU one plus
+    peer_s for each of 6 more peers (and the smaller per-peer share at LL's rate), not 6 more
+    hops; and it is flat in size while it is latency-bound."""
+    s = 1024
+    t2, t8 = (_time(h100, "alltoall", bytes=s, gpus=g) for g in (2, 8))
+    link = h100.link("nvlink")
+    ll_rate = link.bandwidth_bytes_per_s * link.achievable_fraction * 0.5  # LL's line format
+    expected = (6 * nccl.P2P["peer_s"] + (s / 8 - s / 2) / nccl.P2P["ll_rate"]
+                + (7 / 8 - 1 / 2) * s / ll_rate)
+    assert t8 - t2 == pytest.approx(expected, rel=1e-9)
+    assert t8 - t2 < h100.link("nvlink").ll_latency_s * 6
+    assert _time(h100, "alltoall", bytes=2 * s, gpus=8) == pytest.approx(t8, rel=0.02)
+    est = pm.predict_op(pm.ops.Alltoall(bytes=s, gpus=8), h100)
+    assert est.details["protocol"] == "ll" and est.details["hops"] == {"nvlink": 1}
+
+
+def test_a_large_alltoall_is_link_bound_on_hopper_and_copy_bound_on_blackwell(h100):
+    """Simple's bytes (nccl.p2p_extra_s): the slower of the peers' (G−1)/G·S at link_efficiency
+    of NCCL's NVLink rate and the channels' copy of the whole buffer at copy_rate. On Hopper the
+    link binds at every GPU count, so 8 GPUs take 7/4 of 2 GPUs' time; on B200, whose NVLink is
+    twice as fast, the copy binds at 2 and 4 GPUs, whose times are then the same."""
+    s = 512 << 20
+
+    def bound(hw, g):
+        link = hw.link("nvlink")
+        rate = link.bandwidth_bytes_per_s * link.achievable_fraction * nccl.P2P["link_efficiency"]
+        return (g - 1) / g * s / rate, s / nccl.P2P["copy_rate"]
+
+    b200 = pm.hardware("B200")
+    for hw in (h100, b200):
+        for g in (2, 4, 8):
+            est = pm.predict_op(pm.ops.Alltoall(bytes=s, gpus=g), hw)
+            assert est.details["protocol"] == "simple"
+            assert est.time_s == pytest.approx(max(bound(hw, g)), rel=0.05)
+    assert all(link > copy for link, copy in (bound(h100, g) for g in (2, 4, 8)))
+    assert all(copy > link for link, copy in (bound(b200, g) for g in (2, 4)))
+    t2, t4 = (_time(b200, "alltoall", bytes=s, gpus=g) for g in (2, 4))
+    assert t4 == pytest.approx(t2, rel=0.01)
