@@ -29,11 +29,15 @@ Normalisation rules (each guess a rule makes is written into the case's `assumpt
   pretrain yamls, which the NumParams column pins), NeMo's GPT-3 5B/20B/175B (gpt3-*),
   Nemotron 8B/22B (NeMo's Nemotron3Config, nemotron3-8b/22b) and Llama 4 Scout (NeMo's
   Llama4Experts16Config, llama4-scout: its chunked attention is the causal one at the rows'
-  8192 tokens). Llama 4 Maverick (dense and MoE layers alternate: the format's `dense_layers`
-  are the first ones only), Nemotron-3 Nano/Super/Ultra, Kimi K2, GPT-OSS (its rows are not
-  mapped to the gpt-oss-20b/120b files yet), Megatron-LM's GPT family and nanotron's
-  Llama-style sizes do not (`NO_MODEL_FILE`). A layer count in the notes must match the model
-  file's.
+  8192 tokens), Megatron-LM's GPT weak-scaling family 1.7B ... 462B (megatron-gpt-*: the
+  layers, width, heads and vocabulary its rows state, Megatron-LM's defaults for the rest) and
+  GPT-OSS 20B/120B (the serving files gpt-oss-20b/120b; AutoModel's rows print no EP though
+  their notes name DeepEP, so they are refused for it). Llama 4 Maverick
+  (dense and MoE layers alternate: the format's `dense_layers` are the first ones only),
+  Nemotron-3 Nano/Super/Ultra, Kimi K2 and nanotron's Llama-style sizes do not
+  (`NO_MODEL_FILE`): no source in the repository states Kimi K2's or the nanotron sizes'
+  dimensions. A layer count in the notes, and a layer count, width, head count or vocabulary
+  in the model column, must match the model file's.
 - recipe: bf16; fp8 with the scaling the row states (delayed, current — Megatron-Bridge's
   FP8-CS —, tensorwise, rowwise, blockwise), plain `fp8` where it states none; mxfp8 (FP8-MX);
   nvfp4. `dtype` is the planner's GEMM
@@ -256,17 +260,19 @@ _MODEL_RULES = (
     (r"deepseek[- ]?v3", "deepseek-v3", "DeepSeek-V3"),
     (r"qwen3 moe 30b|qwen3_30b_a3b", "qwen3-30b-a3b", "Qwen3-30B-A3B"),
     (r"qwen3_235b_a22b", "qwen3-235b-a22b", "Qwen3-235B-A22B"),
-    (r"gpt[- ]oss (20|120)b", None, "GPT-OSS-{0}B"),
+    (r"gpt[- ]oss (20|120)b", "gpt-oss-{0}b", "GPT-OSS-{0}B"),
     (r"gpt3-(5|20|175)b", "gpt3-{0}b", "GPT-3 {0}B"),             # NeMo's GPTConfig sizes
     (r"gpt3-(\d+)b", None, "GPT-3 {0}B"),
     (r"llama ?4[ -]scout", "llama4-scout", "Llama-4 Scout"),
     (r"llama ?4[ -](maverick)", None, "Llama-4 {0}"),
     (r"kimi k2", None, "Kimi K2"),
+    # Megatron-LM's README weak-scaling table (models/megatron-gpt-*.yaml: the sizes its rows state)
+    (r"megatron-lm weak-scaling family\) (1\.7b|7\.1b|16b|32b|70b|119b|177b|314b|462b)\b",
+     "megatron-gpt-{0}", "Megatron-LM GPT {0}"),
     (r"megatron-lm weak-scaling family\) ([\d.]+b)", None, "Megatron-LM GPT {0}"),
     (r"llama-style dense model, ([\d.]+b)", None, "nanotron Llama-style {0}"),
 )
-NO_MODEL_FILE = ("Nemotron-3", "GPT-OSS", "Llama-4 Maverick", "Kimi K2", "Megatron-LM GPT",
-                 "nanotron Llama-style")
+NO_MODEL_FILE = ("Nemotron-3", "Llama-4 Maverick", "Kimi K2", "nanotron Llama-style")
 
 
 @functools.lru_cache(maxsize=None)
@@ -295,6 +301,25 @@ def resolve_model(text: str) -> tuple[str | None, str]:
             # built-in names are lower case (models/*.yaml): 'mpt-{0}' of '125M' is mpt-125m
             return (model.format(*groups).lower() if model else None), label.format(*groups)
     return None, re.sub(r"\s*\(.*?\)", "", text).split(":")[0].strip() or text
+
+
+# Sizes a model column states ("GPT (...) 1.7B: 24 layers, hidden 2048, 16 heads, vocab
+# 131072", "Llama 3.1 405B (126 layers)") → the ModelSpec field each must equal
+_MODEL_TEXT_SIZES = ((r"\b(\d+) layers\b", "layers"), (r"\bhidden (\d+)\b", "hidden"),
+                     (r"\b(\d+) heads\b", "heads"), (r"\bvocab (\d+)\b", "vocab"))
+
+
+def model_text_conflicts(text: str, model: str) -> list[str]:
+    """A skip reason for each size the row's model column states that differs from the
+    model file's: the file must be the model the row ran, not one of the same name."""
+    spec = _model(model)
+    out = []
+    for pattern, key in _MODEL_TEXT_SIZES:
+        m = re.search(pattern, text)
+        if m and int(m.group(1)) != getattr(spec, key):
+            out.append(f"model: the model column's {key} {m.group(1)} differs from {model}'s "
+                       f"{getattr(spec, key)}")
+    return out
 
 
 def recipe_of(text: str) -> tuple[str | None, str]:
@@ -492,6 +517,7 @@ def _case(row: _Row) -> TrainingCase | Skipped:
         if m and int(m.group(1)) != _model(model).layers:
             reasons.append(f"model: the notes' {m.group(1)} layers differ from {model}'s "
                            f"{_model(model).layers}")
+        reasons += model_text_conflicts(row.text("model"), model)
     recipe, precision_note = recipe_of(row.text("precision"))
     if recipe is None:
         reasons.append("precision not stated" if row.text("precision").lower()
@@ -526,6 +552,11 @@ def _case(row: _Row) -> TrainingCase | Skipped:
             reasons.append("parallelism not stated (cp)")
     ep, a = row.count("ep", 1)
     assumptions += [a] if a else []
+    if row.text("ep") in ("n/a", "-") and "DeepEP" in notes:
+        # DeepEP is an expert-parallel all-to-all: the run sharded its experts over a group the
+        # table does not print (AutoModel's GPT-OSS rows), so EP 1 would be a guess
+        reasons.append(f"parallelism not stated (ep: '{row.text('ep')}', but the notes name "
+                       f"DeepEP, an expert-parallel all-to-all)")
     dp = dp_of(row.text("dp_or_fsdp"))
     if dp is None:
         raise row.error("dp_or_fsdp", f"no data-parallel degree in '{row.text('dp_or_fsdp')}'")
