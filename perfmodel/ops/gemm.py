@@ -521,8 +521,8 @@ class Gemm(Op):
         shared-memory bytes, L2 bytes, HBM bytes, CTAs, kernels); the tensor work is None for
         fp32 (no tensor resource). The same operations in the same order as `_work` (numpy
         float64 and Python floats are the same IEEE doubles; numpy's int64 matches Python's ints
-        below 2^63), so the same numbers without ~100 numpy calls on tiny arrays: a cold
-        prediction of a new shape (perfmodel.predict). The fixed costs (serial work) are left
+        below 2^63), so the same numbers without ~100 numpy calls on tiny arrays (the scalar
+        path's reference, perfmodel.predict.gemm_estimate). The fixed costs (serial work) are left
         out: no Estimate reads them. A part of the list, in the same order: `unsplit` False
         leaves out the unsplit tiles, and `split_tiles` (tile indices) keeps the split
         candidates of those short tiles only (None: of every short tile)."""
@@ -592,16 +592,6 @@ class Gemm(Op):
                 out.append((i, split, valid, w_tensor, w_fma, w_smem, l2 + 0.0, hbm + 0.0,
                             tiles, 1))
         return f, out
-
-    def scalar_demand_details(self, hw: Hardware, f: dict, cand: tuple) -> dict:
-        """The Demand details `_demand_at` gives the chosen candidate: tile label, split, stages,
-        tiles, persistence."""
-        i, split, tiles = cand[0], cand[1], cand[8]
-        tile = f["tiles"][i]
-        label = (f"{tile.m}x{tile.n}x{f['kblock']}" + ("x2sm" if tile.cta_pair else "")
-                 + (f" cluster {tile.cluster_m}x1" if tile.cluster_m > 1 else ""))
-        return {"tile": label, "split_k": split, "stages": f["stages"][i], "tiles": tiles,
-                "persistent": self.is_persistent(hw)}
 
     def _fma_work(self, compute: str, op_b: float, b_b: float, tiles, tm, tn, k_pad,
                   promoted: bool):
