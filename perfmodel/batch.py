@@ -43,7 +43,8 @@ from perfmodel.demand import LaunchShape
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.ops.base import ELEMENTS_WHY, MAX_ELEMENTS
-from perfmodel.ops.gemm import FP4_MMA_N, MAX_SPLIT_K, Gemm, fp4_cutlass, tile_facts
+from perfmodel.ops.gemm import (FP4_MMA_N, MAX_SPLIT_K, TMA_ALIGN_BYTES, Gemm, fp4_cutlass,
+                               tile_facts)
 from perfmodel.predict import SPLIT_BOUND
 from perfmodel.units import DTYPE_BYTES, bytes_per_element, tensor_dtype
 
@@ -148,6 +149,19 @@ COLUMNS = ("time_s", "bound", "roofline_time_s", "flop", "hbm_bytes", "tile", "s
            "sm_clock_hz", "tile_index", "ctas")
 
 
+def _untma(probe: Gemm, hw: Hardware, sizes: dict) -> np.ndarray:
+    """Which shapes Gemm.kernel_hardware moves off TMA: a row of A, B ([N, K]) or C that is
+    not a multiple of TMA_ALIGN_BYTES, where the GPU has a legacy path for the type."""
+    compute = tensor_dtype(probe.dtype)
+    if (compute == "fp32" or hw.mma_instruction == "mma_sync"
+            or compute not in hw.mma_sync_flop_per_sm_per_clk):
+        return np.zeros(len(sizes["m"]), dtype=bool)
+    a, b, c = (bytes_per_element(t) for t in (probe.a_dtype or probe.dtype,
+                                              probe.b_dtype or probe.dtype, probe.out_dtype))
+    return ((sizes["k"] * a % TMA_ALIGN_BYTES != 0) | (sizes["k"] * b % TMA_ALIGN_BYTES != 0)
+            | (sizes["n"] * c % TMA_ALIGN_BYTES != 0))
+
+
 def gemm_batch(hw: Hardware | str, m, n, k, dtype: str, batch=1, count=1,
                level: str = "pipes", **fixed: Any) -> GemmTable:
     """`predict_op(Gemm(m=m[j], n=n[j], k=k[j], batch=batch[j], count=count[j], dtype=dtype,
@@ -175,6 +189,9 @@ def gemm_batch(hw: Hardware | str, m, n, k, dtype: str, batch=1, count=1,
         # SIMT fp32) where Python's ints are unbounded: larger shapes take predict_op
         slow = (np.ceil(sizes["m"] / 256.0) * 256 * np.ceil(sizes["n"] / 256.0) * 256
                 * (sizes["k"] + 512.0) * sizes["batch"] * MAX_SPLIT_K) >= 2.0**62
+        # shapes whose rows TMA cannot address run the legacy tensor path (Gemm.kernel_hardware):
+        # predict_op prices them on that GPU
+        slow |= _untma(probe, hw, sizes)
     x = _facts(hw, probe, level) if not slow.all() else None
     fast = np.flatnonzero(~slow)
     parts = [_chunk(x, {f: a[fast[i:i + CHUNK]] for f, a in sizes.items()}, level)

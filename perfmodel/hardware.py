@@ -279,6 +279,16 @@ class Hardware:
             return self
         return _locked(self, sm_clock_hz)
 
+    def without_tma(self) -> "Hardware":
+        """This GPU as a kernel that cannot use the Tensor Memory Accelerator sees it: its
+        legacy Ampere-style tensor path (mma.sync fed by cp.async, isa.mma_sync_flop_per_sm_per_clk,
+        no block-scaled MMA), the rest unchanged; itself where that is already its tensor path.
+        A GEMM whose rows are not 16-byte aligned runs so (ops/gemm.py Gemm.kernel_hardware).
+        The same spec gives the same object (a stable cache key)."""
+        if self.mma_instruction == "mma_sync":
+            return self
+        return _without_tma(self)
+
     # ---- derived rates -------------------------------------------------------------------
     def supports(self, dtype: str) -> bool:
         return tensor_dtype(dtype) in self.tensor_flop_per_sm_per_clk
@@ -745,6 +755,12 @@ def _locked(hw: Hardware, sm_clock_hz: float) -> Hardware:
         raise InputError(f"{hw.name}: SM clock lock {sm_clock_hz / 1e6:.4g} MHz is below "
                          f"{MIN_SM_CLOCK_HZ / 1e6:.0f} MHz")
     return dataclasses.replace(hw, sm_clock_hz=float(sm_clock_hz))
+
+
+@functools.lru_cache(maxsize=64)
+def _without_tma(hw: Hardware) -> Hardware:
+    return dataclasses.replace(hw, mma_instruction="mma_sync", block_scaled_mma=(),
+                               tensor_flop_per_sm_per_clk=dict(hw.mma_sync_flop_per_sm_per_clk))
 
 
 FREQUENCY = re.compile(r"^\s*((?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*(ghz|mhz|khz|hz)\s*$", re.I)

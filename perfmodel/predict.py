@@ -44,7 +44,7 @@ def predict_op(op: Op, hw: Hardware | str, level: str = "pipes") -> Estimate:
         key = (*op.params.values(), hw, level)  # GEMM_MEMO_KEY
         hit = _GEMM_MEMO.get(key)
         if hit is None:
-            hit = gemm_estimate(op, hw, level)
+            hit = gemm_estimate(op, op.kernel_hardware(hw), level)
             if hit is not None:
                 check_estimate(hit, op, hw)
                 if len(_GEMM_MEMO) >= GEMM_MEMO_SIZE:

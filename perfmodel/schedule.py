@@ -58,7 +58,9 @@ def clear_cache() -> None:
 
 
 def op_entry(op: Any, hw: Hardware, level: str) -> OpEntry:
-    """The memoized prediction of `op` on `hw` at `level` (computed on first use)."""
+    """The memoized prediction of `op` on `hw` at `level` (computed on first use), on the GPU
+    as the op's kernel sees it (Op.kernel_hardware)."""
+    hw = op.kernel_hardware(hw)
     key = (op.cache_key(), hw, level)
     state = op.cache_state()
     hit = _ENTRIES.get(key)

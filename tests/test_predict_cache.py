@@ -16,7 +16,9 @@ from perfmodel.ops.attention import op as attention
 
 
 def _fresh(op, hw, level="pipes"):
-    """The engine's estimate without any cache of ours."""
+    """The engine's estimate without any cache of ours, on the GPU as the op's kernel sees it
+    (Op.kernel_hardware: a GEMM whose rows TMA cannot address runs the legacy tensor path)."""
+    hw = op.kernel_hardware(hw)
     return estimate(op.demand(hw), hw, level)
 
 

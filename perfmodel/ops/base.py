@@ -274,6 +274,13 @@ class Op:
             self.__dict__["_cache_key"] = key
         return key
 
+    def kernel_hardware(self, hw):
+        """The GPU as the op's kernel sees it (a GEMM whose rows TMA cannot address runs the
+        legacy tensor path: Gemm.kernel_hardware); `hw` itself for every other op. The
+        prediction entry points (predict_op, the schedule's op_entry, gemm_batch) price the op
+        on it."""
+        return hw
+
     def cache_state(self) -> tuple:
         """Module state besides the parameters that `demand` reads when called (fitted constants
         a calibration may set), as a hashable value: part of the prediction caches' key. An op

@@ -54,6 +54,8 @@ from perfmodel.units import (DTYPE_BYTES, FP8_BLOCK, TENSOR_DTYPES, bytes_per_el
 from perfmodel.ops.base import Op, Param, positive
 from perfmodel.ops.gemm_dispatch import DISPATCHES, dispatched_kernel, parse_tile
 
+# TMA addresses a tensor whose global strides are multiples of 16 bytes (Gemm.tma_aligned)
+TMA_ALIGN_BYTES = 16
 # Bytes of K per row in one k-block: the 128-byte TMA swizzle span (CUTLASS sm90/sm100
 # collective builders pick tile K = 128 B / element size).
 KBLOCK_BYTES = 128
@@ -376,6 +378,34 @@ class Gemm(Op):
         if g.swap_ab:
             g = g.with_params(m=g.n, n=g.m, a_dtype=g.b_dtype, b_dtype=g.a_dtype, swap_ab=False)
         return g
+
+    def row_bytes(self) -> tuple[float, float, float]:
+        """The bytes of one row of A [M, K], of B as a linear layer stores it ([N, K], PyTorch's
+        `weight`) and of C [M, N]: the strides TMA must address."""
+        return (self.k * bytes_per_element(self.a_dtype or self.dtype),
+                self.k * bytes_per_element(self.b_dtype or self.dtype),
+                self.n * bytes_per_element(self.out_dtype))
+
+    def tma_aligned(self) -> bool:
+        """Whether TMA can address every operand: a tensor map's global strides must be
+        multiples of 16 bytes (CUDA Driver API, cuTensorMapEncodeTiled: "globalStrides ...
+        must be a multiple of 16"), and CUTLASS's sm90/sm100 TMA collectives require
+        16-byte-aligned operands (their AlignmentA/B/C = 128 bits / element size)."""
+        return all(b % TMA_ALIGN_BYTES == 0 for b in self.row_bytes())
+
+    def kernel_hardware(self, hw: Hardware) -> Hardware:
+        """The GPU as this GEMM's kernel sees it: where a row stride is not a multiple of 16
+        bytes (a vocabulary of 51,866 in BF16: 103,732 B per row of C), no TMA kernel (wgmma,
+        tcgen05) can run it, and cuBLAS falls back to its Ampere-style kernels (cp.async and
+        mma.sync: Hardware.without_tma); those with a narrower alignment also load in smaller
+        vectors, which is not modelled. SIMT FP32 and GPUs whose tensor path is mma.sync run
+        as they are; so does a type the legacy path lacks (FP4: cuBLASLt requires aligned
+        NVFP4/MXFP4 operands)."""
+        compute = tensor_dtype(self.dtype)
+        if (compute == "fp32" or hw.mma_instruction == "mma_sync" or self.tma_aligned()
+                or compute not in hw.mma_sync_flop_per_sm_per_clk):
+            return hw
+        return hw.without_tma()
 
     def fixed_tiles(self, hw: Hardware) -> tuple[Tile, ...] | None:
         """The one tile a fixed kernel (`tile`) runs, None for the search."""
