@@ -7,10 +7,11 @@ datasheet roofline on the same rows. Rows that informed a constant are summarize
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import median
 from typing import Iterable
 
+from perfmodel.demand import Demand
 from perfmodel.engine import estimate, resolve
 
 from perfmodel.validation.measurements import Case
@@ -22,6 +23,11 @@ class Comparison:
     predicted_time_s: float
     roofline_time_s: float
     bound: str
+    # the demand that ran (the op's on case.hardware, resolved at `level`): kept so that
+    # validate --plot's roofline panels reuse it instead of building and resolving every op
+    # again; not part of the comparison's value (equality, hash, repr, to_dict)
+    demand: Demand | None = field(default=None, compare=False, repr=False)
+    level: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def error(self) -> float:
@@ -46,7 +52,7 @@ def compare(cases: Iterable[Case], level: str = "pipes") -> list[Comparison]:
         d = resolve(c.op.demand(c.hardware), c.hardware, level)
         est = estimate(d, c.hardware, level)
         roof = estimate(d, c.hardware, "roofline")
-        out.append(Comparison(c, est.time_s, roof.time_s, est.bound))
+        out.append(Comparison(c, est.time_s, roof.time_s, est.bound, d, level))
     return out
 
 
