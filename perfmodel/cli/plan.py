@@ -249,6 +249,16 @@ def _resolve(args):
     return m, h
 
 
+def _import_plots() -> None:
+    """Import the plot's modules (matplotlib: about half a second) while the search's worker
+    processes simulate and this one waits. Whatever fails here is left to the plot to
+    report (it imports them again, under its --plot error handling), not to the search."""
+    try:
+        import perfmodel.plan.plots  # noqa: F401
+    except Exception:  # noqa: BLE001 - reported by the plot's own import
+        pass
+
+
 def run_serve(args) -> int:
     if args.html:  # before the search, as --plot
         from perfmodel.cli.format import check_output
@@ -303,7 +313,7 @@ def run_serve(args) -> int:
     else:
         rows = search_serving(m, h, args.gpus, wl, sweep=args.sweep,
                               moe_loads=args.moe_loads, moe_replication=args.moe_replication,
-                              **common)
+                              while_waiting=_import_plots if args.plot else None, **common)
     top, front = best(rows), pareto(rows)
     for note in dict.fromkeys(n for r in rows for n in r.get("notes") or ()):
         print(f"perfmodel: warning: {note}", file=sys.stderr)

@@ -159,6 +159,7 @@ def search_serving(model: ModelSpec | str, hw: Hardware | str, gpus: int, worklo
                    progress: bool = False, sweep: bool | Sequence[int] = False,
                    jobs: int | None = None, moe_loads: str | None = None,
                    moe_replication: float = 1.0,
+                   while_waiting: Callable[[], Any] | None = None,
                    **engine_overrides: Any) -> list[dict[str, Any]]:
     """Simulate every replica layout of `model` on exactly `gpus` GPUs of `hw` serving
     `workload` (a `perfmodel.plan.simulator.Workload` of the whole deployment; default offline,
@@ -169,7 +170,8 @@ def search_serving(model: ModelSpec | str, hw: Hardware | str, gpus: int, worklo
     `engine_overrides`: Engine fields (max_batch=..., ...). `moe_loads`, `moe_replication`:
     route an MoE model's layers from a recorded expert-loads file, with EPLB's placement of
     (replication − 1)·experts redundant slots when replication > 1 (Workload.moe_loads).
-    See the module docstring."""
+    `while_waiting`: called here once the worker processes run, if there are any (the CLI
+    imports its plotting then). See the module docstring."""
     check_arguments(search_serving, locals())  # types and ranges, one line per problem
     from perfmodel.plan.simulator import Workload
     from perfmodel.plan.simulator.engines import ALIASES, ENGINES
@@ -201,7 +203,7 @@ def search_serving(model: ModelSpec | str, hw: Hardware | str, gpus: int, worklo
                           # share its routings (the MoE op's at each token count)
                           group=lambda lay: (lay.ep if m.is_moe else (lay.tp, lay.ep),
                                              (-lay.pp, lay.tp)),
-                          weight=lambda lay: _weight(job, lay))
+                          weight=lambda lay: _weight(job, lay), while_waiting=while_waiting)
     return rank_serving([r for rows in per_layout for r in rows])
 
 
@@ -762,11 +764,13 @@ def default_jobs(n_tasks: int) -> int:
 
 def _run_all(fn: Callable, job: Any, layouts: list, label: str, progress: bool,
              jobs: int | None, group: Callable | None = None,
-             weight: Callable = lambda lay: 1.0) -> list:
+             weight: Callable = lambda lay: 1.0,
+             while_waiting: Callable[[], Any] | None = None) -> list:
     """fn(job, layout) for every layout, returned in layout order, in `jobs` forked workers
     (default_jobs), the heaviest (`weight`) first. `group(layout)` = (key, order): with fewer
     workers than half the layouts, the layouts of one key run in turn in one process, in
-    `order`."""
+    `order`. `while_waiting()`: this process's own work, done while the workers run (after
+    they are forked, so they do not inherit it)."""
     global _JOB, _FN
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
         raise InputError(f"--jobs: expected a positive integer, got {jobs!r}")
@@ -797,7 +801,10 @@ def _run_all(fn: Callable, job: Any, layouts: list, label: str, progress: bool,
         _JOB, _FN = job, fn
         with multiprocessing.get_context("fork").Pool(n) as pool:
             work = [(k, [layouts[i] for i in g]) for k, g in enumerate(tasks)]
-            for k, res in pool.imap_unordered(_worker, work):
+            done = pool.imap_unordered(_worker, work)
+            if while_waiting is not None:
+                while_waiting()
+            for k, res in done:
                 for i, r in zip(tasks[k], res):
                     results[i] = r
                 if bar:

@@ -51,6 +51,7 @@ from perfmodel.plan.memory import as_model
 from perfmodel.plan.simulator.cost import StepCost
 from perfmodel.plan.simulator.kv import KvBudget, check_fits, kv_budget
 from perfmodel.plan.simulator.result import SimResult
+from perfmodel.plan.simulator.running import RunningColumns
 from perfmodel.plan.simulator.engines import (SGLANG_CLIP_MAX_NEW_TOKENS,
                                               SGLANG_INIT_NEW_TOKEN_RATIO,
                                               SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR,
@@ -89,13 +90,27 @@ def _countdown(n: int) -> np.ndarray:
     return out
 
 
+class Remaining:
+    """Lane._remaining_sorted's memo: the running requests' tokens left L and held O, sorted
+    stably by L, at (version, j); `pending`: the (left, held) of admissions since, in order,
+    not merged in yet; `count` and `largest`: how many there are and the largest L in all."""
+
+    __slots__ = ("version", "j", "L", "O", "pending", "count", "largest")
+
+    def __init__(self, version: int, j: int, L: np.ndarray, O: np.ndarray):
+        self.version, self.j, self.L, self.O = version, j, L, O
+        self.pending: list[tuple[int, int]] = []
+        self.count = len(L)
+        self.largest = int(L[-1]) if len(L) else 0
+
+
 class Request:
     """One request's progress. `computed`: tokens whose KV is in the cache; a decoding request
     advances with its engine's decode-step counter (j0, c0, g0 at the step it started)."""
 
     __slots__ = ("id", "arrival", "prompt", "output", "generated", "computed", "blocks",
                  "state", "j0", "c0", "g0", "epoch", "first_s", "finish_s", "pieces",
-                 "preempted", "total_blocks", "lane")
+                 "preempted", "total_blocks", "lane", "slot")
 
     def __init__(self, rid: int, arrival: float, prompt: int, output: int, block_tokens: int):
         self.id, self.arrival, self.prompt, self.output = rid, arrival, prompt, output
@@ -106,6 +121,7 @@ class Request:
         self.pieces: list[Any] = []   # token times: floats, or (j0, j1) decode-step ranges
         self.total_blocks = -(-(prompt + output) // block_tokens)
         self.lane = 0
+        self.slot = -1  # its slot in its lane's RunningColumns while it runs
 
 
 class Lane:
@@ -139,14 +155,25 @@ class Lane:
         self.blocked_memo: tuple | None = None  # (version, request id, blocked)
         # remaining_outputs as int64 arrays sorted (stably) by tokens left, per (version, j):
         # SGLang's admission test reads them for every request it tries (_remaining_sorted)
-        self.remaining_memo: tuple | None = None
+        self.remaining_memo: Remaining | None = None
         self.tested: tuple | None = None  # (request, running L, L and O with it): the last test
+        # the running set as columns (running.py), built at the first admission test and kept
+        # up to date by add_running, start_decode and release from then on
+        self.columns: RunningColumns | None = None
         self.unfinished = 0
 
     # -- moves ----------------------------------------------------------------------------------
+    def add_running(self, r: Request) -> None:
+        """`r` joins the running set, last in admission order."""
+        self.running[r.id] = r
+        if self.columns is not None:
+            self.columns.add(r)
+
     def start_decode(self, r: Request) -> None:
         self.version += 1
         r.state, r.j0, r.c0, r.g0 = DECODE, self.j, r.computed, r.generated
+        if self.columns is not None and self.columns.owns(r):
+            self.columns.decode(r)
         self.n += 1
         self.a += r.c0 - r.j0
         self.residue[(r.j0 - r.c0) % self.bt] += 1
@@ -178,6 +205,8 @@ class Lane:
         self.used -= blocks
         self.reserved_total -= r.total_blocks
         del self.running[r.id]
+        if self.columns is not None and self.columns.owns(r):
+            self.columns.remove(r)
         r.blocks = 0
 
     def preempt_last(self) -> int | None:
@@ -221,15 +250,38 @@ class Lane:
         """`remaining_outputs` as int64 arrays (L, O) in the stable order of L, memoized per
         (version, j): the running set and every running request's tokens are fixed between a
         version bump and the next decode step (`admitted` extends it by an admission)."""
+        memo = self._remaining()
+        if memo.pending:  # admissions since the arrays were sorted: merge them in
+            memo.L, memo.O = self._merged(memo.L, memo.O, memo.pending)
+            memo.pending = []
+        return memo.L, memo.O
+
+    def _remaining(self) -> Remaining:
+        """The memo of `_remaining_sorted` for the current (version, j), admissions since its
+        arrays were sorted maybe pending."""
         memo = self.remaining_memo
-        if memo is not None and memo[0] == self.version and memo[1] == self.j:
-            return memo[2], memo[3]
-        left, held = self.remaining_outputs()
-        L, O = np.asarray(left, dtype=np.int64), np.asarray(held, dtype=np.int64)
-        order = np.argsort(L, kind="stable")
-        L, O = L[order], O[order]
-        self.remaining_memo = (self.version, self.j, L, O)
-        return L, O
+        if memo is not None and memo.version == self.version and memo.j == self.j:
+            return memo
+        cols = self.columns
+        if cols is None or cols.count != len(self.running):
+            # first use, or the running set was changed behind add_running (tests fill it
+            # directly): the columns from the running set itself
+            cols = self.columns = RunningColumns(self.running, DECODE)
+        L, O = cols.remaining(self.j)
+        memo = self.remaining_memo = Remaining(self.version, self.j, L, O)
+        return memo
+
+    @staticmethod
+    def _merged(L: np.ndarray, O: np.ndarray, pending: list[tuple[int, int]]
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """(L, O) with the (left, held) of later admissions, in admission order, each after
+        every equal L: a stable sort of them all after the sorted ones, which is where `_with`
+        puts each one in turn."""
+        k = len(pending)
+        L2 = np.concatenate((L, np.fromiter((p[0] for p in pending), np.int64, k)))
+        O2 = np.concatenate((O, np.fromiter((p[1] for p in pending), np.int64, k)))
+        order = np.argsort(L2, kind="stable")
+        return L2[order], O2[order]
 
     @staticmethod
     def _with(L: np.ndarray, O: np.ndarray, r: Request) -> tuple[np.ndarray, np.ndarray]:
@@ -247,16 +299,20 @@ class Lane:
         """`r` joined the running set (admission order: last) since `version`, its generated
         tokens those it held when tested: the memo of `_remaining_sorted` follows it."""
         memo = self.remaining_memo
-        if memo is None or memo[0] != version or memo[1] != self.j:
+        if memo is None or memo.version != version or memo.j != self.j:
             return
-        L, O = memo[2], memo[3]
-        if r.output > r.generated:  # remaining_outputs keeps requests with output left
+        left = r.output - r.generated
+        if left > 0:  # remaining_outputs keeps requests with output left
             tested = self.tested
-            if tested is not None and tested[0] is r and tested[1] is L:
-                L, O = tested[2], tested[3]  # the arrays its admission test built
-            else:
-                L, O = self._with(L, O, r)
-        self.remaining_memo = (self.version, self.j, L, O)
+            if (tested is not None and tested[0] is r and tested[1] is memo.L
+                    and not memo.pending):
+                memo.L, memo.O = tested[2], tested[3]  # the arrays its admission test built
+            else:  # merged in when the arrays are next read
+                memo.pending.append((left, r.prompt + r.generated))
+            memo.count += 1
+            if left > memo.largest:
+                memo.largest = left
+        memo.version = self.version
 
     def sglang_future_fits(self, r: Request) -> bool:
         """SGLang's admission test for a request that ignores EOS with no prefix cache
@@ -265,7 +321,15 @@ class Lane:
         the tokens they hold O_i, the cache must keep
             free − prompt(r) + O_1 + ... + O_(i−1) − L_(i+1) · (n − i + 1) > 0   for every i
         (L_(n+1) := L_n): when request i + 1 finishes, the n − i + 1 still running have each
-        grown by L_(i+1) tokens, and the shorter ones have freed theirs."""
+        grown by L_(i+1) tokens, and the shorter ones have freed theirs.
+
+        Every term is at least −max(L) · (n + 1) (freed ≥ 0, 0 ≤ L ≤ max(L), a factor at most
+        n + 1): where cur exceeds that, as in most tests of a cache with room, the request
+        fits without the arrays (exact integers: the same answer as the full test)."""
+        cur = (self.capacity - self.used) * self.bt - (r.prompt + r.generated)
+        if self._passes_bound(r, cur):
+            self.tested = None
+            return True
         running = self._remaining_sorted()
         L, O = self._with(*running, r)
         self.tested = (r, running[0], L, O)
@@ -275,8 +339,12 @@ class Lane:
         t -= O  # freed_i = O_1 + ... + O_(i−1)
         t[:-1] -= L[1:] * _countdown(len(L))[:-1]
         t[-1] -= L[-1]  # L_(n+1) := L_n, times 1
-        cur = (self.capacity - self.used) * self.bt - (r.prompt + r.generated)
         return bool(cur + int(t.min()) > 0)
+
+    def _passes_bound(self, r: Request, cur: int) -> bool:
+        """Whether `sglang_future_fits(r)` holds by the bound of its docstring alone."""
+        memo = self._remaining()
+        return cur - max(memo.largest, r.output - r.generated) * (memo.count + 1) > 0
 
     def sglang_budget(self) -> float:
         """SGLang's PrefillAdder.rem_total_tokens before this step's admissions: the free
@@ -434,12 +502,15 @@ class Simulation:
     def deliver(self, until: float) -> bool:
         """Hand the arrivals up to `until` to the lanes with the fewest unfinished requests."""
         delivered = False
-        while self.pending and self.pending[0][0] <= until:
-            t, i = heapq.heappop(self.pending)
-            r = self.requests[i]
-            r.arrival = t - self.request_overhead  # its send
-            k = min(range(len(self.lanes)), key=lambda x: self.lanes[x].unfinished)
-            ln = self.lanes[k]
+        pending, requests, lanes = self.pending, self.requests, self.lanes
+        overhead, many = self.request_overhead, len(lanes) > 1
+        while pending and pending[0][0] <= until:
+            t, i = heapq.heappop(pending)
+            r = requests[i]
+            r.arrival = t - overhead  # its send
+            # the first lane with the fewest unfinished (min's choice among ties)
+            k = min(range(len(lanes)), key=lambda x: lanes[x].unfinished) if many else 0
+            ln = lanes[k]
             if not (ln.running or ln.waiting):
                 ln.wake_s = t
                 ln.token_ratio = SGLANG_INIT_NEW_TOKEN_RATIO  # SGLang: re-init when idle
@@ -778,7 +849,7 @@ class Simulation:
                 ln.waiting.popleft()
                 r.blocks, r.computed = blocks, tokens
                 before = ln.version
-                ln.running[r.id] = r
+                ln.add_running(r)
                 ln.version += 1
                 ln.used += blocks
                 ln.reserved_total += r.total_blocks
@@ -794,7 +865,7 @@ class Simulation:
                 break
             ln.waiting.popleft()
             r.state, r.blocks, r.computed = PREFILL, blocks, 0
-            ln.running[r.id] = r
+            ln.add_running(r)
             ln.version += 1
             ln.admitted(r, ln.version - 1)
             ln.prefilling.append(r)
@@ -845,6 +916,44 @@ class Simulation:
                                           self.concurrency_queue.popleft()))
 
     # -- results --------------------------------------------------------------------------------
+    def token_gaps(self) -> tuple[np.ndarray, np.ndarray]:
+        """(tokens each request received, every gap between a request's consecutive tokens in
+        request order): its token times are its `pieces` in turn, a float one time, a (j0, j1)
+        range its lane's decode_end_s[j0:j1] (clipped as a slice clips). Inside a range the
+        gaps are a slice of the lane's differenced decode ends, computed once; across pieces
+        one subtraction each: the same subtractions as differencing each request's times."""
+        ends = [ln.decode_end_s for ln in self.lanes]
+        steps = [np.diff(np.asarray(e, dtype=float)) for e in ends]
+        parts: list[np.ndarray] = []
+        generated = np.zeros(len(self.requests), dtype=np.int64)
+        for i, r in enumerate(self.requests):
+            e, d = ends[r.lane], steps[r.lane]
+            size, got, last = len(e), 0, 0.0
+            across: list[float] = []  # gaps between pieces since the last slice
+            for p in r.pieces:
+                if isinstance(p, float):
+                    if got:
+                        across.append(p - last)
+                    last = p
+                    got += 1
+                    continue
+                j0, j1 = min(p[0], size), min(p[1], size)
+                if j1 <= j0:
+                    continue
+                if got:
+                    across.append(e[j0] - last)
+                if j1 - j0 > 1:
+                    if across:
+                        parts.append(np.array(across))
+                        across = []
+                    parts.append(d[j0:j1 - 1])
+                last = e[j1 - 1]
+                got += j1 - j0
+            if across:
+                parts.append(np.array(across))
+            generated[i] = got
+        return generated, np.concatenate(parts) if parts else np.zeros(0)
+
     def result(self, m, h, tp, ep, pp, dtype, kv_dtype) -> SimResult:
         reqs = self.requests
         n = len(reqs)
@@ -852,16 +961,7 @@ class Simulation:
         first = np.array([r.first_s for r in reqs])
         finish = np.array([r.finish_s for r in reqs])
         osl = np.array([r.output for r in reqs], dtype=np.int64)
-        decode_end = [np.asarray(ln.decode_end_s) for ln in self.lanes]
-        gaps = []
-        generated = np.zeros(n, dtype=np.int64)
-        for i, r in enumerate(reqs):
-            ends = decode_end[r.lane]
-            times = np.concatenate([np.array([p]) if isinstance(p, float) else ends[p[0]:p[1]]
-                                    for p in r.pieces])
-            generated[i] = len(times)
-            if len(times) > 1:
-                gaps.append(np.diff(times))
+        generated, itl = self.token_gaps()
         tpot = np.full(n, np.nan)
         many = osl > 1
         tpot[many] = (finish[many] - first[many]) / (osl[many] - 1)
@@ -870,7 +970,7 @@ class Simulation:
             m.name, h.name, tp, ep, pp, dtype, kv_dtype, self.eng, self.workload.to_dict(),
             max(tp, ep) * pp, max(1, ep // tp), self.kv, sum(ln.capacity for ln in self.lanes),
             arrival, np.array([r.prompt for r in reqs], dtype=np.int64), osl, first - arrival,
-            tpot, finish - arrival, np.concatenate(gaps) if gaps else np.zeros(0), generated,
+            tpot, finish - arrival, itl, generated,
             duration, self.steps, self.decode_steps, self.prefill_steps, self.mixed_steps,
             sum(r.preempted for r in reqs), self.peak, self.busy,
             self.peak_running, {"max_batch": sum(ln.max_batch for ln in self.lanes),
