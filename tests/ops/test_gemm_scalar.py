@@ -5,7 +5,6 @@ both levels, and predict_op, which takes it, agrees with the engine path and wit
 from __future__ import annotations
 
 import dataclasses
-import random
 
 import pytest
 
@@ -13,9 +12,9 @@ import perfmodel as pm
 from perfmodel import intervals
 from perfmodel.engine import estimate, resolve
 from perfmodel.predict import gemm_estimate
+from tests.ops import gemm_cases
+from tests.ops.gemm_cases import exact
 
-HW = [pm.hardware(h.name) for h in pm.list_hardware()]
-DTYPES = ("bf16", "fp16", "fp8", "fp8_e4m3", "tf32", "int8", "fp32", "mxfp8", "nvfp4")
 
 
 def engine_estimate(op, hw, level):
@@ -29,45 +28,9 @@ def engine_estimate(op, hw, level):
     return est
 
 
-def exact(est):
-    return repr([(f.name, getattr(est, f.name)) for f in dataclasses.fields(est)])
-
-
 def random_gemms(seed: int, n: int):
-    rng = random.Random(seed)
-    out = []
-    while len(out) < n:
-        hw = rng.choice(HW)
-        dtype = rng.choice(DTYPES)
-        if dtype != "fp32" and not hw.supports(dtype):
-            continue
-        size = lambda hi: rng.choice((rng.randint(1, 64), rng.randint(1, hi),  # noqa: E731
-                                      1 << rng.randint(0, 15)))
-        params = dict(m=size(1 << 17), n=size(1 << 16), k=size(1 << 16), dtype=dtype)
-        if rng.random() < 0.2:
-            params["batch"] = rng.randint(1, 64)
-        if rng.random() < 0.1:
-            params["count"] = rng.randint(1, 8)
-        if rng.random() < 0.2:
-            params["persistent"] = rng.choice((True, False))
-        if rng.random() < 0.2:
-            params["out_dtype"] = rng.choice(("fp32", "fp16", "fp8"))
-        if dtype == "bf16" and rng.random() < 0.2:
-            params["b_dtype"] = rng.choice(("int4", "fp8", "int8"))
-        if dtype in ("fp8", "fp8_e4m3") and rng.random() < 0.2:
-            params["fp8_scaling"] = "block"
-        if dtype != "fp32" and rng.random() < 0.15:  # an engine's table, or one fixed kernel
-            if rng.random() < 0.5:
-                params["dispatch"] = rng.choice(("vllm-0.10.2", "vllm-0.24.0"))
-            else:
-                params["tile"] = rng.choice(("64x16", "64x128", "128x64"))
-                params["swap_ab"] = rng.random() < 0.5
-        try:
-            op = pm.ops.Gemm(**params)
-        except pm.InputError:  # a tensor too large
-            continue
-        out.append((op, hw, rng.choice(("pipes", "roofline"))))
-    return out
+    """The shared random cases with the engines' kernels among them (tests/ops/gemm_cases.py)."""
+    return gemm_cases.random_gemms(seed, n, kernels=True)
 
 
 def check(cases):

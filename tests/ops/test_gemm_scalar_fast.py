@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import math
-import random
 
 import pytest
 
@@ -17,56 +16,12 @@ import perfmodel as pm
 from perfmodel import intervals
 from perfmodel.engine import estimate, resolve
 from perfmodel.predict import SPLIT_BOUND, gemm_estimate
+from tests.ops.gemm_cases import exact, random_gemms
 
 # the module (perfmodel.predict is also the name of a function on the package)
 gemm_scalar = importlib.import_module("perfmodel.predict")
 family = gemm_scalar.family
 
-HW = [pm.hardware(h.name) for h in pm.list_hardware()]
-DTYPES = ("bf16", "fp16", "fp8", "fp8_e4m3", "tf32", "int8", "fp32", "mxfp8", "nvfp4")
-
-
-def exact(est):
-    return repr([(f.name, getattr(est, f.name)) for f in dataclasses.fields(est)])
-
-
-def random_gemms(seed: int, n: int, short: bool = False):
-    """(op, hw, level): any sizes (tiny, any, powers of two), or where `short` few rows and
-    columns over a long K (split-K's shapes, and ties between memory-bound tiles)."""
-    rng = random.Random(seed)
-    out = []
-    while len(out) < n:
-        hw = rng.choice(HW)
-        dtype = rng.choice(DTYPES)
-        if dtype != "fp32" and not hw.supports(dtype):
-            continue
-        if short:
-            params = dict(m=rng.randint(1, 300), n=rng.choice((rng.randint(1, 4096),
-                                                                 rng.randint(1, 40000))),
-                          k=rng.choice((rng.randint(1, 1 << 16), 1 << rng.randint(8, 17))),
-                          dtype=dtype)
-        else:
-            size = lambda hi: rng.choice((rng.randint(1, 64), rng.randint(1, hi),  # noqa: E731
-                                          1 << rng.randint(0, 15)))
-            params = dict(m=size(1 << 17), n=size(1 << 16), k=size(1 << 16), dtype=dtype)
-        if rng.random() < 0.2:
-            params["batch"] = rng.randint(1, 64)
-        if rng.random() < 0.1:
-            params["count"] = rng.randint(1, 8)
-        if rng.random() < 0.2:
-            params["persistent"] = rng.choice((True, False))
-        if rng.random() < 0.2:
-            params["out_dtype"] = rng.choice(("fp32", "fp16", "fp8"))
-        if dtype == "bf16" and rng.random() < 0.2:
-            params["b_dtype"] = rng.choice(("int4", "fp8", "int8"))
-        if dtype != "fp32" and rng.random() < 0.1:
-            params["tile"] = rng.choice(("64x16", "64x128", "128x64"))
-        try:
-            op = pm.ops.Gemm(**params)
-        except pm.InputError:  # a tensor too large
-            continue
-        out.append((op, hw, rng.choice(("pipes", "roofline"))))
-    return out
 
 
 def check_pruned_is_full(cases) -> int:

@@ -1,0 +1,67 @@
+"""Random GEMM cases the scalar-path tests share (tests/ops/test_gemm_scalar.py, the plain
+search against the engine; test_gemm_scalar_fast.py, the pruned search against the full one):
+every GPU and dtype, random shapes and flags, both levels."""
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import perfmodel as pm
+
+HW = [pm.hardware(h.name) for h in pm.list_hardware()]
+DTYPES = ("bf16", "fp16", "fp8", "fp8_e4m3", "tf32", "int8", "fp32", "mxfp8", "nvfp4")
+
+
+def exact(est):
+    """An Estimate's every field by repr (floats exactly, -0.0 apart from 0.0)."""
+    return repr([(f.name, getattr(est, f.name)) for f in dataclasses.fields(est)])
+
+
+def random_gemms(seed: int, n: int, short: bool = False, kernels: bool = False):
+    """(op, hw, level): any sizes (tiny, any, powers of two), or where `short` few rows and
+    columns over a long K (split-K's shapes, and ties between memory-bound tiles); with
+    `kernels`, also block-scaled FP8 and an engine's dispatch table or a fixed (swap-AB) tile,
+    else now and then a fixed tile."""
+    rng = random.Random(seed)
+    out = []
+    while len(out) < n:
+        hw = rng.choice(HW)
+        dtype = rng.choice(DTYPES)
+        if dtype != "fp32" and not hw.supports(dtype):
+            continue
+        if short:
+            params = dict(m=rng.randint(1, 300), n=rng.choice((rng.randint(1, 4096),
+                                                                 rng.randint(1, 40000))),
+                          k=rng.choice((rng.randint(1, 1 << 16), 1 << rng.randint(8, 17))),
+                          dtype=dtype)
+        else:
+            size = lambda hi: rng.choice((rng.randint(1, 64), rng.randint(1, hi),  # noqa: E731
+                                          1 << rng.randint(0, 15)))
+            params = dict(m=size(1 << 17), n=size(1 << 16), k=size(1 << 16), dtype=dtype)
+        if rng.random() < 0.2:
+            params["batch"] = rng.randint(1, 64)
+        if rng.random() < 0.1:
+            params["count"] = rng.randint(1, 8)
+        if rng.random() < 0.2:
+            params["persistent"] = rng.choice((True, False))
+        if rng.random() < 0.2:
+            params["out_dtype"] = rng.choice(("fp32", "fp16", "fp8"))
+        if dtype == "bf16" and rng.random() < 0.2:
+            params["b_dtype"] = rng.choice(("int4", "fp8", "int8"))
+        if kernels:
+            if dtype in ("fp8", "fp8_e4m3") and rng.random() < 0.2:
+                params["fp8_scaling"] = "block"
+            if dtype != "fp32" and rng.random() < 0.15:  # an engine's table, or one fixed kernel
+                if rng.random() < 0.5:
+                    params["dispatch"] = rng.choice(("vllm-0.10.2", "vllm-0.24.0"))
+                else:
+                    params["tile"] = rng.choice(("64x16", "64x128", "128x64"))
+                    params["swap_ab"] = rng.random() < 0.5
+        elif dtype != "fp32" and rng.random() < 0.1:
+            params["tile"] = rng.choice(("64x16", "64x128", "128x64"))
+        try:
+            op = pm.ops.Gemm(**params)
+        except pm.InputError:  # a tensor too large
+            continue
+        out.append((op, hw, rng.choice(("pipes", "roofline"))))
+    return out
