@@ -7,6 +7,8 @@ import dataclasses
 import random
 
 import perfmodel as pm
+from perfmodel import intervals
+from perfmodel.engine import estimate, resolve
 
 HW = [pm.hardware(h.name) for h in pm.list_hardware()]
 DTYPES = ("bf16", "fp16", "fp8", "fp8_e4m3", "tf32", "int8", "fp32", "mxfp8", "nvfp4")
@@ -15,6 +17,17 @@ DTYPES = ("bf16", "fp16", "fp8", "fp8_e4m3", "tf32", "int8", "fp32", "mxfp8", "n
 def exact(est):
     """An Estimate's every field by repr (floats exactly, -0.0 apart from 0.0)."""
     return repr([(f.name, getattr(est, f.name)) for f in dataclasses.fields(est)])
+
+
+def engine_estimate(op, hw, level):
+    """The engine's resolve and estimate (its numpy search), with the band at the pipes level:
+    what predict_op gave before the scalar path, the scalar tests' reference."""
+    est = estimate(resolve(op.demand(hw), hw, level), hw, level)
+    band = intervals.band(op, hw) if level == "pipes" else None
+    if band is not None:
+        est = dataclasses.replace(est, interval_s=band.around(est.time_s),
+                                  interval_basis=band.basis)
+    return est
 
 
 def random_gemms(seed: int, n: int, short: bool = False, kernels: bool = False):

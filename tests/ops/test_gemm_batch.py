@@ -4,7 +4,6 @@ by repr, on random shapes of random families (GPU, dtype, options) at both level
 columns equal to the Estimates' fields, and its errors."""
 from __future__ import annotations
 
-import dataclasses
 import random
 
 import numpy as np
@@ -12,14 +11,7 @@ import pytest
 
 import perfmodel as pm
 from perfmodel.batch import gemm_batch
-
-HW = [pm.hardware(h.name) for h in pm.list_hardware()]
-DTYPES = ("bf16", "fp16", "fp8", "fp8_e4m3", "tf32", "int8", "fp32", "mxfp8", "nvfp4")
-
-
-def exact(est):
-    return repr([(f.name, getattr(est, f.name)) for f in dataclasses.fields(est)])
-
+from tests.ops.gemm_cases import DTYPES, HW, exact
 
 def random_families(seed: int, families: int, shapes: int):
     """(hw, level, fixed options, list of size dicts) per family: sizes as the scalar path's

@@ -4,28 +4,13 @@ repr (floats exactly, -0.0 apart from 0.0), on random shapes, dtypes and flags o
 both levels, and predict_op, which takes it, agrees with the engine path and with clear_cache."""
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 import perfmodel as pm
-from perfmodel import intervals
-from perfmodel.engine import estimate, resolve
 from perfmodel.predict import gemm_estimate
 from tests.ops import gemm_cases
-from tests.ops.gemm_cases import exact
+from tests.ops.gemm_cases import engine_estimate, exact
 
-
-
-def engine_estimate(op, hw, level):
-    """What predict_op gave before the scalar path: the engine's resolve and estimate, with the
-    band at the pipes level."""
-    est = estimate(resolve(op.demand(hw), hw, level), hw, level)
-    band = intervals.band(op, hw) if level == "pipes" else None
-    if band is not None:
-        est = dataclasses.replace(est, interval_s=band.around(est.time_s),
-                                  interval_basis=band.basis)
-    return est
 
 
 def random_gemms(seed: int, n: int):

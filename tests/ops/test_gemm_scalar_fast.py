@@ -6,17 +6,14 @@ strictly faster than its tile where the search skips it; and the family facts go
 clear_cache."""
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import math
 
 import pytest
 
 import perfmodel as pm
-from perfmodel import intervals
-from perfmodel.engine import estimate, resolve
 from perfmodel.predict import SPLIT_BOUND, gemm_estimate
-from tests.ops.gemm_cases import exact, random_gemms
+from tests.ops.gemm_cases import engine_estimate, exact, random_gemms
 
 # the module (perfmodel.predict is also the name of a function on the package)
 gemm_scalar = importlib.import_module("perfmodel.predict")
@@ -44,17 +41,6 @@ def test_the_pruned_search_picks_what_the_full_search_picks():
 def test_and_where_split_k_and_near_ties_are_common():
     # the full search scans every split factor of every short tile (~100 candidates)
     assert check_pruned_is_full(random_gemms(12, 300, short=True)) > 30
-
-
-def engine_estimate(op, hw, level):
-    """The engine's resolve and estimate (its numpy search), with the band at the pipes level
-    (tests/ops/test_gemm_scalar.py's reference)."""
-    est = estimate(resolve(op.demand(hw), hw, level), hw, level)
-    band = intervals.band(op, hw) if level == "pipes" else None
-    if band is not None:
-        est = dataclasses.replace(est, interval_s=band.around(est.time_s),
-                                  interval_basis=band.basis)
-    return est
 
 
 def test_the_pruned_search_is_the_engine_where_split_k_wins():
