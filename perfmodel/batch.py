@@ -43,7 +43,7 @@ from perfmodel.demand import LaunchShape
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.ops.base import ELEMENTS_WHY, MAX_ELEMENTS
-from perfmodel.ops.gemm import (FP4_MMA_N, MAX_SPLIT_K, TMA_ALIGN_BYTES, Gemm, fp4_cutlass,
+from perfmodel.ops.gemm import (FP4_MMA_N, MAX_SPLIT_K, Gemm, fp4_cutlass, rows_tma_aligned,
                                tile_facts)
 from perfmodel.predict import SPLIT_BOUND
 from perfmodel.units import DTYPE_BYTES, bytes_per_element, tensor_dtype
@@ -150,16 +150,10 @@ COLUMNS = ("time_s", "bound", "roofline_time_s", "flop", "hbm_bytes", "tile", "s
 
 
 def _untma(probe: Gemm, hw: Hardware, sizes: dict) -> np.ndarray:
-    """Which shapes Gemm.kernel_hardware moves off TMA: a row of A, B ([N, K]) or C that is
-    not a multiple of TMA_ALIGN_BYTES, where the GPU has a legacy path for the type."""
-    compute = tensor_dtype(probe.dtype)
-    if (compute == "fp32" or hw.mma_instruction == "mma_sync"
-            or compute not in hw.mma_sync_flop_per_sm_per_clk):
+    """Which shapes Gemm.kernel_hardware moves off TMA (its rule, over the arrays)."""
+    if not probe.has_legacy_path(hw):
         return np.zeros(len(sizes["m"]), dtype=bool)
-    a, b, c = (bytes_per_element(t) for t in (probe.a_dtype or probe.dtype,
-                                              probe.b_dtype or probe.dtype, probe.out_dtype))
-    return ((sizes["k"] * a % TMA_ALIGN_BYTES != 0) | (sizes["k"] * b % TMA_ALIGN_BYTES != 0)
-            | (sizes["n"] * c % TMA_ALIGN_BYTES != 0))
+    return ~rows_tma_aligned(sizes["k"], sizes["n"], probe.element_bytes())
 
 
 def gemm_batch(hw: Hardware | str, m, n, k, dtype: str, batch=1, count=1,

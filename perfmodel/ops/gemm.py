@@ -54,8 +54,19 @@ from perfmodel.units import (DTYPE_BYTES, FP8_BLOCK, TENSOR_DTYPES, bytes_per_el
 from perfmodel.ops.base import Op, Param, positive
 from perfmodel.ops.gemm_dispatch import DISPATCHES, dispatched_kernel, parse_tile
 
-# TMA addresses a tensor whose global strides are multiples of 16 bytes (Gemm.tma_aligned)
+# TMA addresses a tensor whose global strides are multiples of 16 bytes (rows_tma_aligned)
 TMA_ALIGN_BYTES = 16
+
+
+def rows_tma_aligned(k, n, element_bytes: tuple[float, float, float]):
+    """Whether TMA can address the rows of A [M, K], B as a linear layer stores it ([N, K]) and
+    C [M, N] with these element sizes (ints, or arrays of shapes: gemm_batch): a tensor map's
+    global strides must be multiples of 16 bytes (CUDA Driver API, cuTensorMapEncodeTiled:
+    "globalStrides ... must be a multiple of 16"), and CUTLASS's sm90/sm100 TMA collectives
+    require 16-byte-aligned operands (AlignmentA/B/C = 128 bits / element size)."""
+    a, b, c = element_bytes
+    return ((k * a % TMA_ALIGN_BYTES == 0) & (k * b % TMA_ALIGN_BYTES == 0)
+            & (n * c % TMA_ALIGN_BYTES == 0))
 # Bytes of K per row in one k-block: the 128-byte TMA swizzle span (CUTLASS sm90/sm100
 # collective builders pick tile K = 128 B / element size).
 KBLOCK_BYTES = 128
@@ -379,31 +390,37 @@ class Gemm(Op):
             g = g.with_params(m=g.n, n=g.m, a_dtype=g.b_dtype, b_dtype=g.a_dtype, swap_ab=False)
         return g
 
+    def element_bytes(self) -> tuple[float, float, float]:
+        """Bytes per element of A, B and C as stored (block scales amortized)."""
+        return (bytes_per_element(self.a_dtype or self.dtype),
+                bytes_per_element(self.b_dtype or self.dtype), bytes_per_element(self.out_dtype))
+
     def row_bytes(self) -> tuple[float, float, float]:
         """The bytes of one row of A [M, K], of B as a linear layer stores it ([N, K], PyTorch's
         `weight`) and of C [M, N]: the strides TMA must address."""
-        return (self.k * bytes_per_element(self.a_dtype or self.dtype),
-                self.k * bytes_per_element(self.b_dtype or self.dtype),
-                self.n * bytes_per_element(self.out_dtype))
+        a, b, c = self.element_bytes()
+        return self.k * a, self.k * b, self.n * c
 
     def tma_aligned(self) -> bool:
-        """Whether TMA can address every operand: a tensor map's global strides must be
-        multiples of 16 bytes (CUDA Driver API, cuTensorMapEncodeTiled: "globalStrides ...
-        must be a multiple of 16"), and CUTLASS's sm90/sm100 TMA collectives require
-        16-byte-aligned operands (their AlignmentA/B/C = 128 bits / element size)."""
-        return all(b % TMA_ALIGN_BYTES == 0 for b in self.row_bytes())
+        """Whether TMA can address every operand (rows_tma_aligned)."""
+        return bool(rows_tma_aligned(self.k, self.n, self.element_bytes()))
+
+    def has_legacy_path(self, hw: Hardware) -> bool:
+        """Whether a misaligned shape of this GEMM leaves TMA for `hw`'s legacy tensor path: a
+        tensor-core type the GPU's mma.sync has, on a GPU whose own path is TMA-fed (SIMT FP32
+        and mma.sync GPUs run as they are; FP4 too: cuBLASLt requires aligned NVFP4/MXFP4
+        operands)."""
+        compute = tensor_dtype(self.dtype)
+        return (compute != "fp32" and hw.mma_instruction != "mma_sync"
+                and compute in hw.mma_sync_flop_per_sm_per_clk)
 
     def kernel_hardware(self, hw: Hardware) -> Hardware:
         """The GPU as this GEMM's kernel sees it: where a row stride is not a multiple of 16
         bytes (a vocabulary of 51,866 in BF16: 103,732 B per row of C), no TMA kernel (wgmma,
         tcgen05) can run it, and cuBLAS falls back to its Ampere-style kernels (cp.async and
-        mma.sync: Hardware.without_tma); those with a narrower alignment also load in smaller
-        vectors, which is not modelled. SIMT FP32 and GPUs whose tensor path is mma.sync run
-        as they are; so does a type the legacy path lacks (FP4: cuBLASLt requires aligned
-        NVFP4/MXFP4 operands)."""
-        compute = tensor_dtype(self.dtype)
-        if (compute == "fp32" or hw.mma_instruction == "mma_sync" or self.tma_aligned()
-                or compute not in hw.mma_sync_flop_per_sm_per_clk):
+        mma.sync: Hardware.without_tma) where it has them (has_legacy_path); those with a
+        narrower alignment also load in smaller vectors, which is not modelled."""
+        if self.tma_aligned() or not self.has_legacy_path(hw):
             return hw
         return hw.without_tma()
 
@@ -416,9 +433,7 @@ class Gemm(Op):
         return self.fp8_scaling == "block"
 
     def unique_bytes(self) -> tuple[float, float, float]:
-        a = bytes_per_element(self.a_dtype or self.dtype)
-        b = bytes_per_element(self.b_dtype or self.dtype)
-        c = bytes_per_element(self.out_dtype)
+        a, b, c = self.element_bytes()
         a_scales = b_scales = 0.0
         if self.block_scaled_fp8:  # FP32 scales: per 1x128 of A, per 128x128 of B
             a_scales = self.m * ceil_div(self.k, FP8_BLOCK) * 4.0
