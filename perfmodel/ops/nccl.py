@@ -311,21 +311,26 @@ P2P_HOPS = {"ll": 1, "simple": 2}
 P2P_PROTOCOLS = tuple(P2P_HOPS)
 
 
-def p2p_efficiency(protocol: str) -> float:
+def p2p_efficiency(protocol: str, p2p: dict[str, float] | None = None) -> float:
     """Payload per NCCL link byte of the all-to-all's peers: LL's line format, Simple at the
-    fitted p2p link efficiency."""
-    return LINE_EFFICIENCY["ll"] if protocol == "ll" else P2P["link_efficiency"]
+    p2p link efficiency (of `p2p`, the rates by P2P_KEYS; default the fitted P2P)."""
+    if protocol == "ll":
+        return LINE_EFFICIENCY["ll"]
+    return (P2P if p2p is None else p2p)["link_efficiency"]
 
 
-def p2p_extra_s(protocol: str, nbytes: float, gpus: int, link_s: float) -> float:
+def p2p_extra_s(protocol: str, nbytes: float, gpus: int, link_s: float,
+                p2p: dict[str, float] | None = None) -> float:
     """What the all-to-all of `nbytes` per GPU over `gpus` GPUs pays beyond its link time
     `link_s` (the peers' bytes at p2p_efficiency) and its latency steps: `peer_s` per peer
     beyond the first, then LL's per-peer transfer at `ll_rate`, or what the channels' copy of
-    the whole buffer at `copy_rate` takes beyond the link time (module notes)."""
-    peers = (gpus - 1) * P2P["peer_s"]
+    the whole buffer at `copy_rate` takes beyond the link time (module notes); the rates of
+    `p2p` (default the fitted P2P; the fit passes its trial values)."""
+    p2p = P2P if p2p is None else p2p
+    peers = (gpus - 1) * p2p["peer_s"]
     if protocol == "ll":
-        return peers + nbytes / gpus / P2P["ll_rate"]
-    return peers + max(0.0, nbytes / P2P["copy_rate"] - link_s)
+        return peers + nbytes / gpus / p2p["ll_rate"]
+    return peers + max(0.0, nbytes / p2p["copy_rate"] - link_s)
 
 
 # -- NCCL's tuner: which (algorithm, protocol) runs -------------------------------------------

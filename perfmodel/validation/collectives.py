@@ -51,7 +51,7 @@ import json
 import numpy as np
 
 from perfmodel import fitted, ops, yamlio
-from perfmodel.ops import deepep
+from perfmodel.ops import deepep, nccl
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.predict import predict_op
 from perfmodel.report.tables import format_table
@@ -470,7 +470,6 @@ def p2p_terms(row: dict, hw: Hardware) -> dict[str, tuple[float, float]]:
     link = hw.link("nvlink")
     g, s = row["gpus"], row["bytes"]
     rate = link.bandwidth_bytes_per_s * link.achievable_fraction
-    from perfmodel.ops import nccl
     return {p: ((g - 1) / g * s / rate,
                 link.latency_s * (nccl.base_steps("nvlink", "ring", p, link)
                                   + nccl.P2P_HOPS[p] * link.protocol_step(p)))
@@ -479,16 +478,16 @@ def p2p_terms(row: dict, hw: Hardware) -> dict[str, tuple[float, float]]:
 
 def p2p_time_s(x, row: dict, terms: dict[str, tuple[float, float]]) -> float:
     """The all-to-all's time with p2p rates x = (peer_s, ll_rate, link_efficiency, copy_rate):
-    the faster of LL and Simple, each its link time, latency and nccl.p2p_extra_s (the same
-    arithmetic; the test suite checks it against the op)."""
-    peer_s, ll_rate, efficiency, copy_rate = x
+    the faster of LL and Simple, each its link time at nccl.p2p_efficiency, its latency and
+    nccl.p2p_extra_s at those rates (the test suite checks it against the op)."""
+    p2p = dict(zip(nccl.P2P_KEYS, x))
     g, s = row["gpus"], row["bytes"]
-    ll_link, ll_latency = terms["ll"]
-    ll = ll_link / 0.5 + ll_latency + (g - 1) * peer_s + s / g / ll_rate
-    link_s, latency = terms["simple"]
-    link_s /= efficiency
-    simple = link_s + latency + (g - 1) * peer_s + max(0.0, s / copy_rate - link_s)
-    return min(ll, simple)
+    times = []
+    for protocol in nccl.P2P_PROTOCOLS:
+        link_s, latency = terms[protocol]
+        link_s /= nccl.p2p_efficiency(protocol, p2p)
+        times.append(link_s + latency + nccl.p2p_extra_s(protocol, s, g, link_s, p2p))
+    return min(times)
 
 
 def p2p_fit(rows: list[dict], hws: dict[str, Hardware]) -> tuple[float, ...]:
