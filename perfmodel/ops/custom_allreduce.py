@@ -18,12 +18,18 @@ and S bytes per GPU:
              vLLM's two-stage kernel, SGLang's 2-shot pull, TensorRT-LLM's two-shot.
   multimem   PyTorch's symmetric-memory `multimem_all_reduce_` (vLLM's fallback before NCCL on
              NVSwitch systems): the switch reduces each GPU's 1/G shard (multimem.ld_reduce) and
-             multicasts it back (multimem.st), (G+1)/G·S each way as NCCL's NVLS (comm.py), a
-             barrier before and after (NVLINK_TRIPS); the input is copied into the symmetric
-             buffer and the result out of it (two copy kernels, 2·S of HBM each).
+             multicasts it back (multimem.st), (G+1)/G·S each way as NCCL's NVLS (comm.py) and
+             at its efficiency (ops/nccl.py NVLS_EFFICIENCY: the same switch traffic), a
+             barrier before and after (NVLINK_TRIPS), a grid of 8 blocks (LOAD_GRIDS) whose
+             ld_reduce round trips bound it on small grids; the input is copied into the
+             symmetric buffer and the result out of it (two copy kernels, 2·S of HBM each).
 
 HBM: a kernel's link bytes are read from one GPU's HBM and written into another's, and the
-reduction reads its operands once more, 3 × the bytes sent, as comm.py counts NCCL's pairs.
+reduction reads its operands once more, 3 × the bytes sent, as comm.py counts NCCL's pairs;
+TensorRT-LLM's Lamport kernels (and the generic one-shot) count their phases' own traffic
+instead, each phase after the other (PHASED, below). Copy kernels (the eager copies, symm-mem's
+copy in and out) are kernels of their own on the stream, before and after the kernel: their
+times add to its time (`_with_copies`).
 The kernel's boundary (RETIRE_TRIPS). A kernel that stored into its peers' memory retires only
 once those stores are acknowledged, a round trip over the NVLink (two trips) after its last
 remote store, and the next call's kernel starts after it; the engines' kernels launch with
@@ -133,7 +139,9 @@ a group of 8 in one rack is priced as if on one host), the 16-byte alignment rul
 SGLang's NCCL symmetric-memory and FlashInfer paths (off by default), the block counts of the
 push kernels and of TensorRT-LLM's two-shot kernel (FlashInfer trtllm_allreduce_fusion.cuh
 `allreduce_fusion_kernel_twoshot_sync`: its reduce-scatter loads its peers' shards; its grid,
-one cluster per token slice, is not modelled, so it streams at the link's rate), the skew
+one cluster per token slice, is not modelled, so it streams at the link's rate, and its two
+release barriers are priced as trips: the measured two-shot calls on 4-8 B200s run ~20 us and
+~35 % of the link's rate slower than this), the skew
 between more GPUs' arrivals (the measured floors grow 0.1-0.5 us from 2 to 8 GPUs; the
 trips do not grow with G), and the GB200 rows' lower floors than B200's on the same trips.
 """
@@ -144,6 +152,7 @@ from dataclasses import dataclass, replace
 
 from perfmodel import fitted
 from perfmodel.demand import Demand
+from perfmodel.ops import nccl
 
 KiB, MiB = 1 << 10, 1 << 20
 ENGINES = ("vllm", "sglang", "trtllm")
@@ -192,26 +201,66 @@ LINK_STEPS = {"oneshot": 1, "twoshot": 2, "multimem": 2}  # barrier rounds (the 
 #                     (NUM_CTA = multi_processor_count; custom_all_reduce_pull.cuh num_blocks).
 # The push kernels (SGLang's push, TensorRT-LLM's Lamport) store to their peers and never wait
 # on a remote load, so nothing bounds their stores in flight but the link.
-LOAD_GRIDS = {"custom_allreduce": (36, 512), "pull": (None, 512)}
+#   torch_symm_mem    PyTorch's symmetric-memory kernels that vLLM calls (torch 2.10.0,
+#                     libtorch_cuda.so, read from the host code's inlined
+#                     init_elementwise_launch_config: `mov $0x400` threads and a `cmov` clamp of
+#                     the blocks): multimem_all_reduce_ at most 8 blocks of 1024 threads, each
+#                     thread's multimem.ld_reduce returning its 16-B vector reduced over the
+#                     switch (the vectors in flight carry the reduced S/G, not (G−1) peers'
+#                     loads); two_shot_all_reduce_ at most 24 blocks of 1024 threads, loading
+#                     every peer's vector of its shard as SGLang's 2-shot pull does.
+LOAD_GRIDS = {"custom_allreduce": (36, 512), "pull": (None, 512),
+              ("torch_symm_mem", "multimem"): (8, 1024), ("torch_symm_mem", "twoshot"): (24, 1024)}
 # The load stages of each load-based kernel: vLLM's two-stage kernel loads its shard from every
 # peer, then every peer's reduced shard (cross_device_reduce_2stage); SGLang's 2-shot pull
 # loads once and stores the reduced shard into every peer's buffer (custom_all_reduce_pull.cuh
 # all_reduce_impl<kBroadcast=true>: "fuse the reduce-scatter and broadcast").
 LOAD_STAGES = {("custom_allreduce", "oneshot"): 1, ("custom_allreduce", "twoshot"): 2,
-               ("pull", "oneshot"): 1, ("pull", "twoshot"): 1}
+               ("pull", "oneshot"): 1, ("pull", "twoshot"): 1,
+               ("torch_symm_mem", "multimem"): 1, ("torch_symm_mem", "twoshot"): 1}
 LOAD_VECTOR_BYTES = 16
+
+# TensorRT-LLM's Lamport kernels in phases (FlashInfer 0.7.4's port,
+# include/flashinfer/comm/trtllm_allreduce_fusion.cuh). Every thread of the kernel's one-wave
+# grid (at most one block an SM: `allreduce_fusion_kernel_launcher`'s grid_size) runs the
+# kernel's loops over its strided share one after the other, so the grid passes each loop
+# together and their times add, each loop bound by its own resource:
+#   oneshot  allreduce_fusion_kernel_oneshot_lamport (lines 1643-1711): push: load the input
+#            (S) and store it into every rank's buffer, its own (S) and its peers' ((G−1)·S over
+#            the NVLink, while the peers' (G−1)·S land in this GPU's memory); clear: overwrite
+#            the buffer of the call before last with −0.0 (G·S: `comm.update(size · NRanks)`
+#            sets the clear size); reduce: load the G copies from its own buffer (G·S) and write
+#            the sum (S).
+#   twoshot  allreduce_fusion_kernel_twoshot_sync (lines 1714-1776): copy the input into its
+#            own buffer (2·S); barrier; load its 1/G rows from every rank, reduce, store the sum
+#            into every rank (2(G−1)/G·S over the NVLink each way, 2·S of memory); barrier; copy
+#            the sums of all rows to the output (2·S).
+# The generic one-shot (path None) is this push kernel too (NVLINK_TRIPS). A call whose
+# buffers fit in half the L2 (lamport_footprint_bytes; the half-L2 rule of ops/gemm.py for
+# operands that stay resident) moves its memory traffic through the L2, not HBM: the benchmark
+# loops rotate the same three buffers. What is not modelled: the Lamport reader's spin (a load
+# that finds −0.0 loads again; the peers' stores landed during the push phase).
+PHASED = {("lamport", "oneshot"), ("lamport", "twoshot"), (None, "oneshot")}
+L2_RESIDENT_FRACTION = 0.5
 LOAD_ROUND_TRIP_TRIPS = 2  # a remote load: the request out and the data back (NVLINK_TRIPS)
 
 
-def loads_in_flight_bytes(hw, path: str | None, gpus: int, nbytes: float) -> float | None:
+def loads_in_flight_bytes(hw, path: str | None, gpus: int, nbytes: float,
+                          algorithm: str | None = None) -> float | None:
     """The peer bytes a load-based kernel (LOAD_GRIDS) has in flight per pass of its loop; None
     for the push kernels and the generic ones."""
-    if path not in LOAD_GRIDS:
+    grid = LOAD_GRIDS.get((path, algorithm)) or LOAD_GRIDS.get(path)
+    if grid is None:
         return None
-    most, threads = LOAD_GRIDS[path]
+    most, threads = grid
     most = hw.sm_count if most is None else most
-    blocks = max(1, min(most, math.ceil(nbytes / LOAD_VECTOR_BYTES / threads)))
-    return blocks * threads * LOAD_VECTOR_BYTES * (gpus - 1)
+    # PyTorch's kernels size their grid by each rank's share (numel / world size), the others
+    # by the whole buffer
+    share = nbytes / gpus if path == "torch_symm_mem" else nbytes
+    blocks = max(1, min(most, math.ceil(share / LOAD_VECTOR_BYTES / threads)))
+    # multimem's vectors come back reduced: one per thread, whatever the peers
+    peers = 1 if algorithm == "multimem" else gpus - 1
+    return blocks * threads * LOAD_VECTOR_BYTES * peers
 
 # The host path of one eager call, s, by (engine, path) (module docstring): fitted keys of
 # perfmodel/fitted.yaml.
@@ -270,7 +319,7 @@ def kernel_demand(hw, algorithm: str, gpus: int, nbytes: float, link: str = "nvl
                   reduces: bool = True) -> Demand:
     """One custom all-reduce kernel of `gpus` GPUs on `link` (module docstring), plus `copies`
     copy kernels of the buffer in HBM (the eager copy into a registered buffer, symm-mem's copy
-    in and out)."""
+    in and out), run before and after it (the first copy before, the others after)."""
     g, s = gpus, nbytes
     if algorithm == "oneshot":
         sent = (g - 1) * s
@@ -282,7 +331,7 @@ def kernel_demand(hw, algorithm: str, gpus: int, nbytes: float, link: str = "nvl
         raise ValueError(f"unknown custom all-reduce kernel {algorithm!r}")
     wire_link = hw.link(link)
     # the switch reduces multimem's operands; the others read them once more from HBM
-    hbm = 2 * sent + (sent if reduces and algorithm != "multimem" else 0.0) + copies * 2 * s
+    hbm = 2 * sent + (sent if reduces and algorithm != "multimem" else 0.0)
     steps = LINK_STEPS[algorithm]
     details = {"bytes_sent_per_gpu": sent, "steps": steps, "hops": {link: steps},
                "algorithm": algorithm, "protocol": None}
@@ -291,22 +340,96 @@ def kernel_demand(hw, algorithm: str, gpus: int, nbytes: float, link: str = "nvl
     trips = NVLINK_TRIPS[(path, algorithm)] + RETIRE_TRIPS
     details["nvlink_trips"] = trips
     wire = sent / wire_link.achievable_fraction
+    if algorithm == "multimem":  # the switch's traffic, at NVLS's efficiency (ops/nccl.py)
+        wire /= nccl.nvls_efficiency(hw.compute_capability)
+    if (path, algorithm) in PHASED:
+        kernel = _phased(hw, algorithm, g, s, link, trips, details)
+        return _with_copies(kernel, copies, s)
     stages = LOAD_STAGES.get((path, algorithm), 0)
     if stages:
         # Little's law (LOAD_GRIDS): the loads pull `in_flight` bytes per round trip, each stage
-        # (G−1)·S (one-shot) or (G−1)/G·S (two-shot). The first pass of each stage is the load
-        # round trip NVLINK_TRIPS already counts; each pass beyond it waits for one more load
-        # round trip (LOAD_ROUND_TRIP_TRIPS LL hops), and the link's work is what it would
-        # carry at its full rate in that time (the longer of that and its bytes at its rate)
-        in_flight = loads_in_flight_bytes(hw, path, g, s)
-        loaded = (g - 1) * s if algorithm == "oneshot" else stages * (g - 1) / g * s
+        # (G−1)·S (one-shot), (G−1)/G·S (two-shot) or the reduced S/G (multimem). The first
+        # pass of each stage is the load round trip NVLINK_TRIPS already counts; each pass
+        # beyond it waits for one more load round trip (LOAD_ROUND_TRIP_TRIPS LL hops), and
+        # the link's work is what it would carry at its full rate in that time (the longer of
+        # that and its bytes at its rate)
+        in_flight = loads_in_flight_bytes(hw, path, g, s, algorithm)
+        loaded = ((g - 1) * s if algorithm == "oneshot" else s / g if algorithm == "multimem"
+                  else stages * (g - 1) / g * s)
         passes = max(0.0, loaded / in_flight - stages)
         details.update(loads_in_flight_bytes=in_flight, load_passes=passes)
         waited = passes * LOAD_ROUND_TRIP_TRIPS * wire_link.protocol_step("ll")
         wire = max(wire, waited * wire_link.step_bytes)
-    return Demand(work={f"link:{link}": wire, "hbm": hbm},
-                  launch=None, flop=0.0, hbm_bytes=hbm, kernels=copies,
-                  link_steps={link: trips * wire_link.protocol_step("ll")}, details=details)
+    kernel = Demand(work={f"link:{link}": wire, "hbm": hbm},
+                    launch=None, flop=0.0, hbm_bytes=hbm, kernels=0,
+                    link_steps={link: trips * wire_link.protocol_step("ll")}, details=details)
+    return _with_copies(kernel, copies, s)
+
+
+def _with_copies(kernel: Demand, copies: int, nbytes: float) -> Demand:
+    """`kernel` behind its copy kernels (2·S of HBM each, a launch each): separate kernels on
+    the stream, so their times add to the kernel's (the first copy before it, the rest after)."""
+    if not copies:
+        return kernel
+    copy = Demand(work={"hbm": 2 * nbytes}, launch=None, hbm_bytes=2 * nbytes, kernels=1,
+                  details={"phase": "copy"})
+    parts = (copy, *(kernel.sequence or (kernel,)), *(copy,) * (copies - 1))
+    work: dict[str, float] = {}
+    for part in parts:
+        for r, w in part.work.items():
+            work[r] = work.get(r, 0.0) + w
+    return replace(kernel, work=work, hbm_bytes=sum(p.hbm_bytes for p in parts),
+                   kernels=copies, sequence=parts)
+
+
+def lamport_phases(algorithm: str, gpus: int, nbytes: float) -> list[tuple[str, float, float]]:
+    """The Lamport kernel's phases (PHASES) for `gpus` GPUs and `nbytes` per GPU: (name, bytes
+    over the NVLink each way before the link's efficiency, bytes through the GPU's memory)."""
+    g, s = gpus, nbytes
+    if algorithm == "oneshot":
+        return [("push", (g - 1) * s, s + s + (g - 1) * s),
+                ("clear", 0.0, g * s),
+                ("reduce", 0.0, g * s + s)]
+    shard_traffic = 2.0 * (g - 1) / g * s
+    return [("copy", 0.0, 2 * s),
+            ("reduce_broadcast", shard_traffic, 2 * s),
+            ("out", 0.0, 2 * s)]
+
+
+def lamport_footprint_bytes(algorithm: str, gpus: int, nbytes: float) -> float:
+    """The memory a Lamport kernel's call touches (PHASES): input, output and its buffers."""
+    if algorithm == "oneshot":
+        return (2 * gpus + 2) * nbytes  # the data buffer and the cleared one, G·S each
+    return 4 * nbytes  # one buffer of the rows and their sums
+
+
+def _phased(hw, algorithm: str, g: int, s: float, link: str, trips: float,
+            details: dict) -> Demand:
+    """A Lamport kernel as its phases back to back (PHASES), its trips on the phase that
+    crosses the NVLink."""
+    wire_link = hw.link(link)
+    in_l2 = lamport_footprint_bytes(algorithm, g, s) <= L2_RESIDENT_FRACTION * hw.l2_capacity_bytes
+    memory = "l2" if in_l2 else "hbm"
+    parts = []
+    for name, link_bytes, memory_bytes in lamport_phases(algorithm, g, s):
+        work = {memory: memory_bytes}
+        steps = {}
+        if link_bytes:
+            work[f"link:{link}"] = link_bytes / wire_link.achievable_fraction
+            steps = {link: trips * wire_link.protocol_step("ll")}
+        parts.append(Demand(work=work, launch=None, kernels=0, link_steps=steps,
+                            hbm_bytes=0.0 if in_l2 else memory_bytes,
+                            details={"phase": name}))
+    total: dict[str, float] = {}
+    for part in parts:
+        for r, w in part.work.items():
+            total[r] = total.get(r, 0.0) + w
+    details = {**details, "phases": [p.details["phase"] for p in parts],
+               "buffers_in_l2": in_l2}
+    return Demand(work=total, launch=None, flop=0.0,
+                  hbm_bytes=sum(p.hbm_bytes for p in parts), kernels=0,
+                  link_steps=parts[[bool(p.link_steps) for p in parts].index(True)].link_steps,
+                  sequence=tuple(parts), details=details)
 
 
 @dataclass(frozen=True)

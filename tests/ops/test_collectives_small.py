@@ -21,7 +21,9 @@ def test_small_messages_are_latency_bound_and_flat_in_size(hw_name, algorithm):
         latency = e.resource_time_s.get("latency", 0.0) + e.resource_time_s.get("launch", 0.0)
         assert latency > 0.5 * e.time_s, (nbytes, e.resource_time_s)
         times.append(e.time_s)
-    assert max(times) < 1.05 * min(times)
+    # flat within 6 %: the largest call's bytes still take a little link time (8 H100s'
+    # Lamport push of 8 KiB: 56 KiB over NVLink, ~0.16 us of a ~3.2 us call)
+    assert max(times) < 1.06 * min(times)
 
 
 @pytest.mark.parametrize("hw_name", ["H100-SXM", "B200"])

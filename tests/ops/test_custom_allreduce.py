@@ -225,3 +225,79 @@ def test_eager_calls_launch_only_their_copy_kernels(h100):
     eager = car.dispatch("vllm", h100, 2, 4096.0, mode="eager").kernel
     graph = car.dispatch("vllm", h100, 2, 4096.0, mode="graph").kernel
     assert (eager.kernels, graph.kernels) == (1, 0)
+
+
+def test_lamport_one_shot_runs_its_push_clear_and_reduce_back_to_back(h100):
+    """TensorRT-LLM's Lamport one-shot (FlashInfer 0.7.4 allreduce_fusion_kernel_oneshot_lamport)
+    on 2 H100s, 64 MiB, worked by hand: push 64 MiB over NVLink while 3 x 64 MiB pass through
+    HBM (the input read, its own copy, the peer's copy landing), clear 2 x 64 MiB, reduce
+    3 x 64 MiB; the buffers (6 x 64 MiB) exceed half the L2, so the phases are HBM's, and their
+    times add."""
+    nbytes = 64.0 * MiB
+    kernel = car.kernel_demand(h100, "oneshot", 2, nbytes, engine="trtllm", path="lamport")
+    assert [p.details["phase"] for p in kernel.sequence] == ["push", "clear", "reduce"]
+    assert [p.work["hbm"] for p in kernel.sequence] == [3 * nbytes, 2 * nbytes, 3 * nbytes]
+    assert kernel.details["buffers_in_l2"] is False
+    est = pm.predict_op(pm.ops.Allreduce(bytes=nbytes, gpus=2, algorithm="oneshot"), h100)
+    parts = est.details["parts"]
+    assert est.time_s == pytest.approx(sum(p["time_s"] for p in parts))
+    link = h100.link("nvlink")
+    push_link_s = nbytes / (link.bandwidth_bytes_per_s * link.achievable_fraction)
+    assert est.time_s > push_link_s + 5 * nbytes / h100.hbm_peak_bandwidth_bytes_per_s
+
+
+def test_a_small_lamport_call_keeps_its_buffers_in_l2(h100):
+    # 1 MiB on 4 GPUs touches (2 x 4 + 2) MiB, within half of H100's 50 MiB L2
+    kernel = car.kernel_demand(h100, "oneshot", 4, 1.0 * MiB, engine="trtllm", path="lamport")
+    assert kernel.details["buffers_in_l2"] is True
+    assert "hbm" not in kernel.work and kernel.hbm_bytes == 0.0
+    assert kernel.work["l2"] == pytest.approx((5 + 4 + 5) * MiB)
+
+
+def test_lamport_two_shot_copies_in_reduces_and_copies_out(b200):
+    # allreduce_fusion_kernel_twoshot_sync: the input into its buffer, the shard's reduce and
+    # broadcast (2 (G-1)/G S over NVLink), the sums out
+    kernel = car.kernel_demand(b200, "twoshot", 8, 32.0 * MiB, engine="trtllm", path="lamport")
+    assert [p.details["phase"] for p in kernel.sequence] == ["copy", "reduce_broadcast", "out"]
+    link = b200.link("nvlink")
+    assert kernel.sequence[1].work["link:nvlink"] == pytest.approx(
+        2 * 7 / 8 * 32 * MiB / link.achievable_fraction)
+
+
+def test_copy_kernels_run_before_and_after_the_kernel_not_beside_it():
+    """vLLM's torch symm-mem path copies the input in and the result out (two kernels of 2 S of
+    HBM each) around the multimem kernel: their times add to the kernel's."""
+    h200 = pm.hardware("H200-SXM")
+    nbytes = 16.0 * MiB
+    kernel = car.dispatch("vllm", h200, 8, nbytes).kernel
+    assert kernel.details["path"] == "torch_symm_mem" and kernel.details["copies"] == 2
+    phases = [p.details.get("phase") for p in kernel.sequence]
+    assert phases == ["copy", None, "copy"]
+    est = pm.predict_op(pm.ops.Allreduce(bytes=nbytes, gpus=8, algorithm="vllm"), h200)
+    copy_s, main_s, _ = (p["time_s"] for p in est.details["parts"])
+    assert est.time_s == pytest.approx(2 * copy_s + main_s)
+    assert copy_s > 2 * nbytes / h200.hbm_peak_bandwidth_bytes_per_s
+
+
+def test_torch_symm_mem_grids_as_torch_launches_them(h100, b200):
+    """torch 2.10.0's multimem_all_reduce_ launches at most 8 blocks of 1024 threads and
+    two_shot_all_reduce_ at most 24 (libtorch_cuda.so's inlined init_elementwise_launch_config),
+    sized by each rank's share; multimem's ld_reduce brings one reduced 16-B vector a thread."""
+    assert car.loads_in_flight_bytes(b200, "torch_symm_mem", 8, 128.0 * MiB,
+                                     "multimem") == 8 * 1024 * 16
+    assert car.loads_in_flight_bytes(b200, "torch_symm_mem", 4, 32.0 * MiB,
+                                     "twoshot") == 24 * 1024 * 16 * 3
+    # 512 KiB on 8 GPUs: 64 KiB a rank, 4,096 vectors of 16 B: 4 blocks of 1024 threads
+    assert car.loads_in_flight_bytes(h100, "torch_symm_mem", 8, 512.0 * KiB,
+                                     "multimem") == 4 * 1024 * 16
+    kernel = car.dispatch("vllm", b200, 8, 128.0 * MiB).kernel
+    assert kernel.details["load_passes"] == pytest.approx(128 * MiB / 8 / (8 * 1024 * 16) - 1)
+
+
+def test_multimem_moves_the_switch_traffic_at_nvls_efficiency(h100):
+    from perfmodel.ops import nccl
+    kernel = car.kernel_demand(h100, "multimem", 8, 64.0 * MiB, engine="vllm",
+                               path="torch_symm_mem")
+    link = h100.link("nvlink")
+    expected = 9 / 8 * 64 * MiB / link.achievable_fraction / nccl.nvls_efficiency("9.0")
+    assert kernel.work["link:nvlink"] >= expected * (1 - 1e-12)
