@@ -136,3 +136,13 @@ def test_bad_input_is_one_line_per_problem(params, key):
     with pytest.raises(pm.InputError) as e:
         gg(**params)
     assert str(e.value).splitlines()[0].startswith(key)
+
+
+@pytest.mark.parametrize("m, groups", [(4096, 8), (16384, 256), (37, 64), (1 << 20, 384)])
+def test_a_ragged_groups_tail_is_the_binomial_survival_function_bit_for_bit(m, groups):
+    """GroupedGemm._tail (scipy.special.betainc) is scipy.stats.binom.sf, float for float, at
+    and beyond the group's rows."""
+    from scipy.stats import binom
+    op = pm.ops.GroupedGemm(groups=groups, m=m, n=256, k=256, dtype="bf16")
+    x = np.arange(-2, min(m + 3, 20000))
+    assert np.array_equal(op._tail(x), binom.sf(x, m, 1.0 / groups))

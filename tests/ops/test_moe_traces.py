@@ -7,7 +7,8 @@ import pytest
 
 from perfmodel.errors import InputError
 from perfmodel.ops.moe.traces import (TraceError, correlated_steps, expected_activated,
-                                      expected_activated_per_gpu, load_trace, synthetic_trace)
+                                      expected_activated_per_gpu, load_trace, synthetic_trace,
+                                      trace_prefix)
 
 
 # ------------------------------------------------------------------------------------ traces --
@@ -132,3 +133,20 @@ def test_load_trace_npz_and_missing_file_errors(tmp_path):
     np.savez(npz, experts=np.zeros((3, 2, 1), int))
     with pytest.raises(TraceError, match=r"got shape \(3, 2, 1\)"):
         load_trace(str(npz), 2)
+
+
+@pytest.mark.parametrize("kind, skew", [("uniform", 0.0), ("zipf", 1.2)])
+def test_a_trace_prefix_is_the_shorter_draw_bit_for_bit(kind, skew):
+    """The first n rows of one growing draw are the n-token draw, whatever order the token
+    counts come in (a serving search asks for many; traces.trace_prefix)."""
+    for n in (5, 100, 37, 1000, 999, 0, 2500, 1):
+        prefix = trace_prefix(n, 64, 6, kind, skew, seed=11)
+        assert np.array_equal(prefix, synthetic_trace(n, 64, 6, kind, skew, seed=11))
+        assert not prefix.flags.writeable
+
+
+def test_a_trace_prefix_refuses_what_it_cannot_draw():
+    with pytest.raises(ValueError, match="uniform or zipf"):
+        trace_prefix(4, 8, 2, "correlated")
+    with pytest.raises(ValueError, match="top_k"):
+        trace_prefix(4, 8, 9)

@@ -47,7 +47,7 @@ from perfmodel.ops.moe.loads import (LoadsRouting, check_group_limit, load_exper
 from perfmodel.ops.moe.routing import (POLICIES, Routing, place_contiguous, place_eplb,
                                        total_replicas)
 from perfmodel.ops.moe.routing import route as route_tokens
-from perfmodel.ops.moe.traces import load_trace, popularity, synthetic_trace
+from perfmodel.ops.moe.traces import load_trace, popularity, trace_prefix
 from perfmodel.ops.base import GPUS_WHY, MAX_GPUS, MAX_SEED, Op, Param, positive
 from perfmodel.ops.gemm import FP8_BLOCK, fp4_mma_n, fp8_blocks_promoted
 from perfmodel.ops.streaming import stream_demand
@@ -447,8 +447,8 @@ def _synthetic_counts(tokens: int, experts: int, top_k: int, skew: float,
     GPUs or the placement), so a search's layouts and a serving simulation's step-cost nodes
     share one draw per token count (read-only: the cached array is never written)."""
     if tokens * experts <= EXACT_ROUTING_LIMIT:
-        ids = synthetic_trace(tokens, experts, top_k, "zipf" if skew > 0 else "uniform", skew,
-                              seed)
+        ids = trace_prefix(tokens, experts, top_k, "zipf" if skew > 0 else "uniform", skew,
+                           seed)
         counts = np.bincount(ids.ravel(), minlength=experts)
     else:  # many tokens: per-expert counts from a multinomial over the popularity
         counts = routed_counts(tokens, experts, top_k, skew, seed)

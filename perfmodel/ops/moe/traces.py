@@ -102,6 +102,40 @@ def synthetic_trace(tokens: int, experts: int, top_k: int, kind: str = "uniform"
     return out
 
 
+# One growing draw per (experts, top_k, kind, skew, seed): its trace rows so far, the noise
+# stream where it stopped, and the log-popularity (trace_prefix).
+_PREFIXES: dict[tuple, tuple[np.ndarray, np.random.Generator, np.ndarray]] = {}
+
+
+def trace_prefix(tokens: int, experts: int, top_k: int, kind: str = "uniform",
+                 skew: float = 1.0, seed: int = 0) -> np.ndarray:
+    """`synthetic_trace(tokens, experts, top_k, kind, skew, seed)` for kind uniform or zipf,
+    read-only, as the first `tokens` rows of one growing draw per (experts, top_k, kind, skew,
+    seed). The Gumbel noise fills the (tokens, E) keys in C order from one stream, and each
+    row's top-k reads its own row only, so the first n rows of a longer draw are the n-token
+    draw bit for bit, and a draw continued from where the stream stopped is the longer draw:
+    a search's many token counts draw each row once instead of once per count."""
+    if kind not in ("uniform", "zipf"):
+        raise ValueError(f"trace_prefix draws uniform or zipf traces, not {kind!r}")
+    if not 1 <= top_k <= experts:
+        raise ValueError(f"top_k must be in 1..experts ({experts}), got {top_k}")
+    if tokens < 0:
+        raise ValueError(f"tokens must be >= 0, got {tokens}")
+    key = (experts, top_k, kind, float(skew), seed)
+    if key not in _PREFIXES:
+        # synthetic_trace's seeds: the popularity's stream and the noise's
+        log_p = np.log(popularity(experts, kind, skew, np.random.default_rng([seed, 0])))
+        _PREFIXES[key] = (np.empty((0, top_k), dtype=np.int64),
+                          np.random.default_rng([seed, 1]), log_p)
+    rows, rng, log_p = _PREFIXES[key]
+    if tokens > rows.shape[0]:
+        more = _gumbel_top_k(log_p, tokens - rows.shape[0], top_k, rng)
+        rows = np.concatenate([rows, more])
+        rows.setflags(write=False)
+        _PREFIXES[key] = (rows, rng, log_p)
+    return rows[:tokens]
+
+
 def correlated_steps(steps: int, tokens: int, experts: int, top_k: int, skew: float = 1.0,
                      correlation: float = 0.5, seed: int = 0) -> list[np.ndarray]:
     """`steps` consecutive decode steps (list of (tokens, top_k) arrays), each correlated with the
