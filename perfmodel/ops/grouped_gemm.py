@@ -219,11 +219,15 @@ class GroupedGemm(Op):
         g, total = self.group_count, self.total_rows
         lam = total / g
         hi = lam + TAIL_SIGMAS * math.sqrt(lam * (1 - 1 / g)) + 1
+        points = [np.arange(math.ceil(hi / t) if cap is None else math.ceil(cap / t)) * t
+                  for t in tm]
+        # one tail evaluation at the union of the tile heights' points (their multiples
+        # overlap), the same doubles as evaluating each height's own points
+        union = np.unique(np.concatenate(points))
+        tails = self._tail(union)
         tiles, moved = [], []
-        for t in tm:
-            last = math.ceil(hi / t) if cap is None else math.ceil(cap / t)
-            j = np.arange(last) * t
-            tail = self._tail(j)  # P(X > j·t): the group has a (j+1)-th M tile
+        for t, j in zip(tm, points):
+            tail = tails[np.searchsorted(union, j)]  # P(X > j·t): the group has a (j+1)-th M tile
             tiles.append(g * float(np.sum(tail)))
             # masked: the (j+1)-th tile moves min(t, capacity − j·t) rows of the slab
             moved.append(gr.useful_rows if cap is None
