@@ -104,8 +104,11 @@ SCHEMA: dict[str, Any] = {
     # GPUs that reach one another over NVLink (an HGX/DGX board: 8; a GB200 NVL72 rack: 72; up
     # to 576 in one NVLink 5 domain); a group larger than this crosses `links.network`
     # NVLS: the NVSwitches reduce (NVLink SHARP, NVSwitch gen3+), so NCCL can run its NVLS
-    # all-reduce inside the domain; absent means false
-    "topology": {"nvlink_domain_gpus": Q(1, 576, integer=True), "nvls": F("flag", optional=True)},
+    # all-reduce inside the domain; absent means false. host_gpus: GPUs under one host OS (a
+    # GB200/GB300 compute tray: 4), where the domain spans hosts; absent means the whole domain
+    # is one host (an HGX/DGX board)
+    "topology": {"nvlink_domain_gpus": Q(1, 576, integer=True), "nvls": F("flag", optional=True),
+                 "host_gpus": Q(1, 576, integer=True, optional=True)},
     "kernel_launch_s": Q(1e-7, 1e-4),
     "graph_kernel_gap_s": Q(0.0, 1e-4),
     "power": {"tdp_w": Q(10, 5000)},
@@ -228,6 +231,7 @@ class Hardware:
     tdp_w: float
     nvlink_domain_gpus: int = 1  # GPUs in one NVLink domain (beyond it: links["network"])
     nvls: bool = False  # the domain's NVSwitches reduce (NVLink SHARP): topology.nvls
+    host_gpus: int | None = None  # GPUs under one host OS (topology.host_gpus; None: the domain)
     mma_instruction: str = "mma_sync"
     packed_fp32: bool = False
     block_scaled_mma: tuple[str, ...] = ()
@@ -328,6 +332,11 @@ class Hardware:
     def ridge_point_flop_per_byte(self, dtype: str) -> float:
         """Arithmetic intensity where tensor peak meets HBM peak (datasheet roofline)."""
         return self.tensor_peak_flop_per_s(dtype) / self.hbm_peak_bandwidth_bytes_per_s
+
+    @property
+    def gpus_per_host(self) -> int:
+        """GPUs under one host OS: topology.host_gpus, else the whole NVLink domain."""
+        return self.host_gpus if self.host_gpus is not None else self.nvlink_domain_gpus
 
     def link(self, name: str) -> Link:
         if name not in self.links:
@@ -631,6 +640,7 @@ def parse_spec(raw: Any, file: str = "") -> Hardware:
         tdp_w=v("power.tdp_w"),
         nvlink_domain_gpus=int(v("topology.nvlink_domain_gpus")),
         nvls=caps["topology.nvls"].value if "topology.nvls" in caps else False,
+        host_gpus=int(qs["topology.host_gpus"].value) if "topology.host_gpus" in qs else None,
         mma_instruction=caps["isa.mma_instruction"].value,
         packed_fp32=caps["isa.packed_fp32"].value,
         block_scaled_mma=caps["isa.block_scaled_mma"].value,

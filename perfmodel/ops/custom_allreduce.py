@@ -133,9 +133,7 @@ longer of its bytes at the link's rate and its passes beyond the first of each s
 is in NVLINK_TRIPS) at a round trip each. The push kernels store and never wait on a remote
 load: their stores are bounded by the link alone.
 
-What is not modelled: the engines' node check (vLLM and SGLang disable their kernels for a
-group that spans hosts; on an NVL72 rack a host holds 4 GPUs, and the spec has no host size, so
-a group of 8 in one rack is priced as if on one host), the 16-byte alignment rule, vLLM's and
+What is not modelled: the 16-byte alignment rule, vLLM's and
 SGLang's NCCL symmetric-memory and FlashInfer paths (off by default), the block counts of the
 push kernels and of TensorRT-LLM's two-shot kernel (FlashInfer trtllm_allreduce_fusion.cuh
 `allreduce_fusion_kernel_twoshot_sync`: its reduce-scatter loads its peers' shards; its grid,
@@ -276,6 +274,14 @@ def eager_host_s(engine: str, path: str | None) -> float:
     EAGER_HOST_KEYS does not name: no host path is priced for TensorRT-LLM's kernels)."""
     return EAGER_HOST_S.get((engine, path), 0.0)
 
+
+# One host (HOST_CHECK). vLLM's and SGLang's custom all-reduce are built only for a group whose
+# ranks share one host (vLLM 0.18.0 custom_all_reduce.py:90-94, SGLang 0.5.14
+# custom_all_reduce_utils.py:432-437 `in_the_same_node_as`: "disabled because this process group
+# spans across nodes"); a group of consecutive GPUs spans hosts when it has more GPUs than one
+# host holds (Hardware.gpus_per_host: a GB200/GB300 compute tray's 4), and then runs vLLM's
+# symmetric-memory kernel (no host check in symm_mem.py) or NCCL. TensorRT-LLM's Lamport
+# kernels are not held to a host here (its MNNVL all-reduce takes NVL72 groups).
 
 # -- vLLM 0.24.0 -----------------------------------------------------------------------------
 VLLM_WORLD_SIZES = (2, 4, 6, 8)      # custom_all_reduce.py CustomAllreduce._SUPPORTED_WORLD_SIZES
@@ -459,7 +465,7 @@ def _vllm(hw, g: int, s: float, mode: str, link: str) -> Dispatch:
     # torch symm-mem (default on) runs where its tables name the GPU and group and the switch
     # multicasts
     symm = hw.nvls and g in VLLM_SYMM_MEM_MAX_SIZES.get(cc, {})
-    if g in VLLM_WORLD_SIZES:
+    if g in VLLM_WORLD_SIZES and g <= hw.gpus_per_host:  # one host (HOST_CHECK)
         max_size = VLLM_MAX_SIZE
         if symm and cc in VLLM_CUSTOM_MAX_SIZES:
             max_size = min(VLLM_CUSTOM_MAX_SIZES[cc][g], max_size)
@@ -488,7 +494,7 @@ def _eager(hw, mode: str, kernel: Demand) -> Dispatch:
 def _sglang(hw, g: int, s: float, mode: str, link: str) -> Dispatch:
     table = (SGLANG_THRESHOLDS_SM100 if hw.compute_capability.split(".")[0] == "10"
              else SGLANG_THRESHOLDS_OTHER)
-    if g not in table:
+    if g not in table or g > hw.gpus_per_host:  # one host (HOST_CHECK)
         return Dispatch(None)
     push, pull = table[g]
     max_push = push  # max_push_size defaults to the push threshold

@@ -301,3 +301,18 @@ def test_multimem_moves_the_switch_traffic_at_nvls_efficiency(h100):
     link = h100.link("nvlink")
     expected = 9 / 8 * 64 * MiB / link.achievable_fraction / nccl.nvls_efficiency("9.0")
     assert kernel.work["link:nvlink"] >= expected * (1 - 1e-12)
+
+
+def test_the_engines_kernels_stop_at_a_host_of_an_nvl72_rack():
+    """vLLM's and SGLang's custom all-reduce are built only for groups inside one host
+    (`in_the_same_node_as`); a GB300 compute tray holds 4 GPUs (topology.host_gpus), so a group
+    of 8 in one NVL72 rack runs vLLM's symmetric-memory kernel or NCCL, while 4 keep the custom
+    kernel, and an 8-GPU HGX board is one host."""
+    gb300, b300 = pm.hardware("GB300"), pm.hardware("B300")
+    assert (gb300.gpus_per_host, b300.gpus_per_host) == (4, 8)
+    assert _pick(gb300, "sglang", 64 * KiB, gpus=4)["engine"] == "sglang"
+    assert _pick(gb300, "sglang", 64 * KiB, gpus=8).get("engine") is None  # NCCL
+    assert _pick(b300, "sglang", 64 * KiB, gpus=8)["engine"] == "sglang"
+    assert _pick(gb300, "vllm", 64 * KiB, gpus=4)["path"] == "custom_allreduce"
+    assert _pick(gb300, "vllm", 64 * KiB, gpus=8)["path"] == "torch_symm_mem"
+    assert _pick(b300, "vllm", 64 * KiB, gpus=8)["path"] == "custom_allreduce"
