@@ -389,7 +389,7 @@ def _with_copies(kernel: Demand, copies: int, nbytes: float) -> Demand:
 
 
 def lamport_phases(algorithm: str, gpus: int, nbytes: float) -> list[tuple[str, float, float]]:
-    """The Lamport kernel's phases (PHASES) for `gpus` GPUs and `nbytes` per GPU: (name, bytes
+    """The Lamport kernel's phases (PHASED) for `gpus` GPUs and `nbytes` per GPU: (name, bytes
     over the NVLink each way before the link's efficiency, bytes through the GPU's memory)."""
     g, s = gpus, nbytes
     if algorithm == "oneshot":
@@ -403,7 +403,7 @@ def lamport_phases(algorithm: str, gpus: int, nbytes: float) -> list[tuple[str, 
 
 
 def lamport_footprint_bytes(algorithm: str, gpus: int, nbytes: float) -> float:
-    """The memory a Lamport kernel's call touches (PHASES): input, output and its buffers."""
+    """The memory a Lamport kernel's call touches (PHASED): input, output and its buffers."""
     if algorithm == "oneshot":
         return (2 * gpus + 2) * nbytes  # the data buffer and the cleared one, G·S each
     return 4 * nbytes  # one buffer of the rows and their sums
@@ -411,7 +411,7 @@ def lamport_footprint_bytes(algorithm: str, gpus: int, nbytes: float) -> float:
 
 def _phased(hw, algorithm: str, g: int, s: float, link: str, trips: float,
             details: dict) -> Demand:
-    """A Lamport kernel as its phases back to back (PHASES), its trips on the phase that
+    """A Lamport kernel as its phases back to back (PHASED), its trips on the phase that
     crosses the NVLink."""
     wire_link = hw.link(link)
     in_l2 = lamport_footprint_bytes(algorithm, g, s) <= L2_RESIDENT_FRACTION * hw.l2_capacity_bytes

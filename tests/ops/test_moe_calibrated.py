@@ -12,7 +12,8 @@ from perfmodel.ops.moe.loads import DATA_DIR, LoadsRouting, calibrate_log_weight
 
 def test_the_table_covers_every_shipped_layer():
     entries = calibrated.shipped_entries()
-    assert len(entries) == 4 * 58  # four decode files, DeepSeek-V3's 58 MoE layers each
+    # four shipped decode files and the checkout's LMSYS prefill loads, 58 MoE layers each
+    assert len(entries) == 5 * 58
     missing = [v for k, v in entries.items() if calibrated.lookup(k) is None]
     assert not missing, ("stale perfmodel/ops/moe/data/calibrated.npz: run "
                          "`python -m perfmodel.ops.moe.calibrated`", missing[:3])

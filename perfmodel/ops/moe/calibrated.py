@@ -3,8 +3,9 @@
 Calibrating one layer of `perfmodel.ops.moe.loads` (24 stochastic-approximation iterations of
 8,192 group-limited Gumbel-top-k tokens) costs about one second of one core, so a study of the 58
 MoE layers of DeepSeek-V3 would spend a minute on it before it prices anything. The calibration
-is deterministic (fixed seed), so for the files shipped in perfmodel/ops/moe/data it is computed
-once and shipped here (`data/calibrated.npz`), keyed by a digest of everything it depends on:
+is deterministic (fixed seed), so for the files shipped in perfmodel/ops/moe/data (and the
+checkout's validation loads, REPO_LOADS) it is computed once and shipped here
+(`data/calibrated.npz`), keyed by a digest of everything it depends on:
 the layer's shares, the layer index (the seed), the routing (top_k, groups, group_top_k) and the
 calibration constants. A changed constant or a changed file misses the table and is calibrated
 afresh, never read stale; a test checks that the table covers the shipped files and that an
@@ -25,6 +26,11 @@ TABLE = Path(__file__).resolve().parent / "data" / "calibrated.npz"
 # The routing the shipped files were recorded under: DeepSeek-V3/R1 (config.json num_experts_per_tok
 # = 8, n_group = 8, topk_group = 4).
 SHIPPED_ROUTING = (8, 8, 4)
+# The checkout's validation loads (validate/data/moe_loads: the LMSYS prefill pool's recorded
+# loads that perfmodel.validation.moe_ep replays, 58 layers, ~25 s to calibrate): written into
+# the table too when it is regenerated from a checkout. Lookups go by content digest, so an
+# installed package without these files reads nothing it misses.
+REPO_LOADS = Path(__file__).resolve().parents[3] / "validate" / "data" / "moe_loads"
 
 
 def digest(layer: int, top_k: int, groups: int, group_top_k: int | None,
@@ -52,18 +58,19 @@ def lookup(key: str) -> np.ndarray | None:
 
 
 def _shipped_layers():
-    """(file name, layer, the layer's shares) for every MoE layer of every shipped loads file,
-    each file read once."""
+    """(file name, layer, the layer's shares) for every MoE layer of every shipped loads file
+    and of the checkout's validation loads (REPO_LOADS), each file read once."""
     from perfmodel.ops.moe.loads import DATA_DIR, load_expert_loads
-    for path in sorted(DATA_DIR.glob("*.json")):
+    repo = sorted(REPO_LOADS.glob("*.json")) if REPO_LOADS.is_dir() else []
+    for path in sorted(DATA_DIR.glob("*.json")) + repo:
         loads = load_expert_loads(path)
         for layer in loads.moe_layers:
             yield path.name, layer, loads.shares(layer)
 
 
 def shipped_entries() -> dict[str, tuple[str, int]]:
-    """digest -> (file name, layer) for every MoE layer of every shipped loads file under the
-    shipped routing."""
+    """digest -> (file name, layer) for every MoE layer of every shipped loads file (and the
+    checkout's validation loads) under the shipped routing."""
     return {digest(layer, *SHIPPED_ROUTING, shares.tobytes()): (name, layer)
             for name, layer, shares in _shipped_layers()}
 

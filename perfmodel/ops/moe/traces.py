@@ -58,6 +58,14 @@ def _gumbel_top_k(log_p: np.ndarray, tokens: int, top_k: int, rng: np.random.Gen
     return np.take_along_axis(top, order, axis=1)
 
 
+def _check_draw(tokens: int, experts: int, top_k: int) -> None:
+    """ValueError unless `tokens` rows of `top_k` distinct experts of `experts` can be drawn."""
+    if not 1 <= top_k <= experts:
+        raise ValueError(f"top_k must be in 1..experts ({experts}), got {top_k}")
+    if tokens < 0:
+        raise ValueError(f"tokens must be >= 0, got {tokens}")
+
+
 def synthetic_trace(tokens: int, experts: int, top_k: int, kind: str = "uniform",
                     skew: float = 1.0, seed: int = 0, correlation: float = 0.5,
                     previous: np.ndarray | None = None,
@@ -73,10 +81,7 @@ def synthetic_trace(tokens: int, experts: int, top_k: int, kind: str = "uniform"
     Seeds: the rank permutation comes from `popularity_seed` (default `seed`) and the sampling
     noise from `seed`, on independent streams, so consecutive steps can share hot experts while
     drawing fresh noise (see `correlated_steps`). Same seeds, same trace."""
-    if not 1 <= top_k <= experts:
-        raise ValueError(f"top_k must be in 1..experts ({experts}), got {top_k}")
-    if tokens < 0:
-        raise ValueError(f"tokens must be >= 0, got {tokens}")
+    _check_draw(tokens, experts, top_k)
     if not 0.0 <= correlation <= 1.0:
         raise ValueError(f"correlation must be in [0, 1], got {correlation}")
     pseed = seed if popularity_seed is None else popularity_seed
@@ -117,10 +122,7 @@ def trace_prefix(tokens: int, experts: int, top_k: int, kind: str = "uniform",
     a search's many token counts draw each row once instead of once per count."""
     if kind not in ("uniform", "zipf"):
         raise ValueError(f"trace_prefix draws uniform or zipf traces, not {kind!r}")
-    if not 1 <= top_k <= experts:
-        raise ValueError(f"top_k must be in 1..experts ({experts}), got {top_k}")
-    if tokens < 0:
-        raise ValueError(f"tokens must be >= 0, got {tokens}")
+    _check_draw(tokens, experts, top_k)
     key = (experts, top_k, kind, float(skew), seed)
     if key not in _PREFIXES:
         # synthetic_trace's seeds: the popularity's stream and the noise's
