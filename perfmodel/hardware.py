@@ -106,9 +106,11 @@ SCHEMA: dict[str, Any] = {
     # NVLS: the NVSwitches reduce (NVLink SHARP, NVSwitch gen3+), so NCCL can run its NVLS
     # all-reduce inside the domain; absent means false. host_gpus: GPUs under one host OS (a
     # GB200/GB300 compute tray: 4), where the domain spans hosts; absent means the whole domain
-    # is one host (an HGX/DGX board)
+    # is one host (an HGX/DGX board). host_cpu: the host's CPU family (HOST_CPUS), whose speed
+    # sets the engines' eager call paths; absent means an x86 host (HGX/DGX boards)
     "topology": {"nvlink_domain_gpus": Q(1, 576, integer=True), "nvls": F("flag", optional=True),
-                 "host_gpus": Q(1, 576, integer=True, optional=True)},
+                 "host_gpus": Q(1, 576, integer=True, optional=True),
+                 "host_cpu": F("choice", ("x86", "grace"), optional=True)},
     "kernel_launch_s": Q(1e-7, 1e-4),
     "graph_kernel_gap_s": Q(0.0, 1e-4),
     "power": {"tdp_w": Q(10, 5000)},
@@ -232,6 +234,7 @@ class Hardware:
     nvlink_domain_gpus: int = 1  # GPUs in one NVLink domain (beyond it: links["network"])
     nvls: bool = False  # the domain's NVSwitches reduce (NVLink SHARP): topology.nvls
     host_gpus: int | None = None  # GPUs under one host OS (topology.host_gpus; None: the domain)
+    host_cpu: str = "x86"  # the host's CPU family (topology.host_cpu; absent: x86)
     mma_instruction: str = "mma_sync"
     packed_fp32: bool = False
     block_scaled_mma: tuple[str, ...] = ()
@@ -641,6 +644,7 @@ def parse_spec(raw: Any, file: str = "") -> Hardware:
         nvlink_domain_gpus=int(v("topology.nvlink_domain_gpus")),
         nvls=caps["topology.nvls"].value if "topology.nvls" in caps else False,
         host_gpus=int(qs["topology.host_gpus"].value) if "topology.host_gpus" in qs else None,
+        host_cpu=caps["topology.host_cpu"].value if "topology.host_cpu" in caps else "x86",
         mma_instruction=caps["isa.mma_instruction"].value,
         packed_fp32=caps["isa.packed_fp32"].value,
         block_scaled_mma=caps["isa.block_scaled_mma"].value,

@@ -73,9 +73,9 @@ notes §4 "Gaps": "per-call host overhead of c10d"), so it is a fitted constant 
 perfmodel/validation/collectives.py `fit_eager_host_s`): the median of the engine's eager calls
 of at most 1 MiB on H100 SXM (x86 hosts), where the kernels take well under the call's time.
 A graph replay has none: its
-launch is one graph launch for the whole step. What is not modelled: the host's own speed (on
-GB200/GB300, whose hosts are Grace CPUs, the engines' eager floors are about 2.3x the x86 hosts';
-the spec carries no host CPU).
+launch is one graph launch for the whole step. On a Grace host (GB200/GB300: hwspec
+topology.host_cpu) the path is the x86 hosts' times one fitted ratio
+(`custom_allreduce.eager_host_ratio.grace`, EAGER_HOST_RATIO).
 
 The engines' rules, read from their released wheels (pip download --no-deps):
 
@@ -267,12 +267,19 @@ EAGER_HOST_KEYS = {("vllm", "custom_allreduce"): "custom_allreduce.eager_host_s.
                    ("sglang", "push"): "custom_allreduce.eager_host_s.sglang",
                    ("sglang", "pull"): "custom_allreduce.eager_host_s.sglang"}
 EAGER_HOST_S = {path: fitted.value(key) for path, key in EAGER_HOST_KEYS.items()}
+# A Grace host's call path against the x86 hosts' the paths are fitted on (hwspec
+# topology.host_cpu): one ratio for every engine path, fitted on GB200's eager calls
+# (perfmodel/fitted.yaml), GB300's judged. The same Python dispatch and launches run slower on
+# the Grace CPU's cores than on the x86 hosts of HGX/DGX boards; no source states by how much.
+EAGER_HOST_RATIO_KEYS = {"grace": "custom_allreduce.eager_host_ratio.grace"}
+EAGER_HOST_RATIO = {cpu: fitted.value(key) for cpu, key in EAGER_HOST_RATIO_KEYS.items()}
 
 
-def eager_host_s(engine: str, path: str | None) -> float:
-    """The host path of one eager call of `engine`'s kernel on `path` (0 for the paths
-    EAGER_HOST_KEYS does not name: no host path is priced for TensorRT-LLM's kernels)."""
-    return EAGER_HOST_S.get((engine, path), 0.0)
+def eager_host_s(engine: str, path: str | None, host_cpu: str = "x86") -> float:
+    """The host path of one eager call of `engine`'s kernel on `path` from a `host_cpu` host
+    (Hardware.host_cpu; 0 for the paths EAGER_HOST_KEYS does not name: no host path is priced
+    for TensorRT-LLM's kernels)."""
+    return EAGER_HOST_S.get((engine, path), 0.0) * EAGER_HOST_RATIO.get(host_cpu, 1.0)
 
 
 # One host (HOST_CHECK). vLLM's and SGLang's custom all-reduce are built only for a group whose
@@ -484,7 +491,7 @@ def _vllm(hw, g: int, s: float, mode: str, link: str) -> Dispatch:
 def _eager(hw, mode: str, kernel: Demand) -> Dispatch:
     """The engine's kernel, behind its host path when the call is eager."""
     if mode == "eager":  # the engine prices the floor (Demand.host_floor_s)
-        host = eager_host_s(kernel.details["engine"], kernel.details["path"])
+        host = eager_host_s(kernel.details["engine"], kernel.details["path"], hw.host_cpu)
         if host > 0.0:
             kernel = replace(kernel, host_floor_s=host,
                              details={**kernel.details, "host_path_s": host})

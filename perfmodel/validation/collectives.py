@@ -252,7 +252,15 @@ EAGER_HOST_RULE = (
     "that the engine's dispatch sends to its {path} kernel (aiconfigurator_engine_allreduce.csv; "
     "{n} rows): host-bound calls, whose graph-replayed kernels take under 0.6 of the eager time; "
     "the value is their median measured time. Judged on the larger eager calls and the other "
-    "GPUs (GB200/GB300 hosts are Grace CPUs, about 2.3x slower on this path: not modelled)")
+    "GPUs (GB200/GB300 hosts are Grace CPUs: custom_allreduce.eager_host_ratio.grace)")
+# The GPU whose eager rows fit each host CPU's ratio to the x86 path (the others judged)
+EAGER_HOST_RATIO_FIT_GPU = {"grace": "GB200"}
+EAGER_HOST_RATIO_RULE = (
+    "the AIConfigurator eager rows of vLLM's and SGLang's all-reduce on {gpu} ({cpu} hosts) of "
+    "at most {limit} bytes that the engines' dispatch sends to a kernel with a host path "
+    "(aiconfigurator_engine_allreduce.csv; {n} rows, all host-bound): the median over them of "
+    "the measured time / the path's x86 value (custom_allreduce.eager_host_s.*, fitted on "
+    "{x86_gpu}). Judged on GB300's eager rows and the larger calls")
 
 
 def eager_host_path(row: dict) -> str | None:
@@ -287,6 +295,33 @@ def fit_eager_host_s(rows: list[dict] | None = None) -> dict[str, tuple[float, l
             mid = len(times) // 2
             median = times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) / 2
             out[key] = (median, [r["id"] for r in fit])
+    return out
+
+
+def eager_host_ratio_fit_rows(rows: list[dict], cpu: str) -> list[dict]:
+    """The rows the `cpu` host's eager ratio (custom_allreduce.EAGER_HOST_RATIO_KEYS) is fitted
+    on."""
+    from perfmodel.ops import custom_allreduce
+    gpu = EAGER_HOST_RATIO_FIT_GPU[cpu]
+    return [r for r in rows if r["mode"] == "eager" and r["hardware"] == gpu
+            and r["bytes"] <= EAGER_HOST_FIT_MAX_BYTES
+            and (r["engine"], eager_host_path(r)) in custom_allreduce.EAGER_HOST_KEYS]
+
+
+def fit_eager_host_ratio(rows: list[dict], x86_s: dict[str, float]
+                         ) -> dict[str, tuple[float, list[str]]]:
+    """Each host CPU's ratio to the x86 eager paths `x86_s` (fitted.yaml key -> s) and the row
+    ids it is fitted on (EAGER_HOST_RATIO_RULE)."""
+    from perfmodel.ops import custom_allreduce
+    out = {}
+    for cpu, key in custom_allreduce.EAGER_HOST_RATIO_KEYS.items():
+        fit = eager_host_ratio_fit_rows(rows, cpu)
+        ratios = sorted(r["measured_s"] / x86_s[custom_allreduce.EAGER_HOST_KEYS[
+            (r["engine"], eager_host_path(r))]] for r in fit)
+        if ratios:
+            mid = len(ratios) // 2
+            out[key] = (ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2,
+                        [r["id"] for r in fit])
     return out
 
 

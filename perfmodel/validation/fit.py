@@ -297,6 +297,10 @@ SPECS = {
         f"and nccl-tests' timing, communication notes §2)")
        for path, what in (("vllm", "vLLM custom"), ("vllm_symm_mem", "vLLM torch symm-mem"),
                           ("sglang", "SGLang custom"))},
+    "custom_allreduce.eager_host_ratio.grace": (
+        (1.0, 5.0), 3,
+        "a Grace host's call path of an eager engine all-reduce over the x86 hosts' (hwspec "
+        "topology.host_cpu: GB200, GB300; ops/custom_allreduce.py EAGER_HOST_RATIO)"),
     "attention.fixed_s.trtllm_gen_decode": (
         (0.0, 2.0e-5), 8,
         "trtllm-gen's Blackwell generation kernels (ops/attention/trtllm.py): the one-time start "
@@ -504,6 +508,7 @@ PRIORS = {
     "custom_allreduce.eager_host_s.vllm": 0.0,  # no host path: the kernels' time alone
     "custom_allreduce.eager_host_s.vllm_symm_mem": 0.0,
     "custom_allreduce.eager_host_s.sglang": 0.0,
+    "custom_allreduce.eager_host_ratio.grace": 1.0,  # as fast as the x86 hosts
     "nccl.ll_hop_s.hopper": 0.6e-6,            # tuning.cc's hwLat[NVLINK][RING][LL]
     "nccl.ll_hop_s.blackwell": 0.6e-6,
     "nccl.ll_base_s.hopper": 6.6e-6,           # tuning.cc's baseLat[RING][LL]
@@ -1734,7 +1739,7 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
         entries[key] = _entry(key, value, rows, DEEPEP_RULE.format(
             gpu=collectives.FIXED_FIT_GPU, mode=mode.replace("_", "-"), phase=phase,
             tokens=collectives.FIXED_FIT_TOKENS, n=len(rows), fit=value))
-    from perfmodel.ops.custom_allreduce import EAGER_HOST_KEYS
+    from perfmodel.ops.custom_allreduce import EAGER_HOST_KEYS, EAGER_HOST_RATIO_KEYS
     engine_rows = [r for r in collectives.load_engine_rows(trtllm_path=None)
                    if r["id"] not in exclude]
     eager = collectives.fit_eager_host_s(engine_rows)
@@ -1745,6 +1750,14 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
             engine=paths[0][0], gpu=collectives.EAGER_HOST_FIT_GPU,
             limit=collectives.EAGER_HOST_FIT_MAX_BYTES,
             path=" or ".join(p for _, p in paths), n=len(rows)))
+    x86 = {key: entries[key]["value"] for key in dict.fromkeys(EAGER_HOST_KEYS.values())}
+    ratios = collectives.fit_eager_host_ratio(engine_rows, x86)
+    for cpu, key in EAGER_HOST_RATIO_KEYS.items():
+        value, rows = ratios.get(key, (PRIORS[key], []))
+        entries[key] = _entry(key, value, rows, collectives.EAGER_HOST_RATIO_RULE.format(
+            gpu=collectives.EAGER_HOST_RATIO_FIT_GPU[cpu], cpu=cpu.capitalize(),
+            limit=collectives.EAGER_HOST_FIT_MAX_BYTES, n=len(rows),
+            x86_gpu=collectives.EAGER_HOST_FIT_GPU))
     for key, (value, rows) in trtllm.items():
         rule = (XQA_RULE.format(n=len(rows), fit=value) if key == XQA_KEY else
                 TRTLLM_GEN_FIXED_RULE.format(limit=TRTLLM_GEN_FIXED_MAX_S * 1e6, n=len(rows),

@@ -316,3 +316,19 @@ def test_the_engines_kernels_stop_at_a_host_of_an_nvl72_rack():
     assert _pick(gb300, "vllm", 64 * KiB, gpus=4)["path"] == "custom_allreduce"
     assert _pick(gb300, "vllm", 64 * KiB, gpus=8)["path"] == "torch_symm_mem"
     assert _pick(b300, "vllm", 64 * KiB, gpus=8)["path"] == "custom_allreduce"
+
+
+def test_a_grace_hosts_eager_path_is_the_x86_one_times_its_ratio():
+    """GB200/GB300 hosts are Grace CPUs (topology.host_cpu): an eager call's host floor is the
+    x86 path fitted on H100 times the ratio fitted on GB200; a graph replay has none."""
+    gb300, b300 = pm.hardware("GB300"), pm.hardware("B300")
+    assert (gb300.host_cpu, b300.host_cpu) == ("grace", "x86")
+    ratio = car.EAGER_HOST_RATIO["grace"]
+    assert 1.0 < ratio < 5.0
+    x86 = car.eager_host_s("sglang", "push")
+    assert car.eager_host_s("sglang", "push", "grace") == pytest.approx(ratio * x86)
+    eager = _pick(gb300, "sglang", 4 * KiB, gpus=4, mode="eager")
+    assert eager["host_path_s"] == pytest.approx(ratio * x86)
+    assert _pick(b300, "sglang", 4 * KiB, gpus=4, mode="eager")["host_path_s"] == \
+        pytest.approx(x86)
+    assert "host_path_s" not in _pick(gb300, "sglang", 4 * KiB, gpus=4)
