@@ -2,7 +2,7 @@
 
 A sweep or a planner asks for thousands of shapes of one GEMM family (same dtypes, options and
 GPU; different m, n, k, batch, count). `predict_op` prices each one through the plain-Python
-tile search (`Gemm.scalar_candidates`, `predict.gemm_estimate`): a few µs a candidate kernel
+tile search (`predict.gemm_estimate`): a few µs a candidate kernel
 (6 tiles, and 15 split-K factors for each tile that leaves SMs idle) and an Estimate object per
 shape. Here the same search runs on arrays of shape (shapes, candidates), CHUNK shapes at a
 time so the arrays stay in cache, and the result is a table of arrays (`GemmTable`).
@@ -280,7 +280,7 @@ def _facts(hw: Hardware, probe: Gemm, level: str = "pipes") -> _Facts:
 def _grid(x: _Facts, z: dict, idx: np.ndarray, split: np.ndarray) -> dict[str, np.ndarray]:
     """Every candidate (tile idx[c], split[c]) of every shape in z: its work and the scalar
     loop's total (inf where the search does not offer it), as (shapes, candidates) arrays
-    (Gemm.scalar_candidates and predict.gemm_estimate's loop, operation for operation).
+    (Gemm.kernel_candidates' work and predict.gemm_estimate's loop, operation for operation).
     `idx` is one tile per candidate column, or a (shapes, 1) column: one tile per shape, its
     candidates the split factors."""
     from perfmodel.predict import gemm_rates

@@ -135,7 +135,7 @@ def predict(graph: OpGraph, hw: Hardware | str | None = None,
 # One cold GEMM's Estimate on Python floats (`gemm_estimate`, which `predict_op` takes for a
 # Gemm). A cold GEMM through the engine runs ~100 numpy calls on 6-18-element candidate arrays
 # (~1 us of fixed cost each); the same arithmetic on Python floats costs ~25 ns an operation. So
-# the tile search (Gemm.scalar_candidates' candidates) and the engine's formulas run here on
+# the tile search (Gemm.kernel_candidates' candidates) and the engine's formulas run here on
 # Python floats, in the engine's order of operations, which gives the same doubles: every prediction
 # bit-identical to the engine's (tests/ops/test_gemm_scalar.py checks thousands of random shapes
 # on every GPU at both levels). Mirrors: engine.candidate_times_s, kernel_resource_times,
@@ -150,7 +150,7 @@ def predict(graph: OpGraph, hw: Hardware | str | None = None,
 #     arithmetic, does not exceed the best time found so far, so it could still win; a twin
 #     tile is skipped where its total is its tile's (`_Family`); split-K is skipped whole where
 #     a bound on every split exceeds the best unsplit time. Ties go to the first candidate in
-#     Gemm.scalar_candidates' order, as the engine's np.argmin keeps them, whatever order the
+#     Gemm.kernel_candidates' order, as the engine's np.argmin keeps them, whatever order the
 #     tiles are tried in (short tiles first for a short M: the bounds prune more once a good
 #     total is found early). tests/ops/test_gemm_scalar_fast.py checks the pruned search
 #     against the full one (`gemm_estimate(..., prune=False)`).
@@ -201,7 +201,7 @@ def tile_ctas_per_sm(hw: Hardware, threads: int, registers: int,
 class _Tile:
     """One tile of a family that fits in shared memory (the others are never valid): its
     facts, and the terms of the candidate work that are products of tile constants alone
-    (computed as Gemm.scalar_candidates computes them, so the same doubles). `row` holds what
+    (computed as Gemm._work computes them, so the same doubles). `row` holds what
     the search reads, for one unpacking per candidate."""
 
     __slots__ = ("i", "m", "n", "n_mma", "smem_per_k", "l2_per_k", "r0", "in_flight",
@@ -364,7 +364,7 @@ def gemm_estimate(op: Gemm, hw: Hardware, level: str, prune: bool = True) -> Est
 
 
 def _search(fam: _Family, op: Gemm, prune: bool) -> tuple | None:
-    """The engine's pick among Gemm.scalar_candidates' candidates (engine.candidate_times_s:
+    """The engine's pick among Gemm.kernel_candidates' candidates (engine.candidate_times_s:
     each candidate's resource times at the sustained clock, moved to its kernel clock, max +
     first load + launches; the first fastest valid candidate, as np.argmin): (_Tile, split,
     w_tensor, w_fma, w_smem, w_l2, w_hbm, CTAs, kernels, A + B + C bytes), None if no tile
@@ -528,7 +528,7 @@ def _time_bound(fam: _Family, t_t: float, y: float, t_h_floor: float) -> float:
 
 def _split_search(fam: _Family, op: Gemm, prune: bool, best, best_t: float, hbm_of: dict,
                   a_bytes: float, b_bytes: float, c_bytes: float, l2_resident: bool):
-    """The split-K candidates after the unsplit ones, in Gemm.scalar_candidates' order (each
+    """The split-K candidates after the unsplit ones, in Gemm.kernel_candidates' order (each
     tile that leaves SMs idle, its factors 2..MAX_SPLIT_K that leave every part two k-blocks),
     a candidate kept only where strictly faster than the best so far. A tile's factors are
     skipped where a bound on them all exceeds the best total (perfmodel.batch._search's: the

@@ -253,7 +253,7 @@ def fixed_costs(hw: Hardware, table: dict, index: np.ndarray, tiles: np.ndarray,
 @functools.lru_cache(maxsize=256)
 def tile_facts(hw: Hardware, compute: str, a_b: float, b_b: float, c_b: float,
                tiles: tuple[Tile, ...] | None = None) -> dict:
-    """`tile_table` as plain Python lists (the scalar tile search, `Gemm.scalar_candidates`):
+    """`tile_table` as plain Python lists (the scalar tile search, perfmodel.predict):
     the same values, read without numpy's per-call cost on six-element arrays."""
     t = tile_table(hw, compute, a_b, b_b, c_b, tiles)
     out = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in t.items()}
@@ -558,85 +558,6 @@ class Gemm(Op):
                 "promoted": promoted, "serial_work": serial,
                 "serial_round_trips": round_trips, "persistent": self.is_persistent(hw),
                 "useful_fma": self.useful_fma(hw)}
-
-    def scalar_candidates(self, hw: Hardware, split_tiles=None,
-                          unsplit: bool = True) -> tuple[dict, list[tuple]]:
-        """The kernel search of `kernel_candidates` in plain Python floats, one tuple per
-        candidate in the same order: (tile index, split, valid, tensor FLOP, FMA thread-ops,
-        shared-memory bytes, L2 bytes, HBM bytes, CTAs, kernels); the tensor work is None for
-        fp32 (no tensor resource). The same operations in the same order as `_work` (numpy
-        float64 and Python floats are the same IEEE doubles; numpy's int64 matches Python's ints
-        below 2^63), so the same numbers without ~100 numpy calls on tiny arrays (the scalar
-        path's reference, perfmodel.predict.gemm_estimate). The fixed costs (serial work) are left
-        out: no Estimate reads them. A part of the list, in the same order: `unsplit` False
-        leaves out the unsplit tiles, and `split_tiles` (tile indices) keeps the split
-        candidates of those short tiles only (None: of every short tile)."""
-        compute, a_b, b_b, c_b = self._dtype_key()
-        fixed = self.fixed_tiles(hw)
-        f = tile_facts(hw, compute, a_b, b_b, c_b, fixed)
-        op_b = DTYPE_BYTES[compute]
-        kblock, sms = f["kblock"], hw.sm_count
-        m, n, k, batch = self.m, self.n, self.k, self.batch
-        n_tiles = len(f["m"])
-        fp4 = fp4_cutlass(hw, compute)
-        splits = [s for s in range(2, 2 if fp4 or fixed else MAX_SPLIT_K + 1)
-                  if -(-k // s) > kblock]
-        promoted = self.promotes_on_cuda_cores(hw)
-        a_bytes, b_bytes, c_bytes = self.unique_bytes()
-        l2_capacity = hw.l2_capacity_bytes
-        tensor = compute != "fp32"
-        # `_fma_work`'s terms, its tests hoisted out of the loop (same operations, same order)
-        simt = compute == "fp32"
-        mixed = any(bytes_per_element(x) < op_b for x in (self.a_dtype, self.b_dtype) if x)
-        narrow_b = bool(self.b_dtype) and b_b < op_b
-        hbm_of_tile: dict[int, float] = {}
-        ms, ns, clusters, shares, fits = f["m"], f["n"], f["cluster"], f["b_share"], f["fits"]
-        clusters_n = f["cluster_n"]
-        out = []
-        short = []
-        for i in range(n_tiles):
-            tm, tn = ms[i], ns[i]
-            tiles_mn = -(-m // tm) * -(-n // tn) * batch
-            if tiles_mn < sms:
-                short.append(i)
-        if split_tiles is not None:
-            short = [i for i in short if i in split_tiles]
-        for i, split in ([(i, 1) for i in range(n_tiles)] if unsplit else []) \
-                + [(i, s) for i in short for s in splits]:
-            tm, tn = ms[i], ns[i]
-            cluster, b_share = clusters[i], shares[i]
-            k_split = -(-k // split)
-            k_pad = -(-k_split // kblock) * kblock
-            tiles = -(-m // tm) * -(-n // tn) * batch * split
-            valid = fits[i] and (split == 1 or k_split > kblock)
-            if promoted:
-                valid = valid and tn <= FP8_BLOCK
-            w_tensor = (tiles * 2.0 * tm * (max(tn, FP4_MMA_N) if fp4 else tn) * k_pad
-                        if tensor else None)  # `_work`'s FP4_MMA_N granule
-            w_fma = tiles * tm * tn * 1.0
-            if simt:
-                w_fma = w_fma + tiles * tm * tn * k_pad * 1.0
-            if mixed:
-                w_fma = w_fma + tiles * k_pad * (tn if narrow_b else tm) * 2
-            if promoted:
-                w_fma = w_fma + tiles * tm * tn * (k_pad / FP8_BLOCK)
-            w_smem = (tiles * k_pad * (tm * op_b + tn * op_b * b_share)
-                      + tiles * 2.0 * tm * tn * c_b)
-            l2 = tiles * (tm * a_b / clusters_n[i] + tn * b_b / cluster) * k_split + c_bytes
-            hbm = hbm_of_tile.get(i)
-            if hbm is None:
-                hbm = hbm_of_tile[i] = hbm_operand_bytes_scalar(
-                    hw, m, n, k, tm, tn, a_bytes, b_bytes, a_b, b_b, batch) + c_bytes
-            if split > 1:
-                partial = split * m * n * 4.0 * batch
-                l2 = l2 + 2 * partial
-                hbm = hbm + (2 * partial if 2 * partial > l2_capacity else 0.0)
-                out.append((i, split, valid, w_tensor, w_fma, w_smem, l2, hbm, tiles, 2))
-            else:
-                # the numpy path adds np.where(splitk, ..., 0.0): x + 0.0 is x
-                out.append((i, split, valid, w_tensor, w_fma, w_smem, l2 + 0.0, hbm + 0.0,
-                            tiles, 1))
-        return f, out
 
     def _fma_work(self, compute: str, op_b: float, b_b: float, tiles, tm, tn, k_pad,
                   promoted: bool):

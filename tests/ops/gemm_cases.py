@@ -78,3 +78,19 @@ def random_gemms(seed: int, n: int, short: bool = False, kernels: bool = False):
             continue
         out.append((op, hw, rng.choice(("pipes", "roofline"))))
     return out
+
+
+def candidate_rows(op, hw) -> list[tuple]:
+    """Every candidate of the full kernel search (Gemm.kernel_candidates: Gemm.candidates'
+    tiles and splits, their work from Gemm._work), in its order, as the engine scores them:
+    (tile index, split, valid, tensor FLOP (None for fp32), FMA thread-ops, shared-memory
+    bytes, L2 bytes, HBM bytes, CTAs, kernels)."""
+    table, index, split = op.candidates(hw)
+    w = op._work(hw, table, index, split)
+    work = w["work"]
+    tensor = next((v for r, v in work.items() if r.startswith("tensor:")), None)
+    return [(int(i), int(s), bool(w["valid"][j]),
+             None if tensor is None else float(tensor[j]), float(work["fma"][j]),
+             float(work["smem"][j]), float(work["l2"][j]), float(work["hbm"][j]),
+             int(w["ctas"][j]), int(w["kernels"][j]))
+            for j, (i, s) in enumerate(zip(index.tolist(), split.tolist()))]

@@ -13,7 +13,7 @@ import pytest
 
 import perfmodel as pm
 from perfmodel.predict import SPLIT_BOUND, gemm_estimate
-from tests.ops.gemm_cases import engine_estimate, exact, random_gemms
+from tests.ops.gemm_cases import candidate_rows, engine_estimate, exact, random_gemms
 
 # the module (perfmodel.predict is also the name of a function on the package)
 gemm_scalar = importlib.import_module("perfmodel.predict")
@@ -61,14 +61,14 @@ def test_the_pruned_search_picks_what_the_full_search_picks_on_thousands_of_shap
 
 
 def candidate_totals(op, hw):
-    """Every candidate of Gemm.scalar_candidates (the full search's list) that is valid, with
+    """Every candidate of the full kernel search (gemm_cases.candidate_rows) that is valid, with
     its MMA, L2 and HBM-rate terms and its time (predict._total)."""
     op = op.resolved(hw)
     fam = family(op, hw)
     if fam is None:
         return fam, []
     tiles = {t.i: t for t in fam.tiles}
-    _, cands = op.scalar_candidates(hw)
+    cands = candidate_rows(op, hw)
     out = []
     for i, split, valid, w_t, w_f, w_s, w_l2, w_h, ctas, kernels in cands:
         if not valid:
@@ -118,7 +118,7 @@ def test_a_twin_tile_is_never_strictly_faster_than_its_tile():
         if op.dtype != "bf16" or op.tile or op.b_dtype or op.persistent is not None \
                 or op.out_dtype != "bf16":
             continue
-        _, cands = op.scalar_candidates(h100)
+        cands = candidate_rows(op, h100)
         unsplit = {c[0]: c for c in cands if c[1] == 1}
         for i, j in twins:
             ci, cj = unsplit[i], unsplit[j]
