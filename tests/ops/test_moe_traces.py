@@ -150,3 +150,17 @@ def test_a_trace_prefix_refuses_what_it_cannot_draw():
         trace_prefix(4, 8, 2, "correlated")
     with pytest.raises(ValueError, match="top_k"):
         trace_prefix(4, 8, 9)
+
+
+def test_an_evicted_trace_prefix_is_drawn_again_the_same(monkeypatch):
+    """At most PREFIX_CACHE growing draws are kept; one evicted and asked for again is the same
+    draw from its seed."""
+    from perfmodel.ops.moe import traces
+    monkeypatch.setattr(traces, "PREFIX_CACHE", 2)
+    monkeypatch.setattr(traces, "_PREFIXES", traces.OrderedDict())
+    first = trace_prefix(300, 32, 4, "zipf", 1.1, seed=1).copy()
+    for seed in (2, 3, 4):
+        trace_prefix(50, 32, 4, "zipf", 1.1, seed=seed)
+    assert len(traces._PREFIXES) == 2
+    assert np.array_equal(trace_prefix(300, 32, 4, "zipf", 1.1, seed=1), first)
+    assert np.array_equal(first, synthetic_trace(300, 32, 4, "zipf", 1.1, seed=1))

@@ -13,6 +13,7 @@ import os
 import warnings
 import zipfile
 import zlib
+from collections import OrderedDict
 
 import numpy as np
 
@@ -108,8 +109,12 @@ def synthetic_trace(tokens: int, experts: int, top_k: int, kind: str = "uniform"
 
 
 # One growing draw per (experts, top_k, kind, skew, seed): its trace rows so far, the noise
-# stream where it stopped, and the log-popularity (trace_prefix).
-_PREFIXES: dict[tuple, tuple[np.ndarray, np.random.Generator, np.ndarray]] = {}
+# stream where it stopped, and the log-popularity (trace_prefix). The most recently used
+# PREFIX_CACHE draws are kept (a study over many seeds would otherwise hold every trace); an
+# evicted draw is drawn again from its seed, the same rows.
+_PREFIXES: OrderedDict[tuple, tuple[np.ndarray, np.random.Generator, np.ndarray]] = \
+    OrderedDict()
+PREFIX_CACHE = 64
 
 
 def trace_prefix(tokens: int, experts: int, top_k: int, kind: str = "uniform",
@@ -129,6 +134,9 @@ def trace_prefix(tokens: int, experts: int, top_k: int, kind: str = "uniform",
         log_p = np.log(popularity(experts, kind, skew, np.random.default_rng([seed, 0])))
         _PREFIXES[key] = (np.empty((0, top_k), dtype=np.int64),
                           np.random.default_rng([seed, 1]), log_p)
+        while len(_PREFIXES) > PREFIX_CACHE:
+            _PREFIXES.popitem(last=False)
+    _PREFIXES.move_to_end(key)
     rows, rng, log_p = _PREFIXES[key]
     if tokens > rows.shape[0]:
         more = _gumbel_top_k(log_p, tokens - rows.shape[0], top_k, rng)
