@@ -30,6 +30,20 @@ def engine_estimate(op, hw, level):
     return est
 
 
+def random_gpu_dtype(rng: random.Random):
+    """A GPU of HW and a dtype of DTYPES it runs (fp32 runs everywhere), drawn until they fit."""
+    while True:
+        hw = rng.choice(HW)
+        dtype = rng.choice(DTYPES)
+        if dtype == "fp32" or hw.supports(dtype):
+            return hw, dtype
+
+
+def random_size(rng: random.Random, hi: int) -> int:
+    """A GEMM dimension: tiny (1-64), any up to `hi`, or a power of two up to 2^15."""
+    return rng.choice((rng.randint(1, 64), rng.randint(1, hi), 1 << rng.randint(0, 15)))
+
+
 def random_gemms(seed: int, n: int, short: bool = False, kernels: bool = False):
     """(op, hw, level): any sizes (tiny, any, powers of two), or where `short` few rows and
     columns over a long K (split-K's shapes, and ties between memory-bound tiles); with
@@ -38,19 +52,15 @@ def random_gemms(seed: int, n: int, short: bool = False, kernels: bool = False):
     rng = random.Random(seed)
     out = []
     while len(out) < n:
-        hw = rng.choice(HW)
-        dtype = rng.choice(DTYPES)
-        if dtype != "fp32" and not hw.supports(dtype):
-            continue
+        hw, dtype = random_gpu_dtype(rng)
         if short:
             params = dict(m=rng.randint(1, 300), n=rng.choice((rng.randint(1, 4096),
                                                                  rng.randint(1, 40000))),
                           k=rng.choice((rng.randint(1, 1 << 16), 1 << rng.randint(8, 17))),
                           dtype=dtype)
         else:
-            size = lambda hi: rng.choice((rng.randint(1, 64), rng.randint(1, hi),  # noqa: E731
-                                          1 << rng.randint(0, 15)))
-            params = dict(m=size(1 << 17), n=size(1 << 16), k=size(1 << 16), dtype=dtype)
+            params = dict(m=random_size(rng, 1 << 17), n=random_size(rng, 1 << 16),
+                          k=random_size(rng, 1 << 16), dtype=dtype)
         if rng.random() < 0.2:
             params["batch"] = rng.randint(1, 64)
         if rng.random() < 0.1:

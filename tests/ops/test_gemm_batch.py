@@ -11,7 +11,7 @@ import pytest
 
 import perfmodel as pm
 from perfmodel.batch import gemm_batch
-from tests.ops.gemm_cases import DTYPES, HW, exact
+from tests.ops.gemm_cases import exact, random_gpu_dtype, random_size
 
 def random_families(seed: int, families: int, shapes: int):
     """(hw, level, fixed options, list of size dicts) per family: sizes as the scalar path's
@@ -19,10 +19,7 @@ def random_families(seed: int, families: int, shapes: int):
     rng = random.Random(seed)
     out = []
     while len(out) < families:
-        hw = rng.choice(HW)
-        dtype = rng.choice(DTYPES)
-        if dtype != "fp32" and not hw.supports(dtype):
-            continue
+        hw, dtype = random_gpu_dtype(rng)
         fixed = {"dtype": dtype}
         if rng.random() < 0.2:
             fixed["persistent"] = rng.choice((True, False))
@@ -32,11 +29,10 @@ def random_families(seed: int, families: int, shapes: int):
             fixed["b_dtype"] = rng.choice(("int4", "fp8", "int8"))
         if dtype in ("fp8", "fp8_e4m3") and rng.random() < 0.3:
             fixed["fp8_scaling"] = "block"
-        size = lambda hi: rng.choice((rng.randint(1, 64), rng.randint(1, hi),  # noqa: E731
-                                      1 << rng.randint(0, 15)))
         sizes = []
         while len(sizes) < shapes:
-            s = dict(m=size(1 << 17), n=size(1 << 16), k=size(1 << 16),
+            s = dict(m=random_size(rng, 1 << 17), n=random_size(rng, 1 << 16),
+                     k=random_size(rng, 1 << 16),
                      batch=rng.randint(1, 64) if rng.random() < 0.2 else 1,
                      count=rng.randint(1, 8) if rng.random() < 0.1 else 1)
             try:
