@@ -43,8 +43,8 @@ from perfmodel.demand import LaunchShape
 from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.ops.base import ELEMENTS_WHY, MAX_ELEMENTS
-from perfmodel.ops.gemm import (FP4_MMA_N, MAX_SPLIT_K, Gemm, fp4_cutlass, rows_tma_aligned,
-                               tile_facts)
+from perfmodel.ops.gemm import (FP4_MMA_N, MAX_SPLIT_K, Gemm, ceil_div, fp4_cutlass,
+                               operand_bytes, rows_tma_aligned, tile_facts)
 from perfmodel.predict import SPLIT_BOUND
 from perfmodel.units import DTYPE_BYTES, bytes_per_element, tensor_dtype
 
@@ -232,10 +232,6 @@ def gemm_batch(hw: Hardware | str, m, n, k, dtype: str, batch=1, count=1,
                      tuple(estimates) if estimates is not None else None)
 
 
-def _ceil_div(a, b):
-    return -(-a // b)
-
-
 @dataclass(frozen=True)
 class _Facts:
     """What every shape of the batch shares: dtypes, tile facts, rates."""
@@ -308,21 +304,12 @@ def _grid(x: _Facts, z: dict, idx: np.ndarray, split: np.ndarray) -> dict[str, n
     tm, tn = per_tile(tm_u), per_tile(tn_u)
     cluster, b_share = np.array(f["cluster"])[idx], np.array(f["b_share"])[idx]
     fits = np.array(f["fits"])[idx]
-    # Gemm.unique_bytes (FP32 block scales where the MMA applies them)
-    a_el = bytes_per_element(probe.a_dtype or probe.dtype)
-    b_el = bytes_per_element(probe.b_dtype or probe.dtype)
-    c_el = bytes_per_element(probe.out_dtype)
-    a_scales = b_scales = 0.0
-    if probe.block_scaled_fp8:
-        a_scales = m * _ceil_div(k, 128) * 4.0
-        b_scales = _ceil_div(k, 128) * _ceil_div(n, 128) * 4.0
-    a_bytes = m * k * a_el * bat + a_scales * bat
-    b_bytes = k * n * b_el * bat + b_scales * bat
-    c_bytes = m * n * c_el * bat
-    k_split_u = _ceil_div(k, splits_u)
+    a_bytes, b_bytes, c_bytes = operand_bytes(m, n, k, bat, probe.element_bytes(),
+                                              probe.block_scaled_fp8)
+    k_split_u = ceil_div(k, splits_u)
     k_split = k_split_u[:, si]
-    k_pad = (_ceil_div(k_split_u, kblock) * kblock)[:, si]
-    tiles_mn_u = _ceil_div(m, tm_u) * _ceil_div(n, tn_u) * bat
+    k_pad = (ceil_div(k_split_u, kblock) * kblock)[:, si]
+    tiles_mn_u = ceil_div(m, tm_u) * ceil_div(n, tn_u) * bat
     tiles_mn = per_tile(tiles_mn_u)
     tiles = tiles_mn * split
     is_split = split > 1
@@ -410,8 +397,8 @@ def _search(x: _Facts, z: dict) -> dict[str, np.ndarray]:
         return out
     tm_t, tn_t = np.array(f["m"]), np.array(f["n"])
     m, n, k, bat = (z[name][:, None] for name in ("m", "n", "k", "batch"))
-    tiles_mn = _ceil_div(m, tm_t) * _ceil_div(n, tn_t) * bat
-    offered = (tiles_mn < sms) & (_ceil_div(k, 2) > f["kblock"]) & np.array(f["fits"])
+    tiles_mn = ceil_div(m, tm_t) * ceil_div(n, tn_t) * bat
+    offered = (tiles_mn < sms) & (ceil_div(k, 2) > f["kblock"]) & np.array(f["fits"])
     # a lower bound on every split candidate's total: its HBM bytes are the unsplit ones
     # plus the partial sums' (>= 0) at no more than the full bandwidth; its MMAs, spread
     # perfectly over the SMs, at the fastest clock; plus the first load and two launches
@@ -538,7 +525,7 @@ def _chunk(x: _Facts, z: dict, level: str) -> dict[str, Any]:
 
 def _hbm_operand_bytes(hw: Hardware, m, n, k, tm, tn, a_bytes, b_bytes, a_b, b_b, batch):
     """gemm.hbm_operand_bytes_scalar on arrays (the same operations in the same order)."""
-    tiles_m, tiles_n = _ceil_div(m, tm), _ceil_div(n, tn)
+    tiles_m, tiles_n = ceil_div(m, tm), ceil_div(n, tn)
     per_wave = hw.sm_count
     r = np.minimum(np.maximum(np.round(np.sqrt(per_wave * tn * b_b / (tm * a_b))), 1), tiles_m)
     r = r.astype(np.int64)

@@ -19,7 +19,8 @@ from perfmodel.errors import InputError, check_result
 from perfmodel.graph import OpGraph
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.ops import Op
-from perfmodel.ops.gemm import FP4_MMA_N, MAX_SPLIT_K, Gemm, fp4_cutlass, tile_facts
+from perfmodel.ops.gemm import (FP4_MMA_N, MAX_SPLIT_K, Gemm, fp4_cutlass, operand_bytes,
+                                tile_facts)
 from perfmodel.units import DTYPE_BYTES, bytes_per_element, tensor_dtype
 from perfmodel.schedule import Prediction, op_entry, schedule
 from perfmodel.schedule import clear_cache as _clear_schedule_cache
@@ -377,8 +378,9 @@ def _search(fam: _Family, op: Gemm, prune: bool) -> tuple | None:
     split-K (`_split_search`)."""
     m, n, k, batch = op.m, op.n, op.k, op.batch
     if fam.block_scaled:
-        a_bytes, b_bytes, c_bytes = _unique_bytes(fam, m, n, k, batch)
-    else:  # _unique_bytes without block scales (their 0.0 * batch is 0.0)
+        a_bytes, b_bytes, c_bytes = operand_bytes(m, n, k, batch, (fam.a_b, fam.b_b, fam.c_b),
+                                                  True)
+    else:  # operand_bytes without block scales, inline (their 0.0 * batch is 0.0)
         a_bytes, b_bytes, c_bytes = m * k * fam.a_b * batch + 0.0, \
             k * n * fam.b_b * batch + 0.0, m * n * fam.c_b * batch
     ab_bytes = a_bytes + b_bytes
@@ -592,16 +594,6 @@ def _split_search(fam: _Family, op: Gemm, prune: bool, best, best_t: float, hbm_
                 best, best_t = (t, split, w_t, w_f, w_s, w_l2, w_h, ctas, 2,
                                 hbm_floor), total
     return best
-
-
-def _unique_bytes(fam: _Family, m: int, n: int, k: int, batch: int) -> tuple:
-    """Gemm.unique_bytes from the family's element sizes (the same operations)."""
-    a_scales = b_scales = 0.0
-    if fam.block_scaled:  # FP32 scales: per 1x128 of A, per 128x128 of B
-        a_scales = m * -(-k // 128) * 4.0
-        b_scales = -(-k // 128) * -(-n // 128) * 4.0
-    return (m * k * fam.a_b * batch + a_scales * batch, k * n * fam.b_b * batch
-            + b_scales * batch, m * n * fam.c_b * batch)
 
 
 def _hbm_bytes(fam: _Family, t: _Tile, m: int, n: int, k: int, batch: int, tiles_m: int,

@@ -163,6 +163,21 @@ def ceil_div(a, b):
     return -(-a // b)
 
 
+def operand_bytes(m, n, k, batch, element_bytes: tuple[float, float, float],
+                  block_scaled: bool) -> tuple:
+    """The unique bytes of A [M, K], B [K, N] and C [M, N] over `batch` (ints, or arrays of
+    shapes: gemm_batch) at `element_bytes` of A, B and C, with block-scaled FP8's FP32 scales
+    (one per 1x128 of A, per 128x128 of B) where `block_scaled`: Gemm.unique_bytes, and the
+    scalar and batched searches' (perfmodel.predict, perfmodel.batch)."""
+    a, b, c = element_bytes
+    a_scales = b_scales = 0.0
+    if block_scaled:
+        a_scales = m * ceil_div(k, FP8_BLOCK) * 4.0
+        b_scales = ceil_div(k, FP8_BLOCK) * ceil_div(n, FP8_BLOCK) * 4.0
+    return (m * k * a * batch + a_scales * batch, k * n * b * batch + b_scales * batch,
+            m * n * c * batch)
+
+
 def default_persistent(hw: Hardware, compute: str) -> bool:
     """Whether the library's kernel for this GPU and compute type is persistent
     warp-specialized (module docstring, "Fixed costs")."""
@@ -433,14 +448,8 @@ class Gemm(Op):
         return self.fp8_scaling == "block"
 
     def unique_bytes(self) -> tuple[float, float, float]:
-        a, b, c = self.element_bytes()
-        a_scales = b_scales = 0.0
-        if self.block_scaled_fp8:  # FP32 scales: per 1x128 of A, per 128x128 of B
-            a_scales = self.m * ceil_div(self.k, FP8_BLOCK) * 4.0
-            b_scales = ceil_div(self.k, FP8_BLOCK) * ceil_div(self.n, FP8_BLOCK) * 4.0
-        return (self.m * self.k * a * self.batch + a_scales * self.batch,
-                self.k * self.n * b * self.batch + b_scales * self.batch,
-                self.m * self.n * c * self.batch)
+        return operand_bytes(self.m, self.n, self.k, self.batch, self.element_bytes(),
+                             self.block_scaled_fp8)
 
     def demand(self, hw: Hardware) -> KernelCandidates:
         compute = tensor_dtype(self.dtype)
@@ -483,8 +492,7 @@ class Gemm(Op):
         return table, index, split
 
     def _dtype_key(self) -> tuple:
-        return (tensor_dtype(self.dtype), bytes_per_element(self.a_dtype or self.dtype),
-                bytes_per_element(self.b_dtype or self.dtype), bytes_per_element(self.out_dtype))
+        return (tensor_dtype(self.dtype), *self.element_bytes())
 
     def promotes_on_cuda_cores(self, hw: Hardware) -> bool:
         """Block-scaled FP8 where it is promoted on the CUDA cores (`fp8_blocks_promoted`)."""

@@ -89,7 +89,7 @@ def test_every_bound_stays_below_the_times_it_bounds():
     for op, hw, _ in random_gemms(16, 150) + random_gemms(17, 150, short=True):
         fam, cands = candidate_totals(op, hw)
         r = op.resolved(hw)
-        a, b, c = gemm_scalar._unique_bytes(fam, r.m, r.n, r.k, r.batch) if fam else (0, 0, 0)
+        a, b, c = r.unique_bytes() if fam else (0, 0, 0)
         for split, kernels, t_t, t_l2, rate, w_h, total in cands:
             fixed = fam.hbm_lat + fam.launch_s * kernels
             floor = (a + b + c) / rate
