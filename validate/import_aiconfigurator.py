@@ -64,6 +64,14 @@ MXFP4_MOE_TABLES = (("vllm", "0.24.0", "vLLM"), ("trtllm", "1.3.0rc20", "TensorR
 MXFP4_MOE_GPUS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200-SXM"}
 MXFP4_MOE_EP, MXFP4_MOE_TOKENS = (1, 8), (1, 4, 16, 64, 256, 1024, 4096, 16384)
 ENGINE_ALLREDUCE_OUT = OUT.with_name("aiconfigurator_engine_allreduce.csv")
+# vLLM's attention layer in generation on Hopper (generation_attention_perf, vLLM 0.24.0, the
+# vllm_flash_attn_fa3 rows: the cache append, the FP8 query cast with an FP8 cache, then
+# FlashAttention-3), H100 and H200: the (query heads, KV heads) of ATTENTION_HEADS at head dim 128
+# (Llama), and gpt-oss's 64/8 ... 8/1 at head dim 64, full or 128-token sliding window;
+# per GPU, head dim and KV dtype ATTENTION_PER_BIN rows drawn (seed 0) in each KV-bytes bin
+VLLM_ATTENTION_OUT = OUT.with_name("aiconfigurator_vllm_attention.csv")
+VLLM_ATTENTION_GPUS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200-SXM"}
+GPT_OSS_HEADS = ((64, 8), (32, 4), (16, 2), (8, 1))
 # NCCL's collectives (nccl_perf) at the newest NCCL version each GPU's table has, GB300 included;
 # FP16 buffers (the table's `half`; its int8 rows repeat the same byte counts)
 NCCL_GPUS = {**GPUS, "gb300": "GB300"}
@@ -144,6 +152,7 @@ def main(root: str) -> None:
     _write(MXFP4_MOE_OUT, mxfp4_moe_rows(base))
     _write(VLLM_GEMM_OUT, vllm_gemm_rows(base))
     _write(ENGINE_ALLREDUCE_OUT, engine_allreduce_rows(base))
+    _write(VLLM_ATTENTION_OUT, vllm_attention_rows(base))
 
 
 def _newest(folder: Path) -> Path:
@@ -427,6 +436,48 @@ def attention_rows(base: Path) -> list[dict]:
                         f"AIConfigurator measured latency of TensorRT-LLM's attention op in "
                         f"{phase} (QKV preprocessing with RoPE and the KV-cache append, then "
                         f"the attention kernel; {kv} KV cache) on {r.device}"))
+    return rows
+
+
+def vllm_attention_rows(base: Path) -> list[dict]:
+    """vLLM's attention layer in generation on Hopper (VLLM_ATTENTION_OUT's comment): one query
+    per sequence at `step` cached tokens (keys = step + 1; a sliding-window row reads the last
+    `window` of them)."""
+    import pandas as pd
+    rows = []
+    kv_dtypes = {"bfloat16": "bf16", "fp8": "fp8"}
+    for folder, gpu in VLLM_ATTENTION_GPUS.items():
+        path = _newest(base / folder / "attention" / "vllm") / "generation_attention_perf.parquet"
+        version = path.parent.name
+        d = pd.read_parquet(path)
+        pairs = pd.MultiIndex.from_frame(d[["num_heads", "num_key_value_heads"]])
+        llama = (d.head_dim == 128) & (d.window_size == 0) & pairs.isin(ATTENTION_HEADS)
+        gpt_oss = (d.head_dim == 64) & d.window_size.isin((0, 128)) & pairs.isin(GPT_OSS_HEADS)
+        d = d[(d.kernel_source == "vllm_flash_attn_fa3") & (d.beam_width == 1) & (llama | gpt_oss)]
+        keys = (d.step + 1).where(d.window_size == 0, (d.step + 1).clip(upper=d.window_size))
+        kv_bytes = (2 * d.batch_size * keys * d.num_key_value_heads * d.head_dim
+                    * d.kv_cache_dtype.map({"bfloat16": 2, "fp8": 1}))
+        d = d.assign(bin=pd.cut(kv_bytes, ATTENTION_KV_BINS, labels=False))
+        number = 0
+        for (hd, kv), g in sorted(d.groupby(["head_dim", "kv_cache_dtype"])):
+            picks = [b.sample(min(ATTENTION_PER_BIN, len(b)), random_state=0)
+                     for _, b in sorted(g.groupby("bin"))]
+            for r in pd.concat(picks).sort_values(["batch_size", "step", "window_size"]).itertuples():
+                number += 1
+                shape = {"batch": int(r.batch_size), "heads": int(r.num_heads),
+                         "kv_heads": int(r.num_key_value_heads), "head_dim": int(hd),
+                         "seq_q": 1, "seq_kv": int(r.step) + 1, "causal": False,
+                         "kv_dtype": kv_dtypes[kv]}
+                if r.window_size:
+                    shape["window"] = int(r.window_size)
+                rows.append(_row(
+                    f"AICVATTN-{gpu}-{number:03d}", gpu,
+                    f"{folder}/attention/vllm/{version}/generation_attention_perf.parquet",
+                    f"vLLM {version} generation attention ({r.kernel_source})",
+                    "vllm_generation_attention", kv_dtypes[kv], shape, r.latency,
+                    f"AIConfigurator measured latency of vLLM's attention layer in generation "
+                    f"(FlashAttention-3 on the paged cache; {kv} KV cache, BF16 queries) on "
+                    f"{r.device}"))
     return rows
 
 

@@ -1,7 +1,8 @@
 """Measured serving-engine modules (a block of kernels run back to back) against the model:
 AIConfigurator's TensorRT-LLM DeepSeek-V3 MLA attention block in decode
 (validate/data/aiconfigurator_mla_decode.csv) and TensorRT-LLM's GQA attention op in generation
-and context (validate/data/aiconfigurator_attention.csv); validate/data/SOURCES.md.
+and context (validate/data/aiconfigurator_attention.csv), vLLM's attention layer in generation
+(validate/data/aiconfigurator_vllm_attention.csv); validate/data/SOURCES.md.
 
     python -m perfmodel.validation.modules        # error per GPU, GEMM type and head count
 
@@ -53,6 +54,7 @@ from perfmodel.validation.measurements import DATA_DIR
 MLA_CSV = DATA_DIR / "aiconfigurator_mla_decode.csv"
 ATTENTION_CSV = DATA_DIR / "aiconfigurator_attention.csv"
 MLA_ATTENTION_CSV = DATA_DIR / "aiconfigurator_mla_attention.csv"
+VLLM_ATTENTION_CSV = DATA_DIR / "aiconfigurator_vllm_attention.csv"
 ROPE_FLOP_PER_ELEMENT = 3  # as the builder's rope op (workloads/builder.py)
 MLA_ROPE_DIMS = 64         # DeepSeek-V3's qk_rope_head_dim (the repo's models/deepseek-v3.yaml)
 MLA_ROLES = ("q_a", "q_norm", "q_b", "kv_a", "kv_norm", "rope", "q_absorb", "attn", "v_up",
@@ -146,6 +148,45 @@ def attention_predicted_s(row: dict, hw: Hardware | None = None) -> float:
         else:
             total += predict_op(o, hw).time_s
     return total
+
+
+def load_vllm_attention_rows(path=VLLM_ATTENTION_CSV) -> list[dict]:
+    """vLLM's generation attention rows (their shape, KV dtype and measured seconds)."""
+    return [dict(r, window=r.get("window")) for r in load_attention_rows(path)]
+
+
+def vllm_attention_ops(row: dict) -> tuple:
+    """The kernels of vLLM's attention layer in generation, as the builder writes them for an
+    engine that appends to the cache in a kernel of its own (builder._LayerBuilder._cache_append:
+    reshape_and_cache_flash, and with an FP8 cache the query cast to FP8) and FlashAttention-3,
+    in FP8 MMAs on an FP8 cache (Engine.fp8_attention)."""
+    from perfmodel import ops
+    tokens = row["batch"] * row["seq_q"]
+    fp8 = row["kv_dtype"] == "fp8"
+    append = ops.Elementwise(elements=tokens * row["kv_heads"] * 2 * row["head_dim"],
+                             dtype="bf16", flop_per_element=0)
+    quant = (ops.Quantize(rows=tokens * row["heads"], cols=row["head_dim"], to="fp8"),) \
+        if fp8 else ()
+    window = row.get("window")
+    attn = ops.Attention(batch=row["batch"], heads=row["heads"], kv_heads=row["kv_heads"],
+                         head_dim=row["head_dim"], seq_q=row["seq_q"],
+                         seq_kv=min(row["seq_kv"], window) if window else row["seq_kv"],
+                         causal=False, dtype="fp8" if fp8 else "bf16", kernel="fa3")
+    return (append, *quant, attn)
+
+
+def vllm_attention_predicted_s(row: dict, hw: Hardware | None = None) -> float:
+    """The row's layer as the simulator prices a captured decode step."""
+    hw = hw or hardware(row["hardware"])
+    return sum(captured_s(o, hw) for o in vllm_attention_ops(row))
+
+
+def vllm_attention_report(rows: list[dict]) -> str:
+    return error_table(grouped_errors(
+        rows, lambda r: vllm_attention_predicted_s(r) / r["measured_s"] - 1,
+        lambda r: (r["hardware"], r["head_dim"], r["kv_dtype"],
+                   "<20us" if r["measured_s"] < 20e-6 else ">=20us")),
+        ["hardware", "head dim", "kv", "measured"])
 
 
 def grouped_errors(rows, error, key) -> dict[tuple, list[float]]:
@@ -255,6 +296,11 @@ def main() -> None:
           "elsewhere); under CUDA graphs\n")
     print(mla_attention_report(mla))
     print(f"\n({len(mla)} rows, all judged)")
+    vllm = load_vllm_attention_rows()
+    print("\nvLLM's attention layer in generation on Hopper (AIConfigurator, vLLM 0.24.0): the "
+          "cache append (and the FP8 query cast), then FlashAttention-3; under CUDA graphs\n")
+    print(vllm_attention_report(vllm))
+    print(f"\n({len(vllm)} rows, all judged)")
 
 
 if __name__ == "__main__":

@@ -678,12 +678,29 @@ class _LayerBuilder:
         hq, hkv = m.heads // self.tp, max(1, m.kv_heads // self.tp)
         self.gemm(f"{p}qkv", n=(hq + 2 * hkv) * m.head_dim, k=h)
         self.elementwise(f"{p}rope", self.t * (hq + hkv) * m.head_dim, flop_per_element=3)
+        if self.w.phase in ("prefill", "decode") and self.w.fusion != "trtllm":
+            self._cache_append(p, hq, hkv)
         window = m.window(layer)  # sliding-window layers (ModelSpec.window)
         self.attn_shape = dict(heads=hq, kv_heads=hkv, head_dim=m.head_dim,
                                **({"window": window} if window else {}))
         self._attention(p, **self.attn_shape)
         self.gemm(f"{p}o_proj", n=h, k=hq * m.head_dim,
                   quantized_input=self.w.fusion == "trtllm")
+
+    def _cache_append(self, p: str, hq: int, hkv: int):
+        """The kernels an engine's attention layer runs beside the attention kernel itself,
+        where they are kernels of their own (TensorRT-LLM fuses both into its QKV
+        preprocessing, the `rope` op; Workload.fusion "trtllm"): the new tokens' K and V
+        appended to the paged cache (vLLM 0.18.0 v1/attention/backends/flash_attn.py
+        do_kv_cache_update -> reshape_and_cache_flash; SGLang's set_kv_buffer), and with FP8
+        MMAs on an FP8 cache the query cast to FP8 (vLLM 0.10's ops.scaled_fp8_quant in
+        FlashAttentionImpl.forward; SGLang's flashattention_backend casts q to the cache's
+        type)."""
+        m = self.m
+        self.g.add(f"{p}kv_append", "elementwise", elements=self.t * hkv * 2 * m.head_dim,
+                   dtype=ACT, flop_per_element=0)
+        if self.fp8_attention:
+            self.g.add(f"{p}q_quant", "quantize", rows=self.t * hq, cols=m.head_dim, to="fp8")
 
     def _mla(self, p: str):
         """DeepSeek-V2/V3 multi-head latent attention (arXiv:2405.04434 §2.1); decode uses the

@@ -285,9 +285,11 @@ def test_fp8_kv_cache_halves_the_kv_bytes_of_decode(hw):
     assert q_o_lse < 0.01 * kv
     assert fp8.hbm_bytes == pytest.approx(q_o_lse + kv / 2, rel=1e-12)
     assert fp8.flop == bf16.flop
-    # still memory-bound on H100: nearly twice as fast
+    # still memory-bound on H100, and much faster: not twice, since FA3 (H100's default
+    # family) decodes on its 128-row tile (tiles.FULL_TILE_DECODE), whose padded rows' MMAs and
+    # the conversion overlap the halved reads less
     if hw == "H100-SXM":
-        assert fp8.bound == "hbm" and 1.6 < bf16.time_s / fp8.time_s < 2.0
+        assert fp8.bound == "hbm" and 1.45 < bf16.time_s / fp8.time_s < 2.0
     nvfp4 = est(hw, kv_dtype="nvfp4", **DECODE)
     assert nvfp4.hbm_bytes == pytest.approx(q_o_lse + kv / 4 * 1.125, rel=1e-12)
 

@@ -113,3 +113,46 @@ def test_floor_sum_equals_the_sum():
         n, m = rng.randint(0, 60), rng.randint(1, 50)
         a, b = rng.randint(-200, 200), rng.randint(-500, 500)
         assert floor_sum(n, m, a, b) == sum((a * i + b) // m for i in range(n))
+
+
+def test_fa3_decodes_with_its_forward_query_tile():
+    """FlashAttention-3 has no decode kernel: PackGQA puts a KV head's query rows into its
+    128-row forward tile and both consumer warpgroups work on every row, so a decode call's
+    softmax runs 128 rows per KV tile where the flash-decoding designs run 64 (tiles.
+    FULL_TILE_DECODE). TensorRT-LLM's Hopper decode priced on FA3's design and MLA's latent
+    decode (FlashMLA's 64-row kernel) keep 64."""
+    from perfmodel.ops.attention import tiles
+    hw = pm.hardware("H200-SXM")
+
+    def tiling(kernel="fa3", **kw):
+        shape = dict(batch=64, heads=64, kv_heads=8, seq_q=1, seq_kv=4096, d=128, dv=128,
+                     element_bytes=1, causal=False, window=None, dropout=False,
+                     v_transposed=True, shared_kv=False)
+        shape.update(kw)
+        return tiles.tiling(hw, kernel, "fa3", "fwd", **shape)
+    assert tiling().tile_m == 128 and tiling().decode
+    assert tiling(own_kernel=False).tile_m == tiles.DECODE_TILE_M == 64
+    assert tiling(kernel="fa2").tile_m == 64
+    assert tiling(heads=16, kv_heads=1, d=576, dv=512, shared_kv=True).tile_m == 64
+    # exps per call: the padded rows count (8 real rows of 128 per KV head here)
+    op = pm.ops.Attention(batch=64, heads=64, kv_heads=8, seq_q=1, seq_kv=4096, head_dim=128,
+                          dtype="fp8", kernel="fa3")
+    t = tiling()
+    assert t.pairs == 64 * 8 * -(-4096 // t.bn)
+    assert op.demand(hw).work["xu"] >= t.pairs * 128 * t.bn  # an exp per (padded) score
+
+
+def test_fa3_fp8_decode_is_not_half_its_bf16_time():
+    """AIConfigurator's vLLM 0.24.0 FA3 generation table on H200 (64/8 heads, 4096 keys, batch
+    64): BF16 255.6 us, FP8 191.9 us, a ratio of 0.75 where the bytes alone give 0.5. With the
+    128-row tile the padded rows' softmax binds the FP8 call: the predicted ratio is above 0.6;
+    the BF16 call stays memory-bound, within 10 % of 255.6 us."""
+    hw = pm.hardware("H200-SXM")
+
+    def t(dtype):
+        return pm.predict_op(pm.ops.Attention(batch=64, heads=64, kv_heads=8, seq_q=1,
+                                              seq_kv=4096, head_dim=128, dtype=dtype,
+                                              kernel="fa3"), hw)
+    bf16, fp8 = t("bf16"), t("fp8")
+    assert bf16.bound == "hbm" and bf16.time_s == pytest.approx(255.6e-6, rel=0.10)
+    assert fp8.time_s / bf16.time_s > 0.6

@@ -146,3 +146,54 @@ def test_an_fp8_latent_cache_is_converted_on_hopper_and_read_by_fp8_mmas_on_blac
             assert chosen.kv_dtype == "fp8" and abs(conv - 1) < 0.2 and fp8 < 0.7, (r["id"], conv)
         checked += 1
     assert checked == 12
+
+
+@pytest.fixture(scope="module")
+def vllm_rows():
+    return modules.load_vllm_attention_rows()
+
+
+def test_the_vllm_attention_rows_cover_hopper_both_caches_and_gpt_oss(vllm_rows):
+    assert len(vllm_rows) == 450
+    assert {r["hardware"] for r in vllm_rows} == {"H100-SXM", "H200-SXM"}
+    assert {(r["head_dim"], r["kv_dtype"]) for r in vllm_rows} == {
+        (d, k) for d in (64, 128) for k in ("bf16", "fp8")}
+    assert {r["window"] for r in vllm_rows if r["head_dim"] == 64} == {None, 128}
+    for r in vllm_rows:
+        assert r["measured_s"] > 0 and r["seq_q"] == 1 and r["heads"] % r["kv_heads"] == 0
+
+
+def test_vllm_attention_layer_is_the_builders_and_within_its_judged_error(vllm_rows):
+    """A row's ops are those the builder writes for an engine with its own cache append (a
+    70B-class layer at TP4 on an FP8 cache: the append, the query cast, FA3 in FP8), and the
+    450 judged rows are predicted within 20 % MAPE (15.6 % when written; FA3's decode on a
+    64-row tile and without the append/cast kernels: 31.8 %)."""
+    from perfmodel.plan.memory import as_model
+    from perfmodel.workloads.builder import inference_op_counts
+    r = next(r for r in vllm_rows if r["heads"] == 16 and r["kv_heads"] == 2
+             and r["kv_dtype"] == "fp8" and r["head_dim"] == 128)
+    got = {name.partition(".")[2]: o for name, o, _ in inference_op_counts(
+        as_model("llama3-70b"), "decode", batch=r["batch"], context=r["seq_kv"], tp=4,
+        kv_dtype="fp8", fp8_attention=True, fusion="add_norm") if name.startswith("l0.")}
+    append, quant, attn = modules.vllm_attention_ops(r)
+    assert got["kv_append"] == append and got["q_quant"] == quant
+    assert got["attn"].with_params(kernel="fa3") == attn
+    errors = [abs(modules.vllm_attention_predicted_s(r) / r["measured_s"] - 1) for r in vllm_rows]
+    assert sum(errors) / len(errors) < 0.20
+
+
+def test_trtllm_fuses_the_cache_append_and_training_has_none():
+    """TensorRT-LLM's QKV preprocessing appends to the cache (the rope op): no kv_append; a
+    training graph has no cache."""
+    from perfmodel.plan.memory import as_model
+    from perfmodel.workloads.builder import build_graph, inference_op_counts
+    m = as_model("llama3-8b")
+    roles = {name.partition(".")[2] for name, _, _ in inference_op_counts(
+        m, "decode", batch=8, context=1024, kv_dtype="fp8", fp8_attention=True,
+        fusion="trtllm")}
+    assert "rope" in roles and "kv_append" not in roles and "q_quant" not in roles
+    roles = {name.partition(".")[2] for name, _, _ in inference_op_counts(
+        m, "decode", batch=8, context=1024)}
+    assert "kv_append" in roles and "q_quant" not in roles  # a BF16 cache: no cast
+    train = build_graph(m, "train", batch=8, seq=1024, microbatches=8)
+    assert not any(n.name.endswith("kv_append") for n in train.nodes)

@@ -41,7 +41,9 @@ def test_add_norm_drops_the_residual_kernels_and_trtllm_the_casts_of_quantized_i
     none, add_norm, trt = _layer("none"), _layer("add_norm"), _layer("trtllm")
     assert {"attn_residual", "ffn_residual"} <= set(none)
     assert not {"attn_residual", "ffn_residual"} & set(add_norm)
-    assert set(add_norm) == set(trt) == set(none) - {"attn_residual", "ffn_residual"}
+    assert set(add_norm) == set(none) - {"attn_residual", "ffn_residual"}
+    # TensorRT-LLM's QKV preprocessing also appends to the KV cache (builder._cache_append)
+    assert set(trt) == set(add_norm) - {"kv_append"}
     for layer in (add_norm, trt):
         assert layer["attn_norm"].residual and layer["ffn_norm"].residual
     # the QKV and gate/up linears cast their BF16 input in every engine; TensorRT-LLM's
@@ -50,8 +52,10 @@ def test_add_norm_drops_the_residual_kernels_and_trtllm_the_casts_of_quantized_i
         assert none[name].quantize_input and trt[name].quantize_input
     for name in ("o_proj", "down"):
         assert add_norm[name].quantize_input and not trt[name].quantize_input
-    # a BF16 model has no casts to fuse: trtllm and add_norm are the same graph
-    assert _layer("trtllm", "bf16") == _layer("add_norm", "bf16")
+    # a BF16 model has no casts to fuse: trtllm and add_norm are the same graph but for the
+    # cache append TensorRT-LLM fuses
+    add_norm_bf16 = _layer("add_norm", "bf16")
+    assert add_norm_bf16.pop("kv_append") and _layer("trtllm", "bf16") == add_norm_bf16
 
 
 def test_fusion_is_a_serving_engines_and_named():

@@ -515,7 +515,8 @@ class Attention(Op):
                    kv_heads=self.kv_heads or self.heads, seq_q=self.seq_q,
                    seq_kv=self.seq_kv or self.seq_q, d=d, dv=dv, element_bytes=b,
                    causal=self.causal, window=self.window, dropout=self.dropout > 0,
-                   v_transposed=v_transposed, shared_kv=self.shared_kv, kv_element_bytes=kb)
+                   v_transposed=v_transposed, shared_kv=self.shared_kv, kv_element_bytes=kb,
+                   own_kernel=family is None)
         work = self._tile_work(hw, t, kernel, design, direction, tensor, v_transposed)
         io = self._memory(t, kernel, direction)
         smem = tile_smem_bytes(t.tile_m, t.bn, d, dv, b, v_transposed, self.shared_kv, kb)

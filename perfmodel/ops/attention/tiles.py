@@ -58,6 +58,16 @@ KV_STAGES = 2
 MMA_K_STEP_BYTES = 32
 DECODE_MAX_SEQ_Q = 16   # up to this many new tokens (speculative decoding): decode path
 DECODE_TILE_M = 64      # MMA rows per decode tile (wgmma / tcgen05 M = 64)
+# Kernel families that decode through their forward kernel, its whole query tile per (sequence,
+# KV head; not TensorRT-LLM's kernels built on the same design):
+# FlashAttention-3 (hopper/, which vLLM's vllm-flash-attn and SGLang's sgl-kernel build) has no
+# decode kernel of its own; with PackGQA the query rows of a KV head's group fill its bm-row tile
+# (two consumer warpgroups of 64 rows), and both warpgroups run the MMAs and the softmax on every
+# row, padding included. Evidence (AIConfigurator's vLLM 0.24.0 FA3 generation table, H100/H200:
+# validate/data/aiconfigurator_vllm_attention.csv): an FP8 cache decodes at ~2.7 TB/s where a
+# BF16 one reaches ~4.1, the padded rows' exponentials and MMAs binding the FP8 kernel, which a
+# 64-row tile leaves memory-bound. (FA3 takes 192-row tiles at head dims <= 96; kept at bm here.)
+FULL_TILE_DECODE = ("fa3",)
 # FlashAttention-2's split-KV (decode) kernel: 64-row query tiles, key tiles by head dim, and its
 # split heuristic's constants (csrc/flash_attn/flash_api.cpp, set_params_splitkv and
 # num_splits_heuristic, v2.8.3): 2 CTA slots per SM ("we're using 128 threads per block"), no
@@ -228,7 +238,8 @@ class Tiling:
 
     bm: int                 # query tile rows the family launches with (prefill)
     bn: int                 # key tile width
-    tile_m: int             # MMA rows per visited tile (bm, or DECODE_TILE_M when decoding)
+    tile_m: int             # MMA rows per visited tile (bm, or DECODE_TILE_M when decoding
+                            # unless the design decodes with its forward tile)
     threads: int
     registers: int
     tile_heads: int         # heads with tiles of their own (decode packs a KV head's group)
@@ -261,10 +272,15 @@ class Tiling:
 def tiling(hw, kernel: str, design: str, direction: str, *, batch: int, heads: int,
            kv_heads: int, seq_q: int, seq_kv: int, d: int, dv: int, element_bytes: float,
            causal: bool, window: int | None, dropout: bool, v_transposed: bool,
-           shared_kv: bool, kv_element_bytes: float | None = None) -> Tiling:
-    """The tiles and grid `kernel` (built as `design`) launches for one pass."""
+           shared_kv: bool, kv_element_bytes: float | None = None,
+           own_kernel: bool = True) -> Tiling:
+    """The tiles and grid `kernel` (built as `design`) launches for one pass; `own_kernel`
+    False: another family's kernel priced on `kernel`'s design (TensorRT-LLM's Hopper decode
+    on FA3's: trtllm.trtllm_design), which keeps the 64-row decode tile."""
     bm, bn, threads, regs = TILE[design]
     decode = direction == "fwd" and seq_q <= DECODE_MAX_SEQ_Q and design not in PREFILL_ONLY
+    # (MLA's latent decode on this design stands for FlashMLA's 64-row kernel: not FA3's tile)
+    full_decode_tile = own_kernel and kernel in FULL_TILE_DECODE and not shared_kv
     if design in XQA_DESIGNS:
         return xqa_tiling(hw, design, batch=batch, heads=heads, kv_heads=kv_heads, seq_q=seq_q,
                           seq_kv=seq_kv, causal=causal, window=window)
@@ -280,22 +296,25 @@ def tiling(hw, kernel: str, design: str, direction: str, *, batch: int, heads: i
             bm *= FA4_FWD_Q_STAGES
         if design == "trtllm_fmha_v2":
             bn = fmha_v2_kv_step(d, element_bytes)
-        bn = kv_tile_width(hw, DECODE_TILE_M if decode else bm, bn, d, dv, element_bytes,
+        bn = kv_tile_width(hw, (bm if full_decode_tile else DECODE_TILE_M)
+                           if decode else bm, bn, d, dv, element_bytes,
                            v_transposed, shared_kv, kv_element_bytes)
     if decode and kernel == "fa2":
         bn, threads = fa2_splitkv_block_n(d), FA2_SPLITKV_THREADS
+    decode_m = bm if full_decode_tile else DECODE_TILE_M
     kv_tiles = math.ceil(seq_kv / bn)
     if decode:
         # flash-decoding (FlashDecoding, FlashInfer, FlashMLA): the query rows of all heads
-        # sharing a KV head are packed into 64-row MMA tiles; CTAs split the KV sequence, FA2 by
-        # its own heuristic, the others to about two CTAs per SM
-        m_tiles = math.ceil(seq_q * (heads // kv_heads) / DECODE_TILE_M)
+        # sharing a KV head are packed into 64-row MMA tiles (FA3: its forward tile,
+        # FULL_TILE_DECODE); CTAs split the KV sequence, FA2 by its own heuristic, the others to
+        # about two CTAs per SM
+        m_tiles = math.ceil(seq_q * (heads // kv_heads) / decode_m)
         groups = batch * kv_heads * m_tiles
         splits = (fa2_num_splits(groups, FA2_SPLIT_SLOTS_PER_SM * hw.sm_count, kv_tiles)
                   if kernel == "fa2" else
                   max(1, min(kv_tiles, math.ceil(2 * hw.sm_count / groups))))
         scores = seq_q * seq_kv if not causal else visited(seq_q, seq_kv, True, window, bm, bn)[1]
-        return Tiling(bm, bn, DECODE_TILE_M, threads, regs, tile_heads=kv_heads,
+        return Tiling(bm, bn, decode_m, threads, regs, tile_heads=kv_heads,
                       pairs=m_tiles * kv_tiles * batch * kv_heads,
                       scores=float(scores) * batch * heads, ctas=max(1, groups * splits),
                       imbalance=0.0, decode=True, kv_splits=splits)
