@@ -70,6 +70,12 @@ ENGINE_ALLREDUCE_OUT = OUT.with_name("aiconfigurator_engine_allreduce.csv")
 # (Llama), and gpt-oss's 64/8 ... 8/1 at head dim 64, full or 128-token sliding window;
 # per GPU, head dim and KV dtype ATTENTION_PER_BIN rows drawn (seed 0) in each KV-bytes bin
 VLLM_ATTENTION_OUT = OUT.with_name("aiconfigurator_vllm_attention.csv")
+# vLLM's Marlin MoE on MXFP4 experts with BF16 activations (moe_perf, vLLM 0.24.0, the
+# compressed-tensors W4A4-MXFP4 method's Marlin rows: the only Marlin MXFP4 MoE tables, of a
+# 896-expert top-16 model, hidden 3584, expert width 3072), H100 and H200, balanced routing, one
+# GPU (EP1, TP1), every token count
+MARLIN_MOE_OUT = OUT.with_name("aiconfigurator_moe_marlin.csv")
+MARLIN_MOE_SOURCE = "vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts_situ_as_silu"
 VLLM_ATTENTION_GPUS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200-SXM"}
 GPT_OSS_HEADS = ((64, 8), (32, 4), (16, 2), (8, 1))
 # NCCL's collectives (nccl_perf) at the newest NCCL version each GPU's table has, GB300 included;
@@ -153,6 +159,7 @@ def main(root: str) -> None:
     _write(VLLM_GEMM_OUT, vllm_gemm_rows(base))
     _write(ENGINE_ALLREDUCE_OUT, engine_allreduce_rows(base))
     _write(VLLM_ATTENTION_OUT, vllm_attention_rows(base))
+    _write(MARLIN_MOE_OUT, marlin_moe_rows(base))
 
 
 def _newest(folder: Path) -> Path:
@@ -436,6 +443,28 @@ def attention_rows(base: Path) -> list[dict]:
                         f"AIConfigurator measured latency of TensorRT-LLM's attention op in "
                         f"{phase} (QKV preprocessing with RoPE and the KV-cache append, then "
                         f"the attention kernel; {kv} KV cache) on {r.device}"))
+    return rows
+
+
+def marlin_moe_rows(base: Path) -> list[dict]:
+    """vLLM's Marlin MoE on MXFP4 experts (MARLIN_MOE_OUT's comment), one GPU's module."""
+    import pandas as pd
+    rows = []
+    for folder, gpu in VLLM_ATTENTION_GPUS.items():
+        path = base / folder / "moe" / "vllm" / "0.24.0" / "moe_perf.parquet"
+        d = pd.read_parquet(path)
+        d = d[(d.kernel_source == MARLIN_MOE_SOURCE) & (d.moe_dtype == "w4a16_mxfp4")
+              & (d.distribution == "balanced") & (d.moe_ep_size == 1) & (d.moe_tp_size == 1)]
+        for number, r in enumerate(d.sort_values("num_tokens").itertuples(), 1):
+            rows.append(_row(
+                f"AICMARLIN-vllm-{gpu}-{number:03d}", gpu,
+                f"{folder}/moe/vllm/0.24.0/moe_perf.parquet",
+                f"vLLM 0.24.0 fused MoE ({r.kernel_source})", "moe_module", "w4a16_mxfp4",
+                {"tokens": int(r.num_tokens), "hidden": int(r.hidden_size),
+                 "expert_hidden": int(r.inter_size), "experts": int(r.num_experts),
+                 "top_k": int(r.topk), "ep": 1, "routing": "balanced"}, r.latency,
+                f"AIConfigurator measured latency of vLLM's Marlin MoE module with MXFP4 weights "
+                f"and BF16 activations on {r.device}"))
     return rows
 
 

@@ -269,6 +269,7 @@ class _Prepared:
     moe_exchange: str = "alltoall"       # the engine's MoE dispatch (Engine.moe_exchange)
     allreduce: str = "auto"              # the engine's all-reduce dispatch (Engine.allreduce)
     gemm_dispatch: str = "best"          # the engine's GEMM kernels (Engine.gemm_dispatch)
+    moe_kernel: str = "grouped"          # the engine's mixed-input MoE kernel (Engine.moe_kernel)
 
     def requests(self, w) -> int:
         """Simulated requests of the workload's own point, before clamping (module
@@ -310,6 +311,7 @@ def _prepare(job: _Serving, lay: Layout) -> _Prepared:
     p = _Prepared(fp8_attention=eng.fp8_attention, fusion=eng.kernel_fusion,
                   attention_kernel=eng.attention_kernel, moe_exchange=eng.moe_exchange,
                   allreduce=eng.allreduce, gemm_dispatch=eng.gemm_dispatch,
+                  moe_kernel=eng.moe_kernel,
                   memory={"weights_bytes": kv.weights_bytes, "kv_cache_bytes": kv.kv_bytes,
                           "activation_bytes": kv.activation_bytes,
                           "workspace_bytes": kv.workspace_bytes,
@@ -365,7 +367,7 @@ def _serve_layout(job: _Serving, lay: Layout) -> list[dict[str, Any]]:
             cost = step_cost(m, h, lay.tp, lay.ep, lay.pp, job.dtype, job.kv_dtype,
                              p.fp8_attention, p.fusion, p.attention_kernel, job.moe_loads,
                              job.moe_replication, p.moe_exchange, p.allreduce,
-                             p.gemm_dispatch)
+                             p.gemm_dispatch, p.moe_kernel)
         except InputError as e:
             p.reason, p.valid = "not valid: " + "; ".join(e.problems), False
     if p.reason is not None:
@@ -464,7 +466,7 @@ def _serve_split(job: _Serving, split) -> dict[str, Any]:
         cost = step_cost(job.model, job.hw, lay.tp, lay.ep, lay.pp, job.dtype, job.kv_dtype,
                          p.fp8_attention, p.fusion, p.attention_kernel, job.moe_loads,
                          job.moe_replication, p.moe_exchange, p.allreduce,
-                         p.gemm_dispatch)
+                         p.gemm_dispatch, p.moe_kernel)
         lone = cost.prefill_time_s(round(p.isl_mean)) + p.osl_mean * cost.decode_time_s(
             1, p.isl_mean + p.osl_mean / 2)
         auto = RATE_WAVES * min(p.batch * lay.replicas, max(1.0, w.rate * lone))
@@ -507,13 +509,14 @@ def step_cost(model: ModelSpec, hw: Hardware, tp: int, ep: int, pp: int, dtype: 
               kv_dtype: str, fp8_attention: bool = False, fusion: str = "none",
               attention_kernel: str | None = None, moe_loads: str | None = None,
               moe_replication: float = 1.0, moe_exchange: str = "alltoall",
-              allreduce: str = "auto", gemm_dispatch: str = "best"):
+              allreduce: str = "auto", gemm_dispatch: str = "best",
+              moe_kernel: str = "grouped"):
     """The StepCost of one layout (its nodes are memoized across that layout's simulations)."""
     from perfmodel.plan.simulator import StepCost
     return StepCost(model, hw, tp, ep, pp, dtype, kv_dtype, fp8_attention=fp8_attention,
                     fusion=fusion, attention_kernel=attention_kernel, moe_loads=moe_loads,
                     moe_replication=moe_replication, moe_exchange=moe_exchange,
-                    allreduce=allreduce, gemm_dispatch=gemm_dispatch)
+                    allreduce=allreduce, gemm_dispatch=gemm_dispatch, moe_kernel=moe_kernel)
 
 
 def _strip(text: str, prefix: str) -> str:

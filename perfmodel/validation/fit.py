@@ -55,6 +55,7 @@ from perfmodel.ops.attention import op as attention
 
 from perfmodel.validation import te_profile
 from perfmodel.validation.measurements import (AICONFIGURATOR_CSV, AICONFIGURATOR_MOE_MXFP4_CSV,
+                                               AICONFIGURATOR_MOE_MARLIN_CSV,
                                                AICONFIGURATOR_NCCL_CSV, BLACKWELL_CSV,
                                                BLACKWELL_MEASUREMENTS_CSV, PUBLIC_CSV, Case,
                                                load_cases as _load_cases)
@@ -194,6 +195,10 @@ SPECS = {
         "(read + write, refresh and bank/turnaround losses); B200 and GB200 take it with "
         "`fitted: hbm_achievable_fraction.b200`, B300 and GB300 (the same 8 TB/s HBM3e) carry it "
         "over"),
+    "moe.marlin_mma_fraction": (
+        (0.1, 1.0), 3,
+        "the share of the GPU's mma.sync rate (isa.mma_sync_flop_per_sm_per_clk) vLLM's Marlin "
+        "MoE reaches in its MMAs (ops.moe MARLIN_MMA_FRACTION)"),
     "moe.convert_ops.mxfp4": (
         (1.0, 32.0), 2,
         "FMA-pipe thread operations a mixed-input MoE mainloop spends per MXFP4 weight element it "
@@ -438,6 +443,15 @@ MXFP4_CONVERT_RULE = (
     "TensorRT-LLM's rows, H100, EP8, larger token counts, and the InferenceX gpt-oss rows")
 MXFP4_CONVERT_GPU = "H200-SXM"
 MXFP4_CONVERT_MAX_TOKENS = 64
+MARLIN_RULE = (
+    "the AIConfigurator rows of vLLM 0.24.0's Marlin MoE on MXFP4 experts on H200 SXM "
+    "(aiconfigurator_moe_marlin.csv: a 896-expert top-16 model, hidden 3584, one GPU, balanced "
+    "routing) at {tokens} tokens or more ({n} rows: 64-row blocks, where the MMAs bind), with the "
+    "MXFP4 conversion at its fitted value: bisection for the share at which the mean log error "
+    "is zero ({fit:.4f}), kept to 3 decimals. Judged on the rest: H100, fewer tokens, and the "
+    "InferenceX gpt-oss rows of vLLM (VLLM_MXFP4_USE_MARLIN=1)")
+MARLIN_FIT_GPU = "H200-SXM"
+MARLIN_FIT_MIN_TOKENS = 2048
 REQUEST_OVERHEAD_RULE = (
     "the InferenceX H200 rows of {model} on {engine} at TP8 without attention DP, 1k/1k, "
     "concurrency <= {conc} (inferencex_h200.csv; {n} rows: nothing queues and a 1k prompt's "
@@ -502,6 +516,7 @@ PRIORS = {
     "hbm_achievable_fraction.b200": 0.90,      # the GH200 measurement hwspecs carried before
     "serving.step_overhead_s.sglang": 0.0,     # no CPU time per step
     "moe.convert_ops.mxfp4": 2.0,              # the generic convert + scale
+    "moe.marlin_mma_fraction": 1.0,            # the whole mma.sync rate
     "serving.request_overhead_s.vllm": 0.0,    # no host path per request
     "serving.request_overhead_s.sglang": 0.0,
     "serving.request_overhead_s.trtllm": 0.0,
@@ -671,6 +686,7 @@ def applied(entries: dict[str, dict]):
     values = {k: e["value"] for k, e in entries.items()}
     saved = _saved_attention()
     saved_convert = dict(moe_op.CONVERT_OPS)
+    saved_marlin = moe_op.MARLIN_MMA_FRACTION
     saved_ring = dict(nccl.RING_LOCAL_RATE)
     saved_p2p = dict(nccl.P2P)
     try:
@@ -679,6 +695,8 @@ def applied(entries: dict[str, dict]):
                 nccl.P2P[key] = values[f"nccl.p2p.{key}"]
         if "moe.convert_ops.mxfp4" in values:  # the MoE op's MXFP4 conversion (module constant)
             moe_op.CONVERT_OPS["mxfp4"] = values["moe.convert_ops.mxfp4"]
+        if "moe.marlin_mma_fraction" in values:  # Marlin's MMA share (module constant)
+            moe_op.MARLIN_MMA_FRACTION = values["moe.marlin_mma_fraction"]
         for major, family in nccl.RING_LOCAL_FAMILY.items():  # the ring's local step (module)
             key = f"nccl.ring_local_rate.{family}"
             if key in values:
@@ -694,6 +712,7 @@ def applied(entries: dict[str, dict]):
         _restore_attention(saved)
         moe_op.CONVERT_OPS.clear()
         moe_op.CONVERT_OPS.update(saved_convert)
+        moe_op.MARLIN_MMA_FRACTION = saved_marlin
         nccl.RING_LOCAL_RATE.update(saved_ring)
         nccl.P2P.update(saved_p2p)
 
@@ -1214,6 +1233,40 @@ def fit_sglang_step_overhead(sustained: float | None = None,
 REQUEST_OVERHEAD_ENGINES = ("vllm", "sglang", "trtllm")
 
 
+def marlin_fit_rows(exclude: frozenset[str] = frozenset()) -> list:
+    """MARLIN_RULE's rows."""
+    cases, _ = load_cases(AICONFIGURATOR_MOE_MARLIN_CSV)
+    return [c for c in cases if c.id not in exclude and c.hardware.name == MARLIN_FIT_GPU
+            and c.op.tokens >= MARLIN_FIT_MIN_TOKENS]
+
+
+def fit_marlin_fraction(convert_ops: float, exclude: frozenset[str] = frozenset(),
+                        tol: float = 1e-4) -> tuple[float, list[str]]:
+    """Marlin's share of the mma.sync rate (MARLIN_RULE), with the MXFP4 conversion at
+    `convert_ops`: a larger share makes the calls faster, so bisect the mean log error of the
+    reversed share to zero; the prior where the rows are held out."""
+    from perfmodel.ops.moe import op as moe_op
+    rows = marlin_fit_rows(exclude)
+    if not rows:
+        return prior("moe.marlin_mma_fraction"), []
+    hws = [_with_sustained(c.hardware, None) for c in rows]
+    saved, saved_convert = moe_op.MARLIN_MMA_FRACTION, dict(moe_op.CONVERT_OPS)
+    lo, hi = SPECS["moe.marlin_mma_fraction"][0]
+
+    def mean_log_error(x: float) -> float:  # rising in x: the share lo + hi - x
+        moe_op.MARLIN_MMA_FRACTION = lo + hi - x
+        return sum(math.log(estimate(resolve(c.op.demand(hw), hw, "pipes"), hw, "pipes").time_s
+                            / c.measured_time_s) for c, hw in zip(rows, hws)) / len(rows)
+    try:
+        moe_op.CONVERT_OPS["mxfp4"] = convert_ops
+        x = lo + hi - _zero_of_rising(mean_log_error, lo, hi, tol)
+    finally:
+        moe_op.MARLIN_MMA_FRACTION = saved
+        moe_op.CONVERT_OPS.clear()
+        moe_op.CONVERT_OPS.update(saved_convert)
+    return x, [c.id for c in rows]
+
+
 def mxfp4_convert_fit_rows(exclude: frozenset[str] = frozenset()) -> list:
     """MXFP4_CONVERT_RULE's rows."""
     cases, _ = load_cases(AICONFIGURATOR_MOE_MXFP4_CSV)
@@ -1612,6 +1665,7 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
     ring_local = {family: fit_ring_local_rate(family, exclude) for family in NCCL_FIT_GPU}
     p2p, p2p_rows = fit_p2p(exclude)
     raw_convert, convert_rows = fit_mxfp4_convert(exclude)
+    raw_marlin, marlin_rows = fit_marlin_fraction(round(raw_convert, 2), exclude)
     cases, _ = load_cases(PUBLIC_CSV)
     att = _attention_fit([c for c in cases if c.id not in exclude], sustained)
     fa4, fa4_rows = _on_one_row("attention.softmax_overlap.fa4", FA4_ROW, exclude,
@@ -1715,6 +1769,9 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
     entries["moe.convert_ops.mxfp4"] = _entry(
         "moe.convert_ops.mxfp4", raw_convert, convert_rows, MXFP4_CONVERT_RULE.format(
             tokens=MXFP4_CONVERT_MAX_TOKENS, n=len(convert_rows), fit=raw_convert))
+    entries["moe.marlin_mma_fraction"] = _entry(
+        "moe.marlin_mma_fraction", raw_marlin, marlin_rows, MARLIN_RULE.format(
+            tokens=MARLIN_FIT_MIN_TOKENS, n=len(marlin_rows), fit=raw_marlin))
     for family, (base, hop, rows) in nccl_latency.items():
         rule = NCCL_LATENCY_RULE.format(gpu=NCCL_FIT_GPU[family], limit=NCCL_FIT_MAX_BYTES,
                                         n=len(rows), base=base, hop=hop)

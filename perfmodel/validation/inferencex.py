@@ -171,9 +171,11 @@ def recipe(model: str, engine: str, conc: int, isl: int, osl: int, attention_dp:
                        "cuda_graph_sizes": trtllm_graph_sizes(128)}
     if model == "gpt-oss-120b" and engine == "vllm":
         # vllm gptoss_fp4_h200: --max-num-seqs CONC, --max-num-batched-tokens 8192, util 0.9,
-        # capture size 2048 (capped by the batch), KV auto
+        # capture size 2048 (capped by the batch), KV auto; env VLLM_MXFP4_USE_MARLIN=1: the
+        # MXFP4 experts run vLLM's Marlin MoE
         return "bf16", {"max_batch": conc, "max_tokens_per_step": 8192,
-                        "cuda_graph_sizes": vllm_graph_sizes(min(2 * conc, 512))}
+                        "cuda_graph_sizes": vllm_graph_sizes(min(2 * conc, 512)),
+                        "moe_kernel": "marlin"}
     if model == "gpt-oss-120b" and engine == "trtllm":
         # trtllm gptoss_fp4_h200: --max_batch_size CONC --max_num_tokens 20000, graphs padded to
         # CONC, KV auto, free_gpu_memory_fraction 0.85

@@ -49,6 +49,8 @@ AICONFIGURATOR_MOE_CSV = DATA_DIR / "aiconfigurator_moe.csv"
 # and vLLM's and TensorRT-LLM's MXFP4 experts of gpt-oss-120b on H100/H200
 # (validate/data/SOURCES.md "aiconfigurator_moe_mxfp4.csv")
 AICONFIGURATOR_MOE_MXFP4_CSV = DATA_DIR / "aiconfigurator_moe_mxfp4.csv"
+# (validate/data/SOURCES.md "aiconfigurator_moe_marlin.csv")
+AICONFIGURATOR_MOE_MARLIN_CSV = DATA_DIR / "aiconfigurator_moe_marlin.csv"
 # and its NCCL collectives (all-reduce, all-gather, reduce-scatter, all-to-all; NCCL 2.29.2 on
 # 2-8 GPUs of one NVLink domain; validate/data/SOURCES.md "aiconfigurator_nccl.csv")
 AICONFIGURATOR_NCCL_CSV = DATA_DIR / "aiconfigurator_nccl.csv"
@@ -208,6 +210,8 @@ def _case(row: dict) -> Case | Skipped:
         o = ops.Moe(tokens=s["tokens"], hidden=s["hidden"], expert_hidden=s["expert_hidden"],
                     experts=s["experts"], top_k=s["top_k"], gpus=s["ep"], dtype=mma,
                     weight_dtype=weights, routing="token_balanced",
+                    # vLLM's Marlin MoE (ops.moe MOE_KERNELS), by the library's kernel name
+                    **({"kernel": "marlin"} if "marlin" in lib.lower() else {}),
                     fp8_scaling="block" if dt == "fp8_block" else "tensor",
                     # TensorRT-LLM's block-FP8 runner quantizes each GEMM's BF16 input in its
                     # own kernel (ops.moe `fp8_block_quant`)
@@ -343,7 +347,8 @@ def _problem(e: Exception) -> str:
 # NCCL collectives)
 PUBLISHED_CSVS = (PUBLIC_CSV, BLACKWELL_CSV, BLACKWELL_MEASUREMENTS_CSV, AICONFIGURATOR_CSV,
                   AICONFIGURATOR_VLLM_GEMM_CSV,
-                  AICONFIGURATOR_MOE_CSV, AICONFIGURATOR_MOE_MXFP4_CSV, AICONFIGURATOR_NCCL_CSV)
+                  AICONFIGURATOR_MOE_CSV, AICONFIGURATOR_MOE_MXFP4_CSV,
+                  AICONFIGURATOR_MOE_MARLIN_CSV, AICONFIGURATOR_NCCL_CSV)
 
 
 def default_sources() -> list[Path]:

@@ -38,6 +38,7 @@ from perfmodel.ops import REGISTRY, Op, op as make_op
 from perfmodel.ops.base import ELEMENTS_WHY, GPUS_WHY, MAX_ELEMENTS, MAX_GPUS, bound_text
 from perfmodel.ops.deepep import INTERNODE_RANKS, INTRANODE_RANKS
 from perfmodel.ops.gemm_dispatch import DISPATCHES as GEMM_DISPATCHES
+from perfmodel.ops.moe.op import MOE_KERNELS
 from perfmodel.ops.moe.routing import total_replicas
 from perfmodel.workloads.recipes import quantize_op
 from perfmodel.units import GEMM_DTYPES, LINEAR_RECIPES, bytes_per_element, tensor_dtype
@@ -203,6 +204,10 @@ class Workload:
     # train, recompute "selective": Megatron-Core's recompute_modules (RECOMPUTE_MODULES; None:
     # DEFAULT_RECOMPUTE_MODULES, the attention core)
     recompute_modules: tuple[str, ...] | None = None
+    # serving: the expert GEMMs' kernel (ops.moe MOE_KERNELS): the engines' grouped GEMMs, or
+    # vLLM's Marlin MoE for mixed-input experts (VLLM_MXFP4_USE_MARLIN=1); it applies where the
+    # experts are stored narrower than the GEMM dtype (gpt-oss's MXFP4 experts)
+    moe_kernel: str = "grouped"
 
     def check(self, model: ModelSpec, names: Mapping[str, str] | None = None) -> None:
         """Refuse a workload this model cannot run: InputError, one line per problem naming the
@@ -255,6 +260,12 @@ class Workload:
         elif self.allreduce != "auto" and self.phase == "train":
             p.append(("allreduce", "an engine's all-reduce dispatch is a serving engine's "
                                    "(prefill and decode); training graphs use auto"))
+        if self.moe_kernel not in MOE_KERNELS:
+            p.append(("moe_kernel", f"expected one of {', '.join(MOE_KERNELS)}, got "
+                                    f"{self.moe_kernel!r}"))
+        elif self.moe_kernel != "grouped" and self.phase == "train":
+            p.append(("moe_kernel", "a serving engine's MoE kernel (vLLM's Marlin MoE): not "
+                                    "for training"))
         if self.gemm_dispatch not in GEMM_DISPATCHES:
             p.append(("gemm_dispatch", f"expected one of {', '.join(GEMM_DISPATCHES)}, got "
                                        f"{self.gemm_dispatch!r}"))
@@ -746,6 +757,8 @@ class _LayerBuilder:
         weights = expert_weight_dtype(m, w.dtype, w.phase)
         if weights != w.dtype:  # stored narrower (gpt-oss's MXFP4 experts), MMAs in w.dtype
             moe["weight_dtype"] = weights
+            if w.moe_kernel != "grouped":
+                moe["kernel"] = w.moe_kernel
         elif self._block_fp8(w.dtype):
             moe["fp8_scaling"] = "block"
             if w.fusion == "trtllm":  # TensorRT-LLM's runner quantizes in its own kernels
@@ -955,7 +968,8 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
                 moe_loads: str | None = None, moe_variation: float = 0.0,
                 moe_exchange: str = "alltoall", allreduce: str = "auto",
                 gemm_dispatch: str = "best", bf16_layers: tuple[int, int] = (0, 0),
-                recompute_modules: tuple[str, ...] | None = None) -> OpGraph:
+                recompute_modules: tuple[str, ...] | None = None,
+                moe_kernel: str = "grouped") -> OpGraph:
     """The op graph one GPU runs for one step of `phase` (see module docstring). `kv_dtype`:
     the KV cache's storage type in serving (None: the activation dtype); `recompute`
     (training): the forward work repeated before each layer's backward (RECOMPUTE); `cp`
@@ -970,7 +984,8 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
     `gemm_dispatch` (serving): the linears' GEMM kernels (Workload.gemm_dispatch);
     `bf16_layers` (training, a quantized recipe): the first and last decoder layers kept in BF16
     (Workload.bf16_layers). `recompute_modules` (training, recompute "selective"): Megatron-
-    Core's modules recomputed (RECOMPUTE_MODULES; None: the attention core).
+    Core's modules recomputed (RECOMPUTE_MODULES; None: the attention core). `moe_kernel`
+    (serving): the mixed-input experts' kernel (Workload.moe_kernel).
     `grad_reduce_dtype` (training): the dtype gradients are reduce-scattered in, bf16 (Megatron-
     Core's DistributedDataParallelConfig.grad_reduce_in_fp32 = False) or fp32 (PyTorch FSDP's
     MixedPrecision reduce_dtype as torchtitan and Composer set it)."""
@@ -982,7 +997,7 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
                  gemm_dispatch, tuple(bf16_layers) if isinstance(bf16_layers, list)
                  else bf16_layers,
                  tuple(recompute_modules) if isinstance(recompute_modules, list)
-                 else recompute_modules)
+                 else recompute_modules, moe_kernel)
     w.check(model)
     mb = w.n_microbatches
     seqs = batch // mb
@@ -1154,7 +1169,8 @@ def inference_op_counts(model: ModelSpec, phase: str, batch: int = 1, seq: int =
                         fusion: str = "none", attention_kernel: str | None = None,
                         moe_loads: str | None = None, moe_variation: float = 0.0,
                         moe_exchange: str = "alltoall", allreduce: str = "auto",
-                        gemm_dispatch: str = "best") -> list[tuple[str, Op, int]]:
+                        gemm_dispatch: str = "best",
+                        moe_kernel: str = "grouped") -> list[tuple[str, Op, int]]:
     """(node name, op, how many times it runs) for the ops of `build_graph(model, phase, ...)`
     with pp = 1, phase prefill or decode: the first layer of each kind stands for every layer
     of its kind, as build_graph replays it, so a caller that only sums op times (the serving
@@ -1164,7 +1180,7 @@ def inference_op_counts(model: ModelSpec, phase: str, batch: int = 1, seq: int =
     w = Workload(phase, batch, seq, context, tp, ep, 1, 1, dtype, None, 1, moe_routing,
                  moe_replication, moe_skew, kv_dtype, None, 1, fp8_attention, fusion,
                  attention_kernel, moe_loads, moe_variation, moe_exchange, allreduce,
-                 gemm_dispatch)
+                 gemm_dispatch, moe_kernel=moe_kernel)
     w.check(model)
     seqs = batch
     tokens = seqs * (1 if phase == "decode" else seq)

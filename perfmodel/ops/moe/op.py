@@ -66,6 +66,21 @@ MMA_ROWS = 64  # smallest MMA tile in M (Hopper wgmma m64; tcgen05 M = 64)
 # sm_100a), so it keeps the generic count
 CONVERT_OPS = {"mxfp4": fitted.value("moe.convert_ops.mxfp4")}
 DEFAULT_CONVERT_OPS = 2.0
+# The expert GEMMs' kernel (`Moe(kernel=)`): "grouped", the engines' grouped-GEMM runners
+# (CUTLASS, DeepGEMM, the OpenAI Triton MXFP4 experts) on the GPU's native MMA; "marlin", vLLM's
+# Marlin MoE (model_executor/layers/fused_moe/fused_marlin_moe.py, vLLM 0.18.0), the mixed-input
+# W4A16/W8A16 kernel vLLM runs for MXFP4 experts with VLLM_MXFP4_USE_MARLIN=1
+# (quantization/mxfp4.py get_mxfp4_backend): Ampere-style mma.sync MMAs (m16n8k16) on every GPU,
+# each expert's rows cut into blocks of MARLIN_BLOCK_M[i] rows, the smallest whose block count
+# M·top_k/E / block stays below MARLIN_BLOCK_FILL (else 64: fused_marlin_moe lines 306-313),
+# every block converting the weights it multiplies and running MMAs over its whole rows (at
+# least the MMA's 16). Its MMAs reach the fitted share MARLIN_MMA_FRACTION (perfmodel/fitted.yaml
+# moe.marlin_mma_fraction) of the GPU's mma.sync rate (isa.mma_sync_flop_per_sm_per_clk)
+MOE_KERNELS = ("grouped", "marlin")
+MARLIN_BLOCK_M = (8, 16, 32, 48, 64)
+MARLIN_BLOCK_FILL = 0.9
+MARLIN_MMA_ROWS = 16
+MARLIN_MMA_FRACTION = fitted.value("moe.marlin_mma_fraction")
 TILE_N = 128
 PLACEMENTS = ("auto", "contiguous", "balanced", "eplb")
 # Routings kept per process (`Moe.routing_result`), keyed by every parameter but the expert
@@ -178,6 +193,10 @@ class Moe(Op):
                                    doc="extra expert slots (instead of replication)"),
         "gpus_per_node": Param("int", default=8, lo=1, unit="GPUs",
                                doc="GPUs per node (NVLink domain), for EPLB's node packing"),
+        "kernel": Param("choice", default="grouped", choices=MOE_KERNELS,
+                        doc="expert GEMM kernel: grouped (the engines' grouped GEMMs on the "
+                            "native MMA) or marlin (vLLM's Marlin MoE: mixed-input weights on "
+                            "mma.sync)"),
     }
     SIZE_PARAMS = ("hidden", "expert_hidden")
     TENSORS = (("tokens", "hidden"), ("experts", "hidden", "expert_hidden"),
@@ -198,6 +217,10 @@ class Moe(Op):
         if v["fp8_block_quant"] != "fused" and v["fp8_scaling"] != "block":
             out.append(("fp8_block_quant", "applies to block-scaled fp8 experts "
                                            "(fp8_scaling block) only"))
+        if v["kernel"] == "marlin" and (wd is None or bytes_per_element(wd) >= bytes_per_element(
+                v["dtype"]) or tensor_dtype(v["dtype"]) not in ("bf16", "fp16")):
+            out.append(("kernel", "marlin runs 16-bit activations on narrower weights (dtype bf16 "
+                                  "or fp16, weight_dtype narrower)"))
         if v["trace"] and v["loads"]:
             out.append(("loads", "give a routing trace or an expert-loads file, not both"))
         if not v["loads"]:
@@ -359,8 +382,11 @@ class Moe(Op):
         shared_rows = math.ceil(self.tokens / self.gpus) if shared else 0
         tokens = float(sum(rows) + shared * shared_rows)
         weights = (len(rows) + shared) * 3.0 * h * f * wb
-        row_tiles = sum(math.ceil(t / MMA_ROWS) for t in rows) \
-            + shared * math.ceil(shared_rows / MMA_ROWS)
+        block = MMA_ROWS
+        if self.kernel == "marlin":
+            block = marlin_block_m(sum(rows) / max(1, len(rows)))
+        row_tiles = sum(math.ceil(t / block) for t in rows) \
+            + shared * math.ceil(shared_rows / block)
         padded = row_tiles * MMA_ROWS
         tiles = row_tiles * (math.ceil(2 * f / TILE_N) + math.ceil(h / TILE_N))
         # the GEMMs read the cast rows and the weights, write GEMM1's gate/up in BF16 and GEMM2's
@@ -369,8 +395,12 @@ class Moe(Op):
         # the CUTLASS NVFP4 grouped GEMMs' TILE_N-wide tiles at the block-scaled MMA's granule
         # (ops/gemm.py FP4_MMA_N; the array collective is the GEMM's, arrayed)
         n_granule = fp4_mma_n(hw, tensor_dtype(self.dtype), TILE_N) / TILE_N
-        work = {f"tensor:{tensor_dtype(self.dtype)}": 2.0 * padded * 3 * h * f * n_granule,
-                "l2": hbm, "hbm": hbm}
+        mma = 2.0 * padded * 3 * h * f * n_granule
+        if self.kernel == "marlin":  # mma.sync at m16 granularity, at its share of that rate
+            # (a block's MMAs cover its whole rows: the kernel's m-blocks are set by the block)
+            padded = row_tiles * max(MARLIN_MMA_ROWS, block)
+            mma = 2.0 * padded * 3 * h * f / marlin_rate_share(hw, self.dtype)
+        work = {f"tensor:{tensor_dtype(self.dtype)}": mma, "l2": hbm, "hbm": hbm}
         overlap = None
         promoted = self.fp8_scaling == "block" and fp8_blocks_promoted(hw)
         # TensorRT-LLM's block-scale runner quantizes the BF16 GEMM inputs itself
@@ -421,6 +451,28 @@ class Moe(Op):
                      gemms, activation,
                      block_quant_demand(tokens, f, w, hw, "quantize GEMM2 input"), finalize)
         return sequence_demand(parts, launch_from=parts.index(gemms), details=gemms.details)
+
+
+def marlin_block_m(rows_per_expert: float) -> int:
+    """The rows of one of Marlin's expert blocks (fused_marlin_moe: the first of
+    MARLIN_BLOCK_M whose blocks per expert, M·top_k/E / block, fall below MARLIN_BLOCK_FILL;
+    else the last)."""
+    for block in MARLIN_BLOCK_M:
+        if rows_per_expert / block < MARLIN_BLOCK_FILL:
+            return block
+    return MARLIN_BLOCK_M[-1]
+
+
+def marlin_rate_share(hw, dtype: str) -> float:
+    """Marlin's MMA rate as a share of the native tensor rate the work is counted at: the GPU's
+    mma.sync rate times MARLIN_MMA_FRACTION."""
+    d = tensor_dtype(dtype)
+    if d not in hw.mma_sync_flop_per_sm_per_clk:
+        raise InputError(f"moe kernel 'marlin' issues mma.sync, for which {hw.name}'s spec "
+                         f"declares no {d} rate (isa.mma_sync_flop_per_sm_per_clk has: "
+                         f"{', '.join(sorted(hw.mma_sync_flop_per_sm_per_clk))})")
+    return (MARLIN_MMA_FRACTION * hw.mma_sync_flop_per_sm_per_clk[d]
+            / hw.tensor_flop_per_sm_per_clk[d])
 
 
 def block_quant_demand(rows: float, cols: int, out_bytes: float, hw, part: str) -> Demand:

@@ -109,7 +109,7 @@ class StepCost:
                  attention_kernel: str | None = None, moe_loads: str | None = None,
                  moe_replication: float = 1.0, moe_variation: float = 0.0,
                  moe_exchange: str = "alltoall", allreduce: str = "auto",
-                 gemm_dispatch: str = "best"):
+                 gemm_dispatch: str = "best", moe_kernel: str = "grouped"):
         self.model, self.hw = as_model(model), hardware(hw)
         self.tp, self.ep, self.pp, self.dtype, self.level = tp, ep, pp, dtype, level
         check_kv_dtype(kv_dtype)
@@ -151,6 +151,10 @@ class StepCost:
         self.gemm_dispatch = gemm_dispatch
         if gemm_dispatch != "best":
             self._graph_kw["gemm_dispatch"] = gemm_dispatch
+        # the mixed-input experts' kernel (builder Workload.moe_kernel: vLLM's Marlin MoE)
+        self.moe_kernel = moe_kernel
+        if moe_kernel != "grouped":
+            self._graph_kw["moe_kernel"] = moe_kernel
         self._op_kw = {k: v for k, v in self._graph_kw.items() if k != "pp"}
         # the share of a kernel's launch a CUDA graph removes: the host's; each replayed kernel
         # keeps the GPU's own graph_kernel_gap_s (the grid launched after the previous drains)
@@ -197,7 +201,7 @@ class StepCost:
         self._share((self.model, self.hw, tp, ep, dtype, kv_dtype, level, per_octave,
                      attn_per_octave, exact, moe_routing, self.fp8_attention, fusion,
                      attention_kernel, moe_loads, moe_replication, moe_variation, moe_exchange,
-                     allreduce, gemm_dispatch))
+                     allreduce, gemm_dispatch, moe_kernel))
 
     @classmethod
     def for_engine(cls, model: ModelSpec | str, hw: Hardware | str, engine="vllm", tp: int = 1,
@@ -211,7 +215,8 @@ class StepCost:
         return cls(model, hw, tp, ep, pp, dtype, kv_dtype, level,
                    fp8_attention=eng.fp8_attention, fusion=eng.kernel_fusion,
                    attention_kernel=eng.attention_kernel, moe_exchange=eng.moe_exchange,
-                   allreduce=eng.allreduce, gemm_dispatch=eng.gemm_dispatch, **kw)
+                   allreduce=eng.allreduce, gemm_dispatch=eng.gemm_dispatch,
+                   moe_kernel=eng.moe_kernel, **kw)
 
     @staticmethod
     def uses_attention_kernel(hw: Hardware, kernel: str | None) -> str | None:

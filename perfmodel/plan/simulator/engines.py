@@ -100,6 +100,7 @@ from perfmodel.errors import InputError
 from perfmodel.hardware import Hardware, hardware
 from perfmodel.units import GiB
 from perfmodel.ops.gemm_dispatch import DISPATCHES as GEMM_DISPATCHES
+from perfmodel.ops.moe.op import MOE_KERNELS
 from perfmodel.workloads.builder import ALLREDUCE_DISPATCH, MOE_EXCHANGES
 
 GRAPH_MODES = ("none", "full_decode", "piecewise", "full_and_piecewise")
@@ -224,6 +225,11 @@ class Engine:
                              heuristic idealized), or an engine's own table by M: vllm-0.10.2
                              for vllm (its per-tensor FP8 CUTLASS kernels, swap-AB below 64
                              tokens, no split-K: the InferenceX Llama recipe's image)
+    moe_kernel               the kernel of experts stored narrower than their GEMMs (ops.moe
+                             MOE_KERNELS): "grouped", the engine's grouped GEMMs (vLLM's
+                             default on Hopper for MXFP4 experts: the OpenAI Triton kernels,
+                             quantization/mxfp4.py get_mxfp4_backend, vLLM 0.18.0), or
+                             "marlin", vLLM's Marlin MoE (VLLM_MXFP4_USE_MARLIN=1)
     """
 
     name: str
@@ -254,6 +260,7 @@ class Engine:
     moe_exchange: str = "alltoall"
     allreduce: str = "auto"
     gemm_dispatch: str = "best"
+    moe_kernel: str = "grouped"
 
     def check(self) -> None:
         p = []
@@ -296,6 +303,9 @@ class Engine:
         if self.gemm_dispatch not in GEMM_DISPATCHES:
             p.append(f"gemm_dispatch: expected one of {', '.join(GEMM_DISPATCHES)}, got "
                      f"{self.gemm_dispatch!r}")
+        if self.moe_kernel not in MOE_KERNELS:
+            p.append(f"moe_kernel: expected one of {', '.join(MOE_KERNELS)}, got "
+                     f"{self.moe_kernel!r}")
         if self.cuda_graph_mode not in GRAPH_MODES:
             p.append(f"cuda_graph_mode: expected one of {', '.join(GRAPH_MODES)}, got "
                      f"{self.cuda_graph_mode!r}")
