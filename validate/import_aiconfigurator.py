@@ -64,19 +64,23 @@ MXFP4_MOE_TABLES = (("vllm", "0.24.0", "vLLM"), ("trtllm", "1.3.0rc20", "TensorR
 MXFP4_MOE_GPUS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200-SXM"}
 MXFP4_MOE_EP, MXFP4_MOE_TOKENS = (1, 8), (1, 4, 16, 64, 256, 1024, 4096, 16384)
 ENGINE_ALLREDUCE_OUT = OUT.with_name("aiconfigurator_engine_allreduce.csv")
-# vLLM's attention layer in generation on Hopper (generation_attention_perf, vLLM 0.24.0, the
-# vllm_flash_attn_fa3 rows: the cache append, the FP8 query cast with an FP8 cache, then
-# FlashAttention-3), H100 and H200: the (query heads, KV heads) of ATTENTION_HEADS at head dim 128
-# (Llama), and gpt-oss's 64/8 ... 8/1 at head dim 64, full or 128-token sliding window;
-# per GPU, head dim and KV dtype ATTENTION_PER_BIN rows drawn (seed 0) in each KV-bytes bin
+# vLLM's attention layer in generation (generation_attention_perf, vLLM 0.24.0: the cache append,
+# then FlashAttention-3 on Hopper, the vllm_flash_attn_fa3 rows, or FlashInfer's trtllm-gen
+# decode on Blackwell, the vllm_flashinfer_trtllmdecode rows), H100, H200, B200, B300 and GB200:
+# the (query heads, KV heads) of ATTENTION_HEADS at head dim 128 (Llama), and gpt-oss's 64/8 ...
+# 8/1 at head dim 64, full or 128-token sliding window; per GPU, head dim and KV dtype
+# ATTENTION_PER_BIN rows drawn (seed 0) in each KV-bytes bin
 VLLM_ATTENTION_OUT = OUT.with_name("aiconfigurator_vllm_attention.csv")
+VLLM_ATTENTION_GPUS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200-SXM", "b200_sxm": "B200",
+                       "b300_sxm": "B300", "gb200": "GB200"}
+VLLM_ATTENTION_KERNELS = ("vllm_flash_attn_fa3", "vllm_flashinfer_trtllmdecode")
 # vLLM's Marlin MoE on MXFP4 experts with BF16 activations (moe_perf, vLLM 0.24.0, the
 # compressed-tensors W4A4-MXFP4 method's Marlin rows: the only Marlin MXFP4 MoE tables, of a
 # 896-expert top-16 model, hidden 3584, expert width 3072), H100 and H200, balanced routing, one
 # GPU (EP1, TP1), every token count
 MARLIN_MOE_OUT = OUT.with_name("aiconfigurator_moe_marlin.csv")
 MARLIN_MOE_SOURCE = "vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts_situ_as_silu"
-VLLM_ATTENTION_GPUS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200-SXM"}
+MARLIN_MOE_GPUS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200-SXM"}
 GPT_OSS_HEADS = ((64, 8), (32, 4), (16, 2), (8, 1))
 # NCCL's collectives (nccl_perf) at the newest NCCL version each GPU's table has, GB300 included;
 # FP16 buffers (the table's `half`; its int8 rows repeat the same byte counts)
@@ -450,7 +454,7 @@ def marlin_moe_rows(base: Path) -> list[dict]:
     """vLLM's Marlin MoE on MXFP4 experts (MARLIN_MOE_OUT's comment), one GPU's module."""
     import pandas as pd
     rows = []
-    for folder, gpu in VLLM_ATTENTION_GPUS.items():
+    for folder, gpu in MARLIN_MOE_GPUS.items():
         path = base / folder / "moe" / "vllm" / "0.24.0" / "moe_perf.parquet"
         d = pd.read_parquet(path)
         d = d[(d.kernel_source == MARLIN_MOE_SOURCE) & (d.moe_dtype == "w4a16_mxfp4")
@@ -476,13 +480,14 @@ def vllm_attention_rows(base: Path) -> list[dict]:
     rows = []
     kv_dtypes = {"bfloat16": "bf16", "fp8": "fp8"}
     for folder, gpu in VLLM_ATTENTION_GPUS.items():
-        path = _newest(base / folder / "attention" / "vllm") / "generation_attention_perf.parquet"
+        path = base / folder / "attention" / "vllm" / "0.24.0" / "generation_attention_perf.parquet"
         version = path.parent.name
         d = pd.read_parquet(path)
         pairs = pd.MultiIndex.from_frame(d[["num_heads", "num_key_value_heads"]])
         llama = (d.head_dim == 128) & (d.window_size == 0) & pairs.isin(ATTENTION_HEADS)
         gpt_oss = (d.head_dim == 64) & d.window_size.isin((0, 128)) & pairs.isin(GPT_OSS_HEADS)
-        d = d[(d.kernel_source == "vllm_flash_attn_fa3") & (d.beam_width == 1) & (llama | gpt_oss)]
+        d = d[d.kernel_source.isin(VLLM_ATTENTION_KERNELS) & (d.beam_width == 1)
+              & (llama | gpt_oss)]
         keys = (d.step + 1).where(d.window_size == 0, (d.step + 1).clip(upper=d.window_size))
         kv_bytes = (2 * d.batch_size * keys * d.num_key_value_heads * d.head_dim
                     * d.kv_cache_dtype.map({"bfloat16": 2, "fp8": 1}))
@@ -505,7 +510,7 @@ def vllm_attention_rows(base: Path) -> list[dict]:
                     f"vLLM {version} generation attention ({r.kernel_source})",
                     "vllm_generation_attention", kv_dtypes[kv], shape, r.latency,
                     f"AIConfigurator measured latency of vLLM's attention layer in generation "
-                    f"(FlashAttention-3 on the paged cache; {kv} KV cache, BF16 queries) on "
+                    f"({r.kernel_source} on the paged cache; {kv} KV cache, BF16 queries) on "
                     f"{r.device}"))
     return rows
 

@@ -158,20 +158,25 @@ def load_vllm_attention_rows(path=VLLM_ATTENTION_CSV) -> list[dict]:
 def vllm_attention_ops(row: dict) -> tuple:
     """The kernels of vLLM's attention layer in generation, as the builder writes them for an
     engine that appends to the cache in a kernel of its own (builder._LayerBuilder._cache_append:
-    reshape_and_cache_flash, and with an FP8 cache the query cast to FP8) and FlashAttention-3,
-    in FP8 MMAs on an FP8 cache (Engine.fp8_attention)."""
+    reshape_and_cache_flash, and with an FP8 cache the query cast to FP8) and the attention of
+    vLLM's family on the row's GPU (engines.vllm_attention_kernel: FlashAttention-3 on Hopper,
+    FlashInfer's trtllm-gen decode on Blackwell), in FP8 MMAs on an FP8 cache
+    (Engine.fp8_attention)."""
     from perfmodel import ops
+    from perfmodel.plan.simulator.engines import vllm_attention_kernel
     tokens = row["batch"] * row["seq_q"]
     fp8 = row["kv_dtype"] == "fp8"
     append = ops.Elementwise(elements=tokens * row["kv_heads"] * 2 * row["head_dim"],
                              dtype="bf16", flop_per_element=0)
+    kernel = vllm_attention_kernel(row["hardware"]) or "fa3"
     quant = (ops.Quantize(rows=tokens * row["heads"], cols=row["head_dim"], to="fp8"),) \
-        if fp8 else ()
+        if fp8 and kernel != "trtllm" else ()
     window = row.get("window")
     attn = ops.Attention(batch=row["batch"], heads=row["heads"], kv_heads=row["kv_heads"],
                          head_dim=row["head_dim"], seq_q=row["seq_q"],
                          seq_kv=min(row["seq_kv"], window) if window else row["seq_kv"],
-                         causal=False, dtype="fp8" if fp8 else "bf16", kernel="fa3")
+                         causal=False, dtype="fp8" if fp8 else "bf16",
+                         kernel=kernel)
     return (append, *quant, attn)
 
 

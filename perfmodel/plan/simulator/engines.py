@@ -351,6 +351,18 @@ SGLANG_041_MEM_FRACTION = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88
 ALIASES = {"tensorrt-llm": "trtllm", "vllm-v1": "vllm"}
 
 
+def vllm_attention_kernel(hw: Hardware | str) -> str | None:
+    """The GQA attention family vLLM runs on `hw`: on Blackwell (compute capability 10) its
+    backend priority puts FlashInfer first (vLLM 0.18.0 platforms/cuda.py
+    _get_backend_priorities), whose decode runs TensorRT-LLM's trtllm-gen kernels there
+    (utils/flashinfer.py use_trtllm_attention: with sinks, an FP8 query, or a 16-bit cache and at
+    most 256 decode tokens; supports_trtllm_attention: SM100 only): the "trtllm" family. Elsewhere
+    FlashAttention leads (None: the GPU's default family, FA3 on Hopper). Evidence:
+    AIConfigurator's vLLM 0.24.0 B200/B300/GB200 generation attention (python -m
+    perfmodel.validation.modules)."""
+    return "trtllm" if hardware(hw).mma_instruction == "tcgen05" else None
+
+
 def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> Engine:
     """The defaults of `name` (one of ENGINES) on `hw`: several depend on the GPU's memory."""
     mem = hardware(hw).hbm_capacity_bytes
@@ -364,6 +376,7 @@ def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> En
                       mixed_batching=True, block_tokens=16, gpu_memory_utilization=0.9,
                       cuda_graph_sizes=vllm_graph_sizes(min(2 * seqs, 512)),
                       cuda_graph_mode="piecewise", fp8_attention=True,
+                      attention_kernel=vllm_attention_kernel(hw),
                       kernel_fusion="add_norm", allreduce="vllm", gemm_dispatch="vllm-0.10.2",
                       request_overhead_s=REQUEST_OVERHEAD_S["vllm"], overlap_schedule=True)
     if name == "vllm-v0":
