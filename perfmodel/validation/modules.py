@@ -159,16 +159,16 @@ def vllm_attention_ops(row: dict) -> tuple:
     """The kernels of vLLM's attention layer in generation, as the builder writes them for an
     engine that appends to the cache in a kernel of its own (builder._LayerBuilder._cache_append:
     reshape_and_cache_flash, and with an FP8 cache the query cast to FP8) and the attention of
-    vLLM's family on the row's GPU (engines.vllm_attention_kernel: FlashAttention-3 on Hopper,
+    vLLM's family on the row's GPU (engines.engine_attention_kernel: FlashAttention-3 on Hopper,
     FlashInfer's trtllm-gen decode on Blackwell), in FP8 MMAs on an FP8 cache
     (Engine.fp8_attention)."""
     from perfmodel import ops
-    from perfmodel.plan.simulator.engines import vllm_attention_kernel
+    from perfmodel.plan.simulator.engines import engine_attention_kernel
     tokens = row["batch"] * row["seq_q"]
     fp8 = row["kv_dtype"] == "fp8"
     append = ops.Elementwise(elements=tokens * row["kv_heads"] * 2 * row["head_dim"],
                              dtype="bf16", flop_per_element=0)
-    kernel = vllm_attention_kernel(row["hardware"]) or "fa3"
+    kernel = engine_attention_kernel(row["hardware"]) or "fa3"
     quant = (ops.Quantize(rows=tokens * row["heads"], cols=row["head_dim"], to="fp8"),) \
         if fp8 and kernel != "trtllm" else ()
     window = row.get("window")

@@ -707,7 +707,7 @@ class _LayerBuilder:
         MMAs on an FP8 cache the query cast to FP8 for FlashAttention-3 (vLLM 0.10's
         ops.scaled_fp8_quant in FlashAttentionImpl.forward; SGLang's flashattention_backend
         casts q to the cache's type). Not before TensorRT-LLM's kernels (vLLM's FlashInfer
-        backend on Blackwell: engines.vllm_attention_kernel), which take the query as it comes:
+        backend on Blackwell: engines.engine_attention_kernel), which take the query as it comes:
         AIConfigurator's vLLM 0.24.0 B200 rows run an FP8 cache ~1 us above a BF16 one at batch 1,
         not a cast kernel's ~3 us."""
         m = self.m

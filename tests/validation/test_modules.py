@@ -204,17 +204,20 @@ def test_trtllm_fuses_the_cache_append_and_training_has_none():
     assert not any(n.name.endswith("kv_append") for n in train.nodes)
 
 
-def test_vllm_runs_flashinfers_trtllm_gen_decode_on_blackwell_only():
+def test_vllm_and_sglang_run_trtllm_gen_attention_on_blackwell_only():
     """vLLM 0.18.0's backend priority on compute capability 10 puts FlashInfer first, whose
-    decode runs trtllm-gen (engines.vllm_attention_kernel); Hopper keeps FA3 (None: the GPU's
-    default). Before TensorRT-LLM's kernels no query-cast kernel runs."""
+    decode runs trtllm-gen, and SGLang 0.5.14 defaults to trtllm_mha there
+    (engines.engine_attention_kernel); Hopper keeps FA3 (None: the GPU's default). Before
+    TensorRT-LLM's kernels the builder writes no query-cast kernel."""
     from perfmodel.plan.memory import as_model
-    from perfmodel.plan.simulator.engines import engine_preset, vllm_attention_kernel
+    from perfmodel.plan.simulator.engines import engine_preset, engine_attention_kernel
     from perfmodel.workloads.builder import inference_op_counts
-    assert [vllm_attention_kernel(g) for g in ("H100-SXM", "H200-SXM", "B200", "GB300")] == [
+    assert [engine_attention_kernel(g) for g in ("H100-SXM", "H200-SXM", "B200", "GB300")] == [
         None, None, "trtllm", "trtllm"]
     assert engine_preset("vllm", "B200").attention_kernel == "trtllm"
     assert engine_preset("vllm", "H200-SXM").attention_kernel is None
+    assert engine_preset("sglang", "GB200").attention_kernel == "trtllm"
+    assert engine_preset("sglang", "H100-SXM").attention_kernel is None
     roles = {n.partition(".")[2] for n, _, _ in inference_op_counts(
         as_model("llama3-8b"), "decode", batch=8, context=1024, kv_dtype="fp8",
         fp8_attention=True, fusion="add_norm", attention_kernel="trtllm")}

@@ -351,15 +351,19 @@ SGLANG_041_MEM_FRACTION = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88
 ALIASES = {"tensorrt-llm": "trtllm", "vllm-v1": "vllm"}
 
 
-def vllm_attention_kernel(hw: Hardware | str) -> str | None:
-    """The GQA attention family vLLM runs on `hw`: on Blackwell (compute capability 10) its
-    backend priority puts FlashInfer first (vLLM 0.18.0 platforms/cuda.py
-    _get_backend_priorities), whose decode runs TensorRT-LLM's trtllm-gen kernels there
-    (utils/flashinfer.py use_trtllm_attention: with sinks, an FP8 query, or a 16-bit cache and at
-    most 256 decode tokens; supports_trtllm_attention: SM100 only): the "trtllm" family. Elsewhere
-    FlashAttention leads (None: the GPU's default family, FA3 on Hopper). Evidence:
-    AIConfigurator's vLLM 0.24.0 B200/B300/GB200 generation attention (python -m
-    perfmodel.validation.modules)."""
+def engine_attention_kernel(hw: Hardware | str) -> str | None:
+    """The attention family vLLM and SGLang run on `hw` by default: on Blackwell (compute
+    capability 10) TensorRT-LLM's trtllm-gen kernels, the "trtllm" family. vLLM's backend
+    priority there puts FlashInfer first (vLLM 0.18.0 platforms/cuda.py
+    _get_backend_priorities), whose decode runs trtllm-gen (utils/flashinfer.py
+    use_trtllm_attention: with sinks, an FP8 query, or a 16-bit cache and at most 256 decode
+    tokens; supports_trtllm_attention: SM100 only); SGLang picks trtllm_mha for MHA/GQA models on
+    SM100 (SGLang 0.5.14 server_args.py _get_default_attn_backend; InferenceX's B200 DeepSeek
+    recipes name trtllm_mla). Elsewhere FlashAttention leads (None: the GPU's default family, FA3
+    on Hopper, as SGLang's default there). Evidence: AIConfigurator's vLLM 0.24.0 B200/B300/GB200
+    generation attention (python -m perfmodel.validation.modules). Not priced: SGLang's
+    trtllm_mha casts the query to FP8 in a kernel of its own with an FP8 cache
+    (trtllm_mha_backend.py _maybe_quantize_q), which vLLM's FlashInfer path does not run."""
     return "trtllm" if hardware(hw).mma_instruction == "tcgen05" else None
 
 
@@ -376,7 +380,7 @@ def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> En
                       mixed_batching=True, block_tokens=16, gpu_memory_utilization=0.9,
                       cuda_graph_sizes=vllm_graph_sizes(min(2 * seqs, 512)),
                       cuda_graph_mode="piecewise", fp8_attention=True,
-                      attention_kernel=vllm_attention_kernel(hw),
+                      attention_kernel=engine_attention_kernel(hw),
                       kernel_fusion="add_norm", allreduce="vllm", gemm_dispatch="vllm-0.10.2",
                       request_overhead_s=REQUEST_OVERHEAD_S["vllm"], overlap_schedule=True)
     if name == "vllm-v0":
@@ -405,6 +409,7 @@ def engine_preset(name: str, hw: Hardware | str, tp: int = 1, pp: int = 1) -> En
                       cuda_graph_sizes=graphs, cuda_graph_mode="full_decode",
                       step_overhead_s=SGLANG_STEP_OVERHEAD_S, overlap_schedule=True,
                       kernel_fusion="add_norm", fp8_attention=True, allreduce="sglang",
+                      attention_kernel=engine_attention_kernel(hw),
                       request_overhead_s=REQUEST_OVERHEAD_S["sglang"])
     if name == "sglang-0.4.1":
         fraction = next(f for least, f in SGLANG_041_MEM_FRACTION if tp >= least)
