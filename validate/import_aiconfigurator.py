@@ -74,6 +74,11 @@ VLLM_ATTENTION_OUT = OUT.with_name("aiconfigurator_vllm_attention.csv")
 VLLM_ATTENTION_GPUS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200-SXM", "b200_sxm": "B200",
                        "b300_sxm": "B300", "gb200": "GB200"}
 VLLM_ATTENTION_KERNELS = ("vllm_flash_attn_fa3", "vllm_flashinfer_trtllmdecode")
+# SGLang's attention layer in generation, the same sample from its 0.5.14 tables: FA3 on Hopper
+# (the fa3 rows), trtllm_mha on Blackwell (its SM100 defaults, server_args.py
+# _get_default_attn_backend)
+SGLANG_ATTENTION_OUT = OUT.with_name("aiconfigurator_sglang_attention.csv")
+SGLANG_ATTENTION_KERNELS = ("fa3", "trtllm_mha")
 # vLLM's Marlin MoE on MXFP4 experts with BF16 activations (moe_perf, vLLM 0.24.0, the
 # compressed-tensors W4A4-MXFP4 method's Marlin rows: the only Marlin MXFP4 MoE tables, of a
 # 896-expert top-16 model, hidden 3584, expert width 3072), H100 and H200, balanced routing, one
@@ -163,6 +168,7 @@ def main(root: str) -> None:
     _write(VLLM_GEMM_OUT, vllm_gemm_rows(base))
     _write(ENGINE_ALLREDUCE_OUT, engine_allreduce_rows(base))
     _write(VLLM_ATTENTION_OUT, vllm_attention_rows(base))
+    _write(SGLANG_ATTENTION_OUT, vllm_attention_rows(base, "sglang"))
     _write(MARLIN_MOE_OUT, marlin_moe_rows(base))
 
 
@@ -472,21 +478,23 @@ def marlin_moe_rows(base: Path) -> list[dict]:
     return rows
 
 
-def vllm_attention_rows(base: Path) -> list[dict]:
-    """vLLM's attention layer in generation on Hopper (VLLM_ATTENTION_OUT's comment): one query
-    per sequence at `step` cached tokens (keys = step + 1; a sliding-window row reads the last
-    `window` of them)."""
+def vllm_attention_rows(base: Path, engine: str = "vllm") -> list[dict]:
+    """vLLM's (or SGLang's) attention layer in generation (VLLM_ATTENTION_OUT's and
+    SGLANG_ATTENTION_OUT's comments): one query per sequence at `step` cached tokens (keys =
+    step + 1; a sliding-window row reads the last `window` of them)."""
+    version, kernels, prefix, name = (("0.24.0", VLLM_ATTENTION_KERNELS, "AICVATTN", "vLLM")
+                                      if engine == "vllm" else
+                                      ("0.5.14", SGLANG_ATTENTION_KERNELS, "AICSATTN", "SGLang"))
     import pandas as pd
     rows = []
     kv_dtypes = {"bfloat16": "bf16", "fp8": "fp8"}
     for folder, gpu in VLLM_ATTENTION_GPUS.items():
-        path = base / folder / "attention" / "vllm" / "0.24.0" / "generation_attention_perf.parquet"
-        version = path.parent.name
+        path = base / folder / "attention" / engine / version / "generation_attention_perf.parquet"
         d = pd.read_parquet(path)
         pairs = pd.MultiIndex.from_frame(d[["num_heads", "num_key_value_heads"]])
         llama = (d.head_dim == 128) & (d.window_size == 0) & pairs.isin(ATTENTION_HEADS)
         gpt_oss = (d.head_dim == 64) & d.window_size.isin((0, 128)) & pairs.isin(GPT_OSS_HEADS)
-        d = d[d.kernel_source.isin(VLLM_ATTENTION_KERNELS) & (d.beam_width == 1)
+        d = d[d.kernel_source.isin(kernels) & (d.beam_width == 1)
               & (llama | gpt_oss)]
         keys = (d.step + 1).where(d.window_size == 0, (d.step + 1).clip(upper=d.window_size))
         kv_bytes = (2 * d.batch_size * keys * d.num_key_value_heads * d.head_dim
@@ -505,11 +513,11 @@ def vllm_attention_rows(base: Path) -> list[dict]:
                 if r.window_size:
                     shape["window"] = int(r.window_size)
                 rows.append(_row(
-                    f"AICVATTN-{gpu}-{number:03d}", gpu,
-                    f"{folder}/attention/vllm/{version}/generation_attention_perf.parquet",
-                    f"vLLM {version} generation attention ({r.kernel_source})",
-                    "vllm_generation_attention", kv_dtypes[kv], shape, r.latency,
-                    f"AIConfigurator measured latency of vLLM's attention layer in generation "
+                    f"{prefix}-{gpu}-{number:03d}", gpu,
+                    f"{folder}/attention/{engine}/{version}/generation_attention_perf.parquet",
+                    f"{name} {version} generation attention ({r.kernel_source})",
+                    f"{engine}_generation_attention", kv_dtypes[kv], shape, r.latency,
+                    f"AIConfigurator measured latency of {name}'s attention layer in generation "
                     f"({r.kernel_source} on the paged cache; {kv} KV cache, BF16 queries) on "
                     f"{r.device}"))
     return rows

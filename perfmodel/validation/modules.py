@@ -2,7 +2,8 @@
 AIConfigurator's TensorRT-LLM DeepSeek-V3 MLA attention block in decode
 (validate/data/aiconfigurator_mla_decode.csv) and TensorRT-LLM's GQA attention op in generation
 and context (validate/data/aiconfigurator_attention.csv), vLLM's attention layer in generation
-(validate/data/aiconfigurator_vllm_attention.csv); validate/data/SOURCES.md.
+(validate/data/aiconfigurator_vllm_attention.csv) and SGLang's
+(validate/data/aiconfigurator_sglang_attention.csv); validate/data/SOURCES.md.
 
     python -m perfmodel.validation.modules        # error per GPU, GEMM type and head count
 
@@ -55,6 +56,7 @@ MLA_CSV = DATA_DIR / "aiconfigurator_mla_decode.csv"
 ATTENTION_CSV = DATA_DIR / "aiconfigurator_attention.csv"
 MLA_ATTENTION_CSV = DATA_DIR / "aiconfigurator_mla_attention.csv"
 VLLM_ATTENTION_CSV = DATA_DIR / "aiconfigurator_vllm_attention.csv"
+SGLANG_ATTENTION_CSV = DATA_DIR / "aiconfigurator_sglang_attention.csv"
 ROPE_FLOP_PER_ELEMENT = 3  # as the builder's rope op (workloads/builder.py)
 MLA_ROPE_DIMS = 64         # DeepSeek-V3's qk_rope_head_dim (the repo's models/deepseek-v3.yaml)
 MLA_ROLES = ("q_a", "q_norm", "q_b", "kv_a", "kv_norm", "rope", "q_absorb", "attn", "v_up",
@@ -150,13 +152,15 @@ def attention_predicted_s(row: dict, hw: Hardware | None = None) -> float:
     return total
 
 
-def load_vllm_attention_rows(path=VLLM_ATTENTION_CSV) -> list[dict]:
-    """vLLM's generation attention rows (their shape, KV dtype and measured seconds)."""
+def load_engine_attention_rows(path=VLLM_ATTENTION_CSV) -> list[dict]:
+    """vLLM's (or SGLang's: SGLANG_ATTENTION_CSV) generation attention rows: their shape, KV
+    dtype and measured seconds."""
     return [dict(r, window=r.get("window")) for r in load_attention_rows(path)]
 
 
-def vllm_attention_ops(row: dict) -> tuple:
-    """The kernels of vLLM's attention layer in generation, as the builder writes them for an
+def engine_attention_ops(row: dict) -> tuple:
+    """The kernels of vLLM's or SGLang's attention layer in generation, as the builder writes
+    them for an
     engine that appends to the cache in a kernel of its own (builder._LayerBuilder._cache_append:
     reshape_and_cache_flash, and with an FP8 cache the query cast to FP8) and the attention of
     vLLM's family on the row's GPU (engines.engine_attention_kernel: FlashAttention-3 on Hopper,
@@ -180,15 +184,15 @@ def vllm_attention_ops(row: dict) -> tuple:
     return (append, *quant, attn)
 
 
-def vllm_attention_predicted_s(row: dict, hw: Hardware | None = None) -> float:
+def engine_attention_predicted_s(row: dict, hw: Hardware | None = None) -> float:
     """The row's layer as the simulator prices a captured decode step."""
     hw = hw or hardware(row["hardware"])
-    return sum(captured_s(o, hw) for o in vllm_attention_ops(row))
+    return sum(captured_s(o, hw) for o in engine_attention_ops(row))
 
 
-def vllm_attention_report(rows: list[dict]) -> str:
+def engine_attention_report(rows: list[dict]) -> str:
     return error_table(grouped_errors(
-        rows, lambda r: vllm_attention_predicted_s(r) / r["measured_s"] - 1,
+        rows, lambda r: engine_attention_predicted_s(r) / r["measured_s"] - 1,
         lambda r: (r["hardware"], r["head_dim"], r["kv_dtype"],
                    "<20us" if r["measured_s"] < 20e-6 else ">=20us")),
         ["hardware", "head dim", "kv", "measured"])
@@ -301,11 +305,14 @@ def main() -> None:
           "elsewhere); under CUDA graphs\n")
     print(mla_attention_report(mla))
     print(f"\n({len(mla)} rows, all judged)")
-    vllm = load_vllm_attention_rows()
-    print("\nvLLM's attention layer in generation on Hopper (AIConfigurator, vLLM 0.24.0): the "
-          "cache append (and the FP8 query cast), then FlashAttention-3; under CUDA graphs\n")
-    print(vllm_attention_report(vllm))
-    print(f"\n({len(vllm)} rows, all judged)")
+    for engine, path in (("vLLM 0.24.0", VLLM_ATTENTION_CSV),
+                         ("SGLang 0.5.14", SGLANG_ATTENTION_CSV)):
+        rows = load_engine_attention_rows(path)
+        print(f"\n{engine}'s attention layer in generation (AIConfigurator): the cache append "
+              f"(and the FP8 query cast before FA3), then FA3 on Hopper or trtllm-gen on "
+              f"Blackwell (engines.engine_attention_kernel); under CUDA graphs\n")
+        print(engine_attention_report(rows))
+        print(f"\n({len(rows)} rows, all judged)")
 
 
 if __name__ == "__main__":
