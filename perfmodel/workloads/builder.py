@@ -246,32 +246,26 @@ class Workload:
         elif self.kv_dtype is not None and self.phase == "train":
             p.append(("kv_dtype", "training keeps K and V as activations (no KV cache); "
                                   "it applies to prefill and decode"))
-        if self.fusion not in FUSIONS:
-            p.append(("fusion", f"expected one of {', '.join(FUSIONS)}, got {self.fusion!r}"))
-        elif self.fusion != "none" and self.phase == "train":
-            p.append(("fusion", "kernel fusion is a serving engine's (prefill and decode); "
-                                "training graphs keep every op"))
         if self.moe_exchange not in MOE_EXCHANGES:
             p.append(("moe_exchange", f"expected one of {', '.join(MOE_EXCHANGES)}, got "
                                       f"{self.moe_exchange!r}"))
-        if self.allreduce not in ALLREDUCE_DISPATCH:
-            p.append(("allreduce", f"expected one of {', '.join(ALLREDUCE_DISPATCH)}, got "
-                                   f"{self.allreduce!r}"))
-        elif self.allreduce != "auto" and self.phase == "train":
-            p.append(("allreduce", "an engine's all-reduce dispatch is a serving engine's "
-                                   "(prefill and decode); training graphs use auto"))
-        if self.moe_kernel not in MOE_KERNELS:
-            p.append(("moe_kernel", f"expected one of {', '.join(MOE_KERNELS)}, got "
-                                    f"{self.moe_kernel!r}"))
-        elif self.moe_kernel != "grouped" and self.phase == "train":
-            p.append(("moe_kernel", "a serving engine's MoE kernel (vLLM's Marlin MoE): not "
-                                    "for training"))
-        if self.gemm_dispatch not in GEMM_DISPATCHES:
-            p.append(("gemm_dispatch", f"expected one of {', '.join(GEMM_DISPATCHES)}, got "
-                                       f"{self.gemm_dispatch!r}"))
-        elif self.gemm_dispatch != "best" and self.phase == "train":
-            p.append(("gemm_dispatch", "an engine's GEMM table is a serving engine's (prefill "
-                                       "and decode); training graphs use best"))
+        # the serving engine's settings: one of their choices, and their default in training
+        for name, choices, default, why in (
+                ("fusion", FUSIONS, "none", "kernel fusion is a serving engine's (prefill and "
+                                            "decode); training graphs keep every op"),
+                ("allreduce", ALLREDUCE_DISPATCH, "auto", "an engine's all-reduce dispatch is a "
+                                                          "serving engine's (prefill and decode); "
+                                                          "training graphs use auto"),
+                ("moe_kernel", MOE_KERNELS, "grouped", "a serving engine's MoE kernel (vLLM's "
+                                                       "Marlin MoE): not for training"),
+                ("gemm_dispatch", GEMM_DISPATCHES, "best", "an engine's GEMM table is a serving "
+                                                           "engine's (prefill and decode); "
+                                                           "training graphs use best")):
+            value = getattr(self, name)
+            if value not in choices:
+                p.append((name, f"expected one of {', '.join(choices)}, got {value!r}"))
+            elif value != default and self.phase == "train":
+                p.append((name, why))
         if self.attention_kernel == "trtllm" and self.phase == "train":
             p.append(("attention_kernel", "TensorRT-LLM's attention kernels are inference "
                                           "kernels (forward only): prefill and decode"))
