@@ -97,6 +97,10 @@ def register(sub) -> None:
                    "step (MTP / EAGLE layers); needs --spec-acceptance")
     s.add_argument("--spec-acceptance", type=float, help="probability a draft token is "
                    "accepted given the previous ones, e.g. 0.8")
+    s.add_argument("--moe-kernel", choices=("grouped", "marlin"), default=None,
+                   help="MoE experts stored narrower than their GEMMs (gpt-oss's MXFP4): the "
+                        "engine's grouped GEMMs (default) or vLLM's Marlin MoE, as "
+                        "VLLM_MXFP4_USE_MARLIN=1 runs it on Hopper")
     s.add_argument("--moe-loads", metavar="FILE", help="MoE: route each layer from recorded "
                    "expert loads (SGLang logical_count JSON, a path or a shipped name such as "
                    "decode_in1000out1000.json) instead of uniform routing")
@@ -295,6 +299,12 @@ def run_serve(args) -> int:
                   rate=args.rate, concurrency=args.concurrency, seed=args.seed,
                   burstiness=args.burstiness if mode == "rate" else 1.0)
     settings = _spec_settings(args)
+    if args.moe_kernel is not None:
+        if expert_weight_dtype(m, args.dtype, "decode") == args.dtype:
+            print(f"perfmodel: warning: --moe-kernel applies to experts stored narrower than "
+                  f"their GEMMs; {m.name}'s are {args.dtype} (ignored)", file=sys.stderr)
+        else:
+            settings["moe_kernel"] = args.moe_kernel
     common = dict(engine=args.engine, dtype=args.dtype, kv_dtype=args.kv_dtype, tp=args.tp,
                   pp=args.pp, ep=args.ep, tpot_slo_s=slo["tpot_slo"], ttft_slo_s=slo["ttft_slo"],
                   progress=sys.stderr.isatty(), jobs=args.jobs, **settings)
@@ -322,7 +332,8 @@ def run_serve(args) -> int:
               "workload": wl.to_dict(), "tpot_slo_s": slo["tpot_slo"],
               "ttft_slo_s": slo["ttft_slo"], "sweep": args.sweep,
               "moe_loads": args.moe_loads, "moe_replication": args.moe_replication,
-              "expert_weights": expert_weight_dtype(m, args.dtype, "decode")}
+              "expert_weights": expert_weight_dtype(m, args.dtype, "decode"),
+              "moe_kernel": settings.get("moe_kernel", "grouped")}
     if args.format == "json":
         print(json.dumps({"search": search, "rows": rows, "best": top, "pareto": front},
                          indent=2))
@@ -422,7 +433,9 @@ def serve_table(rows, top, front, search) -> str:
     slo = search["tpot_slo_s"] is not None or search["ttft_slo_s"] is not None
     lines = [f"{search['model']} on {search['gpus']}x {search['hardware']}, "
              f"{search['engine']}, {search['dtype']} weights"
-             + (f" (experts {search['expert_weights']})"
+             + (f" (experts {search['expert_weights']}"
+                + (f", {search['moe_kernel']} kernel" if search.get("moe_kernel", "grouped")
+                   != "grouped" else "") + ")"
                 if search.get("expert_weights", search["dtype"]) != search["dtype"] else "")
              + f", {search['kv_dtype']} KV cache; "
              f"{_describe(search['workload'])}"]

@@ -147,3 +147,24 @@ def test_plan_serve_disaggregated_and_speculative_flags(capsys):
                "3"])
     assert rc == 2
     assert "--spec-acceptance" in capsys.readouterr().err
+
+
+def test_plan_serve_moe_kernel_runs_marlin_and_warns_where_it_does_not_apply(capsys):
+    """--moe-kernel marlin reaches gpt-oss's MXFP4 experts (the header says so, and an 8k
+    prefill takes longer than on the grouped kernels); on BF16 experts it warns and is
+    ignored."""
+    from perfmodel.cli.main import main
+    base = ["plan", "serve", "gpt-oss-120b", "--hw", "H100-SXM", "--gpus", "4", "--tp", "4",
+            "--engine", "vllm", "--isl", "8000", "--osl", "64", "--concurrency", "2",
+            "--requests", "4", "--jobs", "1", "--format", "json"]
+    import json
+    assert main(base + ["--moe-kernel", "marlin"]) == 0
+    marlin = json.loads(capsys.readouterr().out)
+    assert main(base) == 0
+    grouped = json.loads(capsys.readouterr().out)
+    assert marlin["search"]["moe_kernel"] == "marlin" and grouped["search"]["moe_kernel"] == "grouped"
+    assert marlin["best"]["ttft_mean_s"] > 1.2 * grouped["best"]["ttft_mean_s"]
+    assert main(["plan", "serve", "llama3-8b", "--hw", "H100-SXM", "--gpus", "1", "--tp", "1",
+                 "--isl", "100", "--osl", "10", "--concurrency", "1", "--requests", "2",
+                 "--jobs", "1", "--moe-kernel", "marlin"]) == 0
+    assert "--moe-kernel applies to experts stored narrower" in capsys.readouterr().err
