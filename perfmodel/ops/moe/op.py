@@ -84,12 +84,13 @@ MARLIN_MMA_FRACTION = fitted.value("moe.marlin_mma_fraction")
 TILE_N = 128
 PLACEMENTS = ("auto", "contiguous", "balanced", "eplb")
 # Routings kept per process (`Moe.routing_result`), keyed by every parameter but the expert
-# shapes and dtype (hidden, expert_hidden, dtype, shared_experts: the routing does not read them)
-# and the trace/loads files' size and modification time: a new op of the same routing, or of
-# another layer shape, does not draw again. Entries are shared, so read only.
+# shapes, dtype and kernel (hidden, expert_hidden, dtype, shared_experts, kernel: the routing
+# does not read them) and the trace/loads files' size and modification time: a new op of the
+# same routing, or of another layer shape, does not draw again. Entries are shared, so read
+# only.
 ROUTING_CACHE = 1024
 ROUTING_FREE_PARAMS = ("hidden", "expert_hidden", "dtype", "weight_dtype", "fp8_scaling",
-                       "fp8_block_quant", "shared_experts")
+                       "fp8_block_quant", "shared_experts", "kernel")
 _ROUTINGS: OrderedDict = OrderedDict()
 
 
