@@ -1243,23 +1243,23 @@ def marlin_fit_rows(exclude: frozenset[str] = frozenset()) -> list:
 def fit_marlin_fraction(convert_ops: float, exclude: frozenset[str] = frozenset(),
                         tol: float = 1e-4) -> tuple[float, list[str]]:
     """Marlin's share of the mma.sync rate (MARLIN_RULE), with the MXFP4 conversion at
-    `convert_ops`: a larger share makes the calls faster, so bisect the mean log error of the
-    reversed share to zero; the prior where the rows are held out."""
+    `convert_ops`: a larger share makes the calls faster, so bisect the negated mean log error
+    to zero; the prior where the rows are held out."""
     from perfmodel.ops.moe import op as moe_op
     rows = marlin_fit_rows(exclude)
     if not rows:
         return prior("moe.marlin_mma_fraction"), []
     hws = [_with_sustained(c.hardware, None) for c in rows]
     saved, saved_convert = moe_op.MARLIN_MMA_FRACTION, dict(moe_op.CONVERT_OPS)
-    lo, hi = SPECS["moe.marlin_mma_fraction"][0]
 
-    def mean_log_error(x: float) -> float:  # rising in x: the share lo + hi - x
-        moe_op.MARLIN_MMA_FRACTION = lo + hi - x
+    def mean_log_error(x: float) -> float:
+        moe_op.MARLIN_MMA_FRACTION = x
         return sum(math.log(estimate(resolve(c.op.demand(hw), hw, "pipes"), hw, "pipes").time_s
                             / c.measured_time_s) for c, hw in zip(rows, hws)) / len(rows)
     try:
         moe_op.CONVERT_OPS["mxfp4"] = convert_ops
-        x = lo + hi - _zero_of_rising(mean_log_error, lo, hi, tol)
+        x = _zero_of_rising(lambda v: -mean_log_error(v), *SPECS["moe.marlin_mma_fraction"][0],
+                            tol)
     finally:
         moe_op.MARLIN_MMA_FRACTION = saved
         moe_op.CONVERT_OPS.clear()

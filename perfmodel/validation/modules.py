@@ -168,20 +168,19 @@ def engine_attention_ops(row: dict) -> tuple:
     (Engine.fp8_attention)."""
     from perfmodel import ops
     from perfmodel.plan.simulator.engines import engine_attention_kernel
-    tokens = row["batch"] * row["seq_q"]
+    from perfmodel.workloads.builder import cache_append_nodes
     fp8 = row["kv_dtype"] == "fp8"
-    append = ops.Elementwise(elements=tokens * row["kv_heads"] * 2 * row["head_dim"],
-                             dtype="bf16", flop_per_element=0)
     kernel = engine_attention_kernel(row["hardware"]) or "fa3"
-    quant = (ops.Quantize(rows=tokens * row["heads"], cols=row["head_dim"], to="fp8"),) \
-        if fp8 and kernel != "trtllm" else ()
+    side = [ops.op(kind, **params) for _, kind, params in cache_append_nodes(
+        row["batch"] * row["seq_q"], row["heads"], row["kv_heads"], row["head_dim"],
+        fp8 and kernel != "trtllm")]
     window = row.get("window")
     attn = ops.Attention(batch=row["batch"], heads=row["heads"], kv_heads=row["kv_heads"],
                          head_dim=row["head_dim"], seq_q=row["seq_q"],
                          seq_kv=min(row["seq_kv"], window) if window else row["seq_kv"],
                          causal=False, dtype="fp8" if fp8 else "bf16",
                          kernel=kernel)
-    return (append, *quant, attn)
+    return (*side, attn)
 
 
 def engine_attention_predicted_s(row: dict, hw: Hardware | None = None) -> float:

@@ -693,22 +693,12 @@ class _LayerBuilder:
                   quantized_input=self.w.fusion == "trtllm")
 
     def _cache_append(self, p: str, hq: int, hkv: int):
-        """The kernels an engine's attention layer runs beside the attention kernel itself,
-        where they are kernels of their own (TensorRT-LLM fuses both into its QKV
-        preprocessing, the `rope` op; Workload.fusion "trtllm"): the new tokens' K and V
-        appended to the paged cache (vLLM 0.18.0 v1/attention/backends/flash_attn.py
-        do_kv_cache_update -> reshape_and_cache_flash; SGLang's set_kv_buffer), and with FP8
-        MMAs on an FP8 cache the query cast to FP8 for FlashAttention-3 (vLLM 0.10's
-        ops.scaled_fp8_quant in FlashAttentionImpl.forward; SGLang's flashattention_backend
-        casts q to the cache's type). Not before TensorRT-LLM's kernels (vLLM's FlashInfer
-        backend on Blackwell: engines.engine_attention_kernel), which take the query as it comes:
-        AIConfigurator's vLLM 0.24.0 B200 rows run an FP8 cache ~1 us above a BF16 one at batch 1,
-        not a cast kernel's ~3 us."""
-        m = self.m
-        self.g.add(f"{p}kv_append", "elementwise", elements=self.t * hkv * 2 * m.head_dim,
-                   dtype=ACT, flop_per_element=0)
-        if self.fp8_attention and self.w.attention_kernel != "trtllm":
-            self.g.add(f"{p}q_quant", "quantize", rows=self.t * hq, cols=m.head_dim, to="fp8")
+        """The engine's cache append and query cast (cache_append_nodes) after this layer's
+        RoPE."""
+        for role, kind, params in cache_append_nodes(
+                self.t, hq, hkv, self.m.head_dim,
+                self.fp8_attention and self.w.attention_kernel != "trtllm"):
+            self.g.add(f"{p}{role}", kind, **params)
 
     def _mla(self, p: str):
         """DeepSeek-V2/V3 multi-head latent attention (arXiv:2405.04434 §2.1); decode uses the
@@ -951,6 +941,26 @@ class _LayerBuilder:
             self.g.add(f"{name}.dgrad", "gemm", m=self.t, n=k, k=n, dtype=d, batch=batch)
             self.g.add(f"{name}.wgrad", "gemm", m=k, n=n, k=self.t, dtype=d, batch=batch,
                        out_dtype="fp32")
+
+
+def cache_append_nodes(tokens: int, heads: int, kv_heads: int, head_dim: int,
+                       query_cast: bool) -> list[tuple[str, str, dict]]:
+    """(role, op kind, parameters) of the kernels an engine's attention layer runs beside the
+    attention kernel itself, where they are kernels of their own (TensorRT-LLM fuses both into
+    its QKV preprocessing, the `rope` op; Workload.fusion "trtllm"): the new tokens' K and V
+    appended to the paged cache (vLLM 0.18.0 v1/attention/backends/flash_attn.py
+    do_kv_cache_update -> reshape_and_cache_flash; SGLang's set_kv_buffer), and with
+    `query_cast` (FP8 MMAs on an FP8 cache in FlashAttention-3) the query cast to FP8 (vLLM
+    0.10's ops.scaled_fp8_quant in FlashAttentionImpl.forward; SGLang's flashattention_backend
+    casts q to the cache's type). Not before TensorRT-LLM's kernels (vLLM's FlashInfer backend
+    on Blackwell: engines.engine_attention_kernel), which take the query as it comes:
+    AIConfigurator's vLLM 0.24.0 B200 rows run an FP8 cache ~1 us above a BF16 one at batch 1,
+    not a cast kernel's ~3 us. perfmodel.validation.modules judges them as written here."""
+    nodes = [("kv_append", "elementwise", dict(elements=tokens * kv_heads * 2 * head_dim,
+                                               dtype=ACT, flop_per_element=0))]
+    if query_cast:
+        nodes.append(("q_quant", "quantize", dict(rows=tokens * heads, cols=head_dim, to="fp8")))
+    return nodes
 
 
 def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,

@@ -281,6 +281,7 @@ def tiling(hw, kernel: str, design: str, direction: str, *, batch: int, heads: i
     decode = direction == "fwd" and seq_q <= DECODE_MAX_SEQ_Q and design not in PREFILL_ONLY
     # (MLA's latent decode on this design stands for FlashMLA's 64-row kernel: not FA3's tile)
     full_decode_tile = own_kernel and kernel in FULL_TILE_DECODE and not shared_kv
+    decode_m = bm if full_decode_tile else DECODE_TILE_M  # (FA3's bm: TILE's, unchanged below)
     if design in XQA_DESIGNS:
         return xqa_tiling(hw, design, batch=batch, heads=heads, kv_heads=kv_heads, seq_q=seq_q,
                           seq_kv=seq_kv, causal=causal, window=window)
@@ -296,12 +297,10 @@ def tiling(hw, kernel: str, design: str, direction: str, *, batch: int, heads: i
             bm *= FA4_FWD_Q_STAGES
         if design == "trtllm_fmha_v2":
             bn = fmha_v2_kv_step(d, element_bytes)
-        bn = kv_tile_width(hw, (bm if full_decode_tile else DECODE_TILE_M)
-                           if decode else bm, bn, d, dv, element_bytes,
+        bn = kv_tile_width(hw, decode_m if decode else bm, bn, d, dv, element_bytes,
                            v_transposed, shared_kv, kv_element_bytes)
     if decode and kernel == "fa2":
         bn, threads = fa2_splitkv_block_n(d), FA2_SPLITKV_THREADS
-    decode_m = bm if full_decode_tile else DECODE_TILE_M
     kv_tiles = math.ceil(seq_kv / bn)
     if decode:
         # flash-decoding (FlashDecoding, FlashInfer, FlashMLA): the query rows of all heads
