@@ -5,6 +5,7 @@ a phase, batch, lengths, dtype policy and parallelism.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -299,4 +300,24 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
         if not yamlio.is_file(p):
             raise InputError(f"unknown model '{s}' (built-in: {', '.join(list_models())}; or "
                              f"give a model file path)")
-    return parse_model(yamlio.load(p, "model file"), str(p))
+    return _parsed_model(str(p), *_file_stamp(p))
+
+
+def _file_stamp(path: Path) -> tuple[int, int]:
+    """(modification time in ns, size) of a model file, or (-1, -1) where it cannot be stat'ed
+    (the read then reports why)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return -1, -1
+    return st.st_mtime_ns, st.st_size
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_model(path: str, mtime_ns: int, size: int) -> ModelSpec:
+    """The model file at `path` parsed, once per version of the file (its modification time
+    and size key the cache): plan and fit loops load the same built-in models thousands of
+    times (`fit_all` 1,676 loads, 1.4 s of YAML parsing), and a ModelSpec is frozen, so every
+    caller can share one. A file that fails to parse raises each time (lru_cache keeps no
+    exception)."""
+    return parse_model(yamlio.load(path, "model file"), path)
