@@ -29,3 +29,22 @@ def test_activated_parameters_match_model_cards(name, active):
 def test_unknown_model_is_named():
     with pytest.raises(pm.InputError, match="unknown model 'llama5'"):
         pm.load_model("llama5")
+
+
+def test_a_model_file_is_parsed_once_per_version(tmp_path):
+    """load_model caches a parsed file by its path, modification time and size: loading it
+    again gives the same (frozen) spec, and a file rewritten since gives the new one."""
+    import os
+
+    from perfmodel.workloads.models import builtin_model_dir, load_model
+    text = (builtin_model_dir() / "llama3-8b.yaml").read_text()
+    path = tmp_path / "mine.yaml"
+    path.write_text(text)
+    first = load_model(path)
+    assert load_model(path) is first and load_model(str(path)) is first
+    assert load_model("llama3-8b") is load_model("LLaMA3-8B")
+    path.write_text(text.replace("layers: 32", "layers: 16"))
+    stat = path.stat()  # a rewrite within the clock's resolution still moves the stamp
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    second = load_model(path)
+    assert (first.layers, second.layers) == (32, 16)
