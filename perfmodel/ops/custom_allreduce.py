@@ -141,7 +141,14 @@ one cluster per token slice, is not modelled, so it streams at the link's rate, 
 release barriers are priced as trips: the measured two-shot calls on 4-8 B200s run ~20 us and
 ~35 % of the link's rate slower than this), the skew
 between more GPUs' arrivals (the measured floors grow 0.1-0.5 us from 2 to 8 GPUs; the
-trips do not grow with G), and the GB200 rows' lower floors than B200's on the same trips.
+trips do not grow with G), the GB200 rows' lower floors than B200's on the same trips, and
+the engines' eager NCCL calls: above the custom kernels' limits the eager rows run 11-18 %
+slower than the same engine's graph rows on H100 and B200 (8 H100s, 128 MiB: 663.5 us eager,
+576.6 graph, 578.7 in the NCCL table; the op gives both the graph time), and SGLang's eager
+fallback across GB300 trays (SGLang 0.5.14 srt/distributed/parallel_state.py _all_reduce_in_place:
+torch.distributed.all_reduce: device_communicators/pynccl.py:123-126 keeps pynccl disabled
+"e.g. in profiling models and prefill phase", enabled while capturing) carries a ~123 us
+host floor that no x86 row shows (their NCCL fallbacks start at 16 MiB, GPU-bound).
 """
 from __future__ import annotations
 

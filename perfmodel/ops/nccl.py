@@ -369,6 +369,11 @@ def p2p_extra_s(protocol: str, nbytes: float, gpus: int, link_s: float,
 # tuner must price NVLS below the ring there, which no reading of the v2.28+ NVLS terms above
 # does for both 4 and 8 GPUs (from the rows' switch points, its NVLS algorithm bandwidth would
 # be ~0.97-0.99 of the ring's on 4 B200s and ~0.84-0.91 on 8). Not modelled: NVLS is kept.
+# The rows' slopes say more than their switch points: on 4 B200s, 16-64 MiB add ~585 GB/s of
+# algorithm bandwidth (0.8 x the 722 GB/s link: NVLS's G/(G+1) share of the link at full
+# efficiency, above the model's 0.74), on 8 B200s 4-64 MiB add only ~280 GB/s, below any
+# NVLS reading and close to a ring's (the model's ring reads -3 ... -20 % there, its NVLS
+# -26 ... -33 %); which pair NCCL 2.29.2 runs on 8 GPUs needs its tuning.cc, not read here.
 TUNER_NVLS_EFFICIENCY = {9: 0.85, 10: 0.74}
 TUNED_ALGORITHMS = ("ring", "tree", "nvls")  # the algorithms the tuner prices
 
