@@ -186,7 +186,7 @@ def test_collect_then_load_cases(tmp_path):
     assert isinstance(by_id["hbm-triad-004"], Case)
     assert by_id["hbm-triad-004"].op.flop_per_element == 2
     assert by_id["philox-rng-002"].op.output == "mask_bits"
-    assert by_id["torch_bench-attention_fwd-001"].op.dropout == 0.1
+    assert by_id["torch_bench-attention_fwd-001"].op.dropout_p == 0.1
     # the model predicts every case
     comps = compare(cases)
     assert len(comps) == len(cases) and all(c.predicted_time_s > 0 for c in comps)

@@ -171,6 +171,9 @@ class Op:
     # the op's tensors as the parameters whose product is each one's element count (each at most
     # MAX_ELEMENTS; e.g. gemm's A is ("batch", "m", "k"))
     TENSORS: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    # other names a parameter is accepted under (alias -> parameter): graph files and scripts
+    # written before a rename keep working; the op stores and writes the parameter's own name
+    ALIASES: ClassVar[dict[str, str]] = {}
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -180,6 +183,14 @@ class Op:
     def __init__(self, _context: str = "", **params: Any):
         problems: list[str] = []
         at = (lambda key: where(None, f"{_context}.{key}" if _context else key))
+        for alias, key in self.ALIASES.items():
+            if alias in params:
+                value = params.pop(alias)
+                if key in params:
+                    problems.append(f"{at(alias)}: the same parameter as {key} (its other "
+                                    f"name); give one of them")
+                else:
+                    params[key] = value
         for key in params:
             if key not in self.PARAMS:
                 problems.append(f"{at(key)}: unknown parameter for op '{self.name}' "

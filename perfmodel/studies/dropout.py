@@ -102,7 +102,7 @@ def _with_dropout(node: Node, cfg: DropoutConfig, rng_mode: str) -> Node:
     o = node.op
     if o.name != "attention":
         return node
-    return node._replace(op=o.with_params(dropout=cfg.p, dropout_rng=rng_mode,
+    return node._replace(op=o.with_params(dropout_p=cfg.p, dropout_rng=rng_mode,
                                           dropout_mask=cfg.mask,
                                           dropout_generator=cfg.generator,
                                           dropout_bits_per_score=cfg.bits_per_element))
@@ -331,7 +331,7 @@ def judged_overheads(path=None) -> list[dict[str, Any]]:
             hw = hardware(row["hardware"])
             base_op = make_op("attention", **shape)
             base = estimate(base_op.demand(hw), hw)
-            drop_op = make_op("attention", dropout=float(row["dropout_p"]),
+            drop_op = make_op("attention", dropout_p=float(row["dropout_p"]),
                               dropout_bits_per_score=int(row["bits_per_score"]), **shape)
             drop = estimate(drop_op.demand(hw), hw)
             pred = 100.0 * (drop.time_s / base.time_s - 1.0)
@@ -387,7 +387,7 @@ def held_clock_overhead(base: Op, drop: Op, hw: Hardware) -> dict[str, float]:
 # LOP3 "saves ~15 us on the fwd kernel but REGRESSES the bwd kernel by ~390 us", at B = 4,
 # S = 8K, Hq = 8, Hk = 1, D = 128, causal, on an SM100 GPU (taken as B200).
 FA4_FOLD_SHAPE = dict(batch=4, heads=8, kv_heads=1, seq_q=8192, head_dim=128, dtype="bf16",
-                      causal=True, dropout=0.125)
+                      causal=True, dropout_p=0.125)
 FA4_FOLD_PUBLISHED_SAVING_S = {"fwd": 15e-6, "bwd": -390e-6}
 
 

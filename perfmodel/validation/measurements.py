@@ -228,7 +228,7 @@ def _case(row: dict) -> Case | Skipped:
                           seq_q=s["seqlen_q"], seq_kv=s["seqlen_k"], head_dim=s["headdim"],
                           dtype=_dtype(row["dtype"]), causal=bool(s.get("causal")),
                           direction=s["pass"], kernel=kernel,
-                          dropout=float(s.get("dropout_p", 0.0)))  # torch_bench rows carry it
+                          dropout_p=float(s.get("dropout_p", 0.0)))  # torch_bench rows carry it
         t = _attention_flop(s) / value
     elif kind == "mla_decode":
         o = ops.Attention(batch=s["batch"], heads=s["nheads_q"], kv_heads=s["nheads_kv"],

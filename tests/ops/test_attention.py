@@ -77,14 +77,14 @@ def test_decode_reads_the_kv_cache_at_hbm_speed():
 
 
 def test_fused_dropout_costs_more_than_two_percent():
-    plain, drop = est("H100-SXM"), est("H100-SXM", dropout=0.1)
+    plain, drop = est("H100-SXM"), est("H100-SXM", dropout_p=0.1)
     assert drop.time_s > 1.02 * plain.time_s
     assert drop.resource_time_s["fma_heavy"] > 0  # Philox IMAD.WIDE
 
 
 def test_precomputed_mask_reads_it_from_hbm():
-    fused = est("H100-SXM", dropout=0.1)
-    pre = est("H100-SXM", dropout=0.1, dropout_rng="precomputed")
+    fused = est("H100-SXM", dropout_p=0.1)
+    pre = est("H100-SXM", dropout_p=0.1, dropout_rng="precomputed")
     assert pre.hbm_bytes > fused.hbm_bytes + 4 * 32 * 8192 * 8192 * 0.99
     assert "fma_heavy" not in pre.resource_time_s
 
@@ -415,3 +415,14 @@ def test_design_overlaps_come_from_fitted_yaml():
     for (design, direction), value in attention.DESIGN_OVERLAP.items():
         assert value == fitted.value(f"attention.softmax_overlap.{design}.{direction}")
         assert 0.0 <= value <= 1.0
+
+
+def test_dropout_p_is_pytorchs_name_and_dropout_its_alias():
+    """dropout_p (F.scaled_dot_product_attention's and flash_attn_func's name) is the parameter;
+    `dropout`, its earlier name, gives the same op; both at once are refused."""
+    shape = dict(batch=2, heads=8, seq_q=1024, head_dim=64, dtype="bf16")
+    new, old = pm.ops.op("attention", dropout_p=0.1, **shape), \
+        pm.ops.op("attention", dropout=0.1, **shape)
+    assert new == old and old.to_dict()["dropout_p"] == 0.1 and "dropout" not in old.to_dict()
+    with pytest.raises(pm.InputError, match="dropout: the same parameter as dropout_p"):
+        pm.ops.op("attention", dropout=0.1, dropout_p=0.1, **shape)

@@ -27,7 +27,7 @@ def _main(op, hw):
 
 def _ratio(hw, direction, head_dim):
     t = [pm.predict_op(pm.ops.op("attention", direction=direction, head_dim=head_dim,
-                                 dropout=p, **SHAPE), hw).time_s for p in (0.0, 0.125)]
+                                 dropout_p=p, **SHAPE), hw).time_s for p in (0.0, 0.125)]
     return t[0] / t[1]
 
 
@@ -49,8 +49,8 @@ def test_fa4_backward_compute_warps_have_no_room_the_forward_softmax_warps_do():
     plus 24 of bookkeeping: 40 left, 4 chains. Backward: the compute warps (136 registers) hold
     S/P and dP, 2 x 64, plus 24: 16 short, on the critical path."""
     hw = pm.hardware("GB200")
-    fwd = _main(pm.ops.op("attention", head_dim=128, dropout=0.125, **SHAPE), hw)
-    bwd = _main(pm.ops.op("attention", head_dim=128, dropout=0.125, direction="bwd", **SHAPE),
+    fwd = _main(pm.ops.op("attention", head_dim=128, dropout_p=0.125, **SHAPE), hw)
+    bwd = _main(pm.ops.op("attention", head_dim=128, dropout_p=0.125, direction="bwd", **SHAPE),
                 hw)
     tf, tb = fwd.details["dropout"], bwd.details["dropout"]
     assert tf["free_registers"] == 192 - (128 + 24) and tf["chains_in_flight"] == 4
@@ -72,7 +72,7 @@ def test_backward_pays_for_the_regenerated_mask_more_than_the_forward():
     for d in (64, 128):
         assert _ratio("GB200", "bwd", d) < _ratio("GB200", "fwd", d) - 0.1
     hw = pm.hardware("GB200")
-    op = pm.ops.op("attention", head_dim=128, dropout=0.125, direction="bwd", **SHAPE)
+    op = pm.ops.op("attention", head_dim=128, dropout_p=0.125, direction="bwd", **SHAPE)
     base = pm.predict_op(pm.ops.op("attention", head_dim=128, direction="bwd", **SHAPE), hw)
     terms = dropout_terms(op, hw)
     # the serial part's time (at the sustained clock) shows in the breakdown, and most of it
@@ -96,7 +96,7 @@ def test_hopper_forward_unchanged_and_cheaper_than_blackwell():
     """FA3's consumer warpgroups (240 registers) keep room for chains forward: off the critical
     path, so Blackwell's forward (FA4's softmax warps, its critical path) pays more."""
     hw = pm.hardware("H100-SXM")
-    fwd = _main(pm.ops.op("attention", head_dim=128, dropout=0.125, **SHAPE), hw)
+    fwd = _main(pm.ops.op("attention", head_dim=128, dropout_p=0.125, **SHAPE), hw)
     assert fwd.details["dropout"]["rng_on_critical_path"] == 0.0
     assert _ratio("H100-SXM", "fwd", 64) > _ratio("GB200", "fwd", 64) + 0.1
 

@@ -38,7 +38,7 @@ def test_rows_load_as_attention_cases_with_their_dropout(bench, tmp_path):
         w.writerows(rows)
     cases, skipped = load_cases(path)
     assert not skipped and len(cases) == 4
-    assert [c.op.dropout for c in cases] == [0.0, bench.P, 0.0, bench.P]
+    assert [c.op.dropout_p for c in cases] == [0.0, bench.P, 0.0, bench.P]
     assert [c.op.direction for c in cases] == ["fwd", "fwd", "bwd", "bwd"]
     assert all(c.op.kernel == "fa2" and c.op.seq_q == 4096 for c in cases)
     assert cases[1].measured_time_s == pytest.approx(1.2e-3)

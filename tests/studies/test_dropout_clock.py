@@ -28,7 +28,7 @@ def test_fa4_forward_softmax_registers_follow_the_head_dim_split():
     bookkeeping beside them leave 48 and 40, four 10-register chains either way."""
     hw = pm.hardware("GB200")
     for d, budget in ((64, 200), (128, 192)):
-        t = pm.ops.op("attention", head_dim=d, dropout=0.125, **SHAPE).demand(hw)
+        t = pm.ops.op("attention", head_dim=d, dropout_p=0.125, **SHAPE).demand(hw)
         t = t.details["dropout"]
         assert t["register_budget"] == budget
         assert t["free_registers"] == budget - (128 + 24)
@@ -36,7 +36,7 @@ def test_fa4_forward_softmax_registers_follow_the_head_dim_split():
         assert t["chains_in_flight"] == min(16, (budget - 152) // REGS_PER_CHAIN) == 4
         assert t["rng_on_critical_path"] == 0.0
     # FP8 P has splits of its own that are not modelled: the BF16 budget stands
-    fp8 = pm.ops.op("attention", head_dim=64, dropout=0.125, **{**SHAPE, "dtype": "fp8"})
+    fp8 = pm.ops.op("attention", head_dim=64, dropout_p=0.125, **{**SHAPE, "dtype": "fp8"})
     assert fp8.demand(pm.hardware("B200")).details["dropout"]["register_budget"] == 192
 
 
@@ -55,7 +55,7 @@ def test_held_clock_forward_d128_is_the_softmax_warps_issue_over_the_mmas(gb200_
     is (issue + floors) / (tensor + floors) - 1."""
     hw = pm.hardware("GB200")
     base_op = pm.ops.op("attention", head_dim=128, **SHAPE)
-    drop_op = pm.ops.op("attention", head_dim=128, dropout=0.125, **SHAPE)
+    drop_op = pm.ops.op("attention", head_dim=128, dropout_p=0.125, **SHAPE)
     c0 = estimate(base_op.demand(hw), hw).details["sm_clock_hz"]
     held = hw.locked(c0)
     b, d = (estimate(o.demand(held), held) for o in (base_op, drop_op))
@@ -87,7 +87,7 @@ def test_head_dim_128_rows_sit_in_the_published_ranges_at_a_held_clock(gb200_row
 def test_philox_variant_is_restored_and_prices_the_fold():
     shipped = dict(DROPOUT_PHILOX)
     hw = pm.hardware("B200")
-    op = pm.ops.op("attention", head_dim=128, dropout=0.125, **SHAPE)
+    op = pm.ops.op("attention", head_dim=128, dropout_p=0.125, **SHAPE)
     with dropout_philox_variant("fa4", "fwd", False):
         unfolded = resolve(op.demand(hw), hw).details["dropout"]
     assert DROPOUT_PHILOX == shipped

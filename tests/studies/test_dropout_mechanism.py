@@ -17,7 +17,7 @@ SHAPE = dict(batch=4, heads=16, seq_q=8192, head_dim=64, dtype="bf16")
 
 def _overhead(hw, direction, **kw):
     base = pm.predict_op(pm.ops.op("attention", direction=direction, **SHAPE, **kw), hw)
-    drop = pm.predict_op(pm.ops.op("attention", direction=direction, dropout=0.1, **SHAPE, **kw),
+    drop = pm.predict_op(pm.ops.op("attention", direction=direction, dropout_p=0.1, **SHAPE, **kw),
                          hw)
     return drop.time_s / base.time_s - 1.0
 
@@ -32,7 +32,7 @@ def test_fused_dropout_costs_more_on_blackwell_forward_than_on_hopper():
 
 def test_backward_pays_for_the_regenerated_mask():
     hw = pm.hardware("B200")
-    op = pm.ops.op("attention", direction="fwd+bwd", dropout=0.1, **SHAPE)
+    op = pm.ops.op("attention", direction="fwd+bwd", dropout_p=0.1, **SHAPE)
     d = pm.engine.resolve(op.demand(hw), hw)
     fwd, bwd = (p.sequence[1] if p.sequence else p for p in d.sequence)
     tf, tb = fwd.details["dropout"], bwd.details["dropout"]
@@ -41,14 +41,14 @@ def test_backward_pays_for_the_regenerated_mask():
     assert tb["mask_alu"] == pytest.approx(2 * tf["mask_alu"])
     assert _overhead("B200", "bwd") > 0.05
     # the terms are visible, with their time on the busiest SM
-    terms = dropout_terms(pm.ops.op("attention", direction="bwd", dropout=0.1, **SHAPE), hw)
+    terms = dropout_terms(pm.ops.op("attention", direction="bwd", dropout_p=0.1, **SHAPE), hw)
     assert terms["issue_time_s"] > 0 and terms["fma_heavy_time_s"] > 0
 
 
 def test_imad_wide_takes_fma_lanes_and_issue_slots():
     hw = pm.hardware("H100-SXM")
     base = pm.ops.op("attention", **SHAPE).demand(hw)
-    drop = pm.ops.op("attention", dropout=0.1, **SHAPE).demand(hw)
+    drop = pm.ops.op("attention", dropout_p=0.1, **SHAPE).demand(hw)
     t = drop.details["dropout"]
     assert drop.work["fma_heavy"] == pytest.approx(t["philox_imad_wide"])
     assert drop.work["fma"] - base.work["fma"] == pytest.approx(t["philox_imad_wide"])
@@ -111,7 +111,7 @@ def test_paper_direction_needs_per_element_philox10():
 def test_gb10_spec_is_an_mma_sync_blackwell():
     hw = pm.hardware("dgx-spark")
     assert hw.name == "GB10" and hw.mma_instruction == "mma_sync" and hw.sm_count == 48
-    est = pm.predict_op(pm.ops.op("attention", dropout=0.1, **SHAPE), hw)
+    est = pm.predict_op(pm.ops.op("attention", dropout_p=0.1, **SHAPE), hw)
     assert est.details["kernel"] == "fa2" and "dropout" in est.details
 
 

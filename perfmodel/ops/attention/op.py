@@ -414,6 +414,7 @@ class Attention(Op):
     name = "attention"
     EXAMPLE = dict(batch=2, heads=32, kv_heads=8, seq_q=2048, head_dim=128, dtype="bf16",
                    causal=True)
+    ALIASES = {"dropout": "dropout_p"}  # the name this parameter had before dropout_p
     PARAMS = {
         "batch": positive("sequences", "batch size"),
         "heads": positive("heads", "query heads"),
@@ -427,7 +428,9 @@ class Attention(Op):
         "window": Param("int", default=None, nullable=True, lo=1,
                         doc="sliding window in keys (none: full)"),
         "direction": Param("choice", default="fwd", choices=("fwd", "bwd", "fwd+bwd")),
-        "dropout": Param("float", default=0.0, lo=0.0, hi=0.999),
+        "dropout_p": Param("float", default=0.0, lo=0.0, hi=0.999,
+                           doc="dropout probability, as PyTorch's scaled_dot_product_attention "
+                               "and FlashAttention name it (alias: dropout)"),
         "dropout_rng": Param("choice", default="fused", choices=("fused", "precomputed")),
         "kernel": Param("choice", default=None, nullable=True, choices=KERNELS),
         "dropout_mask": Param("choice", default="bytes", choices=("bytes", "bits"),
@@ -514,14 +517,14 @@ class Attention(Op):
         t = tiling(hw, kernel, design, direction, batch=self.batch, heads=self.heads,
                    kv_heads=self.kv_heads or self.heads, seq_q=self.seq_q,
                    seq_kv=self.seq_kv or self.seq_q, d=d, dv=dv, element_bytes=b,
-                   causal=self.causal, window=self.window, dropout=self.dropout > 0,
+                   causal=self.causal, window=self.window, dropout=self.dropout_p > 0,
                    v_transposed=v_transposed, shared_kv=self.shared_kv, kv_element_bytes=kb,
                    own_kernel=family is None)
         work = self._tile_work(hw, t, kernel, design, direction, tensor, v_transposed)
         io = self._memory(t, kernel, direction)
         smem = tile_smem_bytes(t.tile_m, t.bn, d, dv, b, v_transposed, self.shared_kv, kb)
         dropout_terms = {}
-        if self.dropout > 0:
+        if self.dropout_p > 0:
             dropout_terms = self._add_dropout(hw, work, io, t, design, direction, smem)
         work["hbm"], work["l2"] = io["hbm"], io["l2"]
         smem_cta = min(hw.smem_per_cta_bytes, int(smem))

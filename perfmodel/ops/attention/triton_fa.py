@@ -141,7 +141,7 @@ def check(op) -> None:
     if op.causal and (op.seq_kv or op.seq_q) != op.seq_q:
         raise InputError(f"seq_kv: attention kernel 'triton_fa' masks causally only with as "
                          f"many keys as queries (seq_q {op.seq_q}), got {op.seq_kv}")
-    for name, bad in (("dropout", op.dropout > 0), ("window", op.window is not None),
+    for name, bad in (("dropout_p", op.dropout_p > 0), ("window", op.window is not None),
                       ("shared_kv", op.shared_kv),
                       ("kv_dtype", op.kv_dtype is not None
                        and tensor_dtype(op.kv_dtype) != tensor_dtype(op.dtype))):

@@ -103,7 +103,7 @@ def test_runs_on_hopper_through_mma_sync_not_on_blackwell():
 
 @pytest.mark.parametrize("kw, param", [
     (dict(head_dim=256), "head_dim"), (dict(head_dim_v=64), "head_dim_v"),
-    (dict(kv_heads=4), "kv_heads"), (dict(dropout=0.1), "dropout"), (dict(window=128), "window"),
+    (dict(kv_heads=4), "kv_heads"), (dict(dropout_p=0.1), "dropout_p"), (dict(window=128), "window"),
     (dict(seq_kv=32768), "seq_kv"), (dict(dtype="fp8"), "dtype")])
 def test_refuses_what_the_kernel_does_not_take(kw, param):
     with pytest.raises(InputError, match=f"^{param}: attention kernel 'triton_fa'"):
