@@ -23,6 +23,8 @@ def register(sub) -> None:
     v.add_argument("--plot", help="write a predicted-vs-measured log-log plot per class (PNG)")
     v.add_argument("--by", metavar="PARAMS", help="also split each class by op parameters, "
                    "comma-separated (e.g. kernel,dtype or head_dim,causal)")
+    v.add_argument("--jobs", type=int, help="worker processes that predict the rows (default: "
+                   "the CPUs, on Linux, from 500 rows)")
     v.set_defaults(fn=run_validate)
 
 
@@ -56,6 +58,10 @@ def _run_validate(args) -> int:
     from perfmodel.errors import InputError
     if args.worst < 0:
         raise InputError(f"--worst: expected a number of rows >= 0, got {args.worst}")
+    from perfmodel.ops.base import MAX_GPUS, bound_text
+    if args.jobs is not None and not 1 <= args.jobs <= MAX_GPUS:
+        raise InputError(f"--jobs: expected a positive integer <= {bound_text(MAX_GPUS)}, got "
+                         f"{args.jobs}")
     if args.plot:
         check_output(args.plot, "--plot", plot=True)
     sources = args.results or default_sources()
@@ -64,7 +70,7 @@ def _run_validate(args) -> int:
         c, s = load_cases(src)
         cases += c
         skipped += s
-    comps = compare(cases, args.level)
+    comps = compare(cases, args.level, jobs=args.jobs)
     by = _split_by(args.by, comps)
     summary = summarize(comps, group_by=(lambda case: tuple(
         "-" if getattr(case.op, f, None) is None else str(getattr(case.op, f)) for f in by))

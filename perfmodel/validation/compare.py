@@ -13,6 +13,7 @@ from typing import Iterable
 
 from perfmodel.demand import Demand
 from perfmodel.engine import estimate, resolve
+from perfmodel.errors import InputError
 
 from perfmodel.validation.measurements import Case
 
@@ -46,14 +47,55 @@ class Comparison:
                 "bound": self.bound, "fitted": c.fitted}
 
 
-def compare(cases: Iterable[Case], level: str = "pipes") -> list[Comparison]:
-    out = []
-    for c in cases:
-        d = resolve(c.op.demand(c.hardware), c.hardware, level)
-        est = estimate(d, c.hardware, level)
-        roof = estimate(d, c.hardware, "roofline")
-        out.append(Comparison(c, est.time_s, roof.time_s, est.bound, d, level))
-    return out
+# Below this many rows compare() predicts in this process; above it, in forked workers (one per
+# CPU, perfmodel.plan.search.default_jobs): `perfmodel validate` predicts ~3,200 rows, ~1.5 s on
+# one core, where starting the workers costs ~30 ms and returning the demands ~60 ms.
+PARALLEL_MIN_CASES = 500
+_WORK: tuple[list[Case], str] = ([], "pipes")  # the rows and level the forked workers share
+
+
+def _predicted(c: Case, level: str) -> tuple[float, float, str, Demand]:
+    """(time at `level`, roofline time, bound, the resolved demand) of one row."""
+    d = resolve(c.op.demand(c.hardware), c.hardware, level)
+    est = estimate(d, c.hardware, level)
+    return est.time_s, estimate(d, c.hardware, "roofline").time_s, est.bound, d
+
+
+def _share(k_of_n: tuple[int, int]) -> list[tuple]:
+    """Worker k of n: rows k, k + n, ... (interleaved, so the costly op classes spread)."""
+    k, n = k_of_n
+    cases, level = _WORK
+    return [(i, *_predicted(cases[i], level)) for i in range(k, len(cases), n)]
+
+
+def compare(cases: Iterable[Case], level: str = "pipes", jobs: int | None = None
+            ) -> list[Comparison]:
+    """Every row predicted at `level` (and at the roofline), in row order. `jobs`: worker
+    processes (default: one per CPU on Linux, for PARALLEL_MIN_CASES rows or more; 1: this
+    process). Each row's prediction depends on nothing but its op and GPU, so the result is the
+    same in any process and any order."""
+    global _WORK
+    cases = list(cases)
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise InputError(f"--jobs: expected a positive integer, got {jobs!r}")
+    if jobs is None:
+        from perfmodel.plan.search import default_jobs
+        jobs = default_jobs(len(cases)) if len(cases) >= PARALLEL_MIN_CASES else 1
+    n = min(jobs, len(cases))
+    if n <= 1:
+        return [Comparison(c, *_predicted(c, level), level) for c in cases]
+    import multiprocessing
+    _WORK = (cases, level)
+    try:
+        with multiprocessing.get_context("fork").Pool(n) as pool:
+            shares = pool.map(_share, [(k, n) for k in range(n)])
+    finally:
+        _WORK = ([], "pipes")
+    out: list[Comparison | None] = [None] * len(cases)
+    for share in shares:
+        for i, time_s, roof_s, bound, d in share:
+            out[i] = Comparison(cases[i], time_s, roof_s, bound, d, level)
+    return out  # type: ignore[return-value]
 
 
 def summarize(comparisons: list[Comparison], group_by=None) -> list[dict]:

@@ -141,3 +141,16 @@ def test_validate_pauses_the_cycle_collector_only_while_it_works():
             assert gc.isenabled() == before
     finally:
         (gc.enable if enabled else gc.disable)()
+
+
+def test_forked_workers_predict_what_one_process_does(cases):
+    """compare() over worker processes gives every row the same prediction, bound and resolved
+    demand, in row order, as in this process; a worker count that is no positive integer is
+    refused by name."""
+    from perfmodel.errors import InputError
+    one, three = compare(cases, jobs=1), compare(cases, jobs=3)
+    assert one == three and [c.case for c in three] == list(cases)
+    assert all(a.demand == b.demand and b.level == "pipes" for a, b in zip(one, three))
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(InputError, match="--jobs: expected a positive integer"):
+            compare(cases[:2], jobs=bad)
