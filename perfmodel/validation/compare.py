@@ -48,8 +48,9 @@ class Comparison:
 
 
 # Below this many rows compare() predicts in this process; above it, in forked workers (one per
-# CPU, perfmodel.plan.search.default_jobs): `perfmodel validate` predicts ~3,200 rows, ~1.5 s on
-# one core, where starting the workers costs ~30 ms and returning the demands ~60 ms.
+# CPU, perfmodel.plan.search.default_jobs): `perfmodel validate` predicts ~3,200 rows, ~1.3-1.5 s
+# on one core; returning the demands costs ~60 ms, and each worker repeats the lazy imports
+# (scipy.special ~0.3 s) and warms its own caches, so two workers take ~1.15 s.
 PARALLEL_MIN_CASES = 500
 _WORK: tuple[list[Case], str] = ([], "pipes")  # the rows and level the forked workers share
 

@@ -317,7 +317,7 @@ def _file_stamp(path: Path) -> tuple[int, int]:
 def _parsed_model(path: str, mtime_ns: int, size: int) -> ModelSpec:
     """The model file at `path` parsed, once per version of the file (its modification time
     and size key the cache): plan and fit loops load the same built-in models thousands of
-    times (`fit_all` 1,676 loads, 1.4 s of YAML parsing), and a ModelSpec is frozen, so every
+    times (`fit_all` 1,676 loads, ~0.5 s of YAML parsing), and a ModelSpec is frozen, so every
     caller can share one. A file that fails to parse raises each time (lru_cache keeps no
     exception)."""
     return parse_model(yamlio.load(path, "model file"), path)
