@@ -38,6 +38,8 @@ def parse_assignments(items: Sequence[str]) -> dict[str, Any]:
 def run_op(args) -> int:
     hw = resolve_hardware(args.hw, args.sm_clock)
     o = op(args.name, **parse_assignments(args.params))
+    from perfmodel.cli.workload import warn
+    warn(f"{key}: {note}" for key, note in o.warnings())
     est = predict_op(o, hw, args.level)  # with its 80 % band (perfmodel.intervals)
     if args.format == "json":
         print(json.dumps({"op": o.to_dict(), "hardware": hw.name, **est.to_dict(),

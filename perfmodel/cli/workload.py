@@ -81,6 +81,8 @@ def read_input(args) -> Input:
             notes = tuple(f"{FLAGS[k]}: applies to a model; {args.file} is a graph file "
                           f"(ignored)" for k in unused)
             graph = parse_graph(raw, str(path))
+            notes += tuple(f"{path}: op {n.name}: {key}: {msg}" for n in graph.nodes
+                           for key, msg in n.op.warnings())
             model, workload, note = built_from(graph, str(path))
             return Input(graph, model, workload, notes + ((note,) if note else ()))
         model = parse_model(raw, str(path))

@@ -222,6 +222,12 @@ class Op:
         """Cross-parameter checks: (key, message) pairs. Override where needed."""
         return []
 
+    def warnings(self) -> list[tuple[str, str]]:
+        """(key, note) for parameters set away from their defaults that change nothing for this
+        op as its other parameters stand (the CLI prints them as warnings). Override where
+        needed."""
+        return []
+
     def tensor_problems(self, values: dict[str, Any]) -> list[tuple[str, str]]:
         """Tensors of more than MAX_ELEMENTS elements (TENSORS: the parameters whose product is
         one tensor's element count; a parameter left None is not counted)."""

@@ -89,3 +89,30 @@ def test_plan_takes_sm_clock_and_reports_a_bad_one_against_the_flag(capsys):
                        "--sm-clock", "5GHz")
     assert code == 2 and err.count("\n") == 1
     assert "--sm-clock: H100-SXM: SM clock lock 5000 MHz is above" in err
+
+
+def test_options_that_change_nothing_warn_on_stderr(capsys, tmp_path):
+    """An option set away from its default that the op, as its other parameters stand, ignores
+    gets one warning line on stderr naming it (`perfmodel op`, and a graph file's op by its
+    file and name); the prediction is the one without it, and the exit code 0."""
+    def op_time(*params):
+        code, out, err = run(capsys, "op", *params, "--hw", "h100", "--format", "json")
+        assert code == 0
+        return json.loads(out)["time_s"], [x for x in err.splitlines()
+                                           if x.startswith("perfmodel: warning:")]
+    plain, none = op_time("allreduce", "bytes=1e6", "gpus=8")
+    eager, warned = op_time("allreduce", "bytes=1e6", "gpus=8", "mode=eager")
+    assert none == [] and eager == plain
+    assert warned == ["perfmodel: warning: mode: applies to an engine's own dispatch (algorithm "
+                      "vllm or sglang); algorithm nccl ignores it"]
+    engine, quiet = op_time("allreduce", "bytes=1e6", "gpus=8", "algorithm=vllm", "mode=eager")
+    assert quiet == [] and engine != op_time("allreduce", "bytes=1e6", "gpus=8",
+                                             "algorithm=vllm")[0]
+    graph = tmp_path / "g.yaml"
+    graph.write_text("schema_version: 1\nops:\n  - name: attn\n    op: attention\n"
+                     "    batch: 2\n    heads: 8\n    seq_q: 1024\n    head_dim: 64\n"
+                     "    dtype: bf16\n    dropout_mask: bits\n")
+    code = main(["predict", str(graph), "--hw", "h100"])
+    err = capsys.readouterr().err
+    assert code == 0 and f"perfmodel: warning: {graph}: op attn: dropout_mask: applies to " \
+        f"dropout (dropout_p > 0); with none it changes nothing" in err

@@ -426,3 +426,31 @@ def test_dropout_p_is_pytorchs_name_and_dropout_its_alias():
     assert new == old and old.to_dict()["dropout_p"] == 0.1 and "dropout" not in old.to_dict()
     with pytest.raises(pm.InputError, match="dropout: the same parameter as dropout_p"):
         pm.ops.op("attention", dropout=0.1, dropout_p=0.1, **shape)
+
+
+@pytest.mark.parametrize("options, rng_needed", [
+    (dict(dropout_mask="bits"), "precomputed"),
+    (dict(dropout_generator="philox4x32-10"), "fused"),
+    (dict(dropout_bits_per_score=128), "fused"),
+    (dict(dropout_rng="precomputed"), None)])
+def test_dropout_options_warn_where_they_change_nothing(options, rng_needed):
+    """Each dropout option warns without dropout, and a mode-specific one under the other RNG
+    mode; the warned-of option leaves the time as it is, the unwarned one moves it."""
+    hw = pm.hardware("H100-SXM")
+    shape = dict(batch=2, heads=8, seq_q=1024, head_dim=64, dtype="bf16")
+
+    def run(**kw):
+        o = pm.ops.op("attention", **shape, **kw)
+        return pm.predict_op(o, hw).time_s, [k for k, _ in o.warnings()]
+    key = next(iter(options))
+    assert run() == (run()[0], [])
+    off, warned = run(**options)
+    assert warned == [key] and off == run()[0]
+    if rng_needed is not None:
+        other = "fused" if rng_needed == "precomputed" else "precomputed"
+        base, _ = run(dropout_p=0.1, dropout_rng=other)
+        ignored, warned = run(dropout_p=0.1, dropout_rng=other, **options)
+        assert warned == [key] and ignored == base
+        base, _ = run(dropout_p=0.1, dropout_rng=rng_needed)
+        used, warned = run(dropout_p=0.1, dropout_rng=rng_needed, **options)
+        assert warned == [] and used != base

@@ -466,6 +466,24 @@ class Attention(Op):
                                      f"(forward) cache; the backward needs K and V in dtype")]
         return []
 
+    # the dropout options by the RNG mode they shape: the mask's layout only a precomputed mask,
+    # the bits per score and the generator only the fused Philox draws
+    DROPOUT_OPTIONS = {"dropout_rng": None, "dropout_mask": "precomputed",
+                       "dropout_bits_per_score": "fused", "dropout_generator": "fused"}
+
+    def warnings(self):
+        out = []
+        for key, rng in self.DROPOUT_OPTIONS.items():
+            if self.params[key] == self.PARAMS[key].default:
+                continue
+            if self.dropout_p == 0:
+                out.append((key, "applies to dropout (dropout_p > 0); with none it changes "
+                                 "nothing"))
+            elif rng is not None and self.dropout_rng != rng:
+                out.append((key, f"applies to dropout_rng {rng}; the {self.dropout_rng} "
+                                 f"mask ignores it"))
+        return out
+
     def cache_state(self) -> tuple:
         return fitted_state()
 
