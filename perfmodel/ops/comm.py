@@ -455,15 +455,11 @@ class Allreduce(_Collective):
     CUSTOM = ("oneshot", "twoshot")
     AUTO_CUSTOM = ("oneshot",)
     ENGINE_DISPATCH = ENGINES
-    # the engines whose dispatch reads `mode` (custom_allreduce._vllm, _sglang: the eager copies
-    # and host path); TensorRT-LLM's kernels are priced as replayed from a graph
-    MODE_ENGINES = ("vllm", "sglang")
-
     def warnings(self):
-        if self.mode != "graph" and self.algorithm not in self.MODE_ENGINES:
+        engines = custom_allreduce.MODE_ENGINES
+        if self.mode != "graph" and self.algorithm not in engines:
             return [("mode", f"applies to an engine's own dispatch (algorithm "
-                             f"{' or '.join(self.MODE_ENGINES)}); algorithm {self.algorithm} "
-                             f"ignores it")]
+                             f"{' or '.join(engines)}); algorithm {self.algorithm} ignores it")]
         return []
 
 

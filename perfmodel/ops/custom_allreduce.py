@@ -162,6 +162,9 @@ from perfmodel.ops import nccl
 KiB, MiB = 1 << 10, 1 << 20
 ENGINES = ("vllm", "sglang", "trtllm")
 MODES = ("graph", "eager")
+# the engines whose dispatch reads the mode (_vllm, _sglang: the eager copies and host path);
+# TensorRT-LLM's kernels are priced as replayed from a graph (_trtllm)
+MODE_ENGINES = ("vllm", "sglang")
 KERNELS = ("oneshot", "twoshot", "multimem")
 # The NVLink one-way trips each kernel waits on in turn (its latency floor), by (path, kernel),
 # from the kernels' structure: vLLM's one-stage kernel signals a start barrier to every peer

@@ -765,6 +765,18 @@ def default_jobs(n_tasks: int) -> int:
     return max(1, min(cpus, n_tasks))
 
 
+def worker_count(jobs: int | None, n_tasks: int) -> int:
+    """Worker processes for `n_tasks` tasks: `jobs` (an InputError naming --jobs unless a
+    positive integer) capped at the tasks, or default_jobs; 1 in a daemonic process, which may
+    not have children."""
+    import multiprocessing
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise InputError(f"--jobs: expected a positive integer, got {jobs!r}")
+    if multiprocessing.current_process().daemon:
+        return 1
+    return default_jobs(n_tasks) if jobs is None else min(jobs, n_tasks)
+
+
 def _run_all(fn: Callable, job: Any, layouts: list, label: str, progress: bool,
              jobs: int | None, group: Callable | None = None,
              weight: Callable = lambda lay: 1.0,
@@ -775,12 +787,7 @@ def _run_all(fn: Callable, job: Any, layouts: list, label: str, progress: bool,
     `order`. `while_waiting()`: this process's own work, done while the workers run (after
     they are forked, so they do not inherit it)."""
     global _JOB, _FN
-    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
-        raise InputError(f"--jobs: expected a positive integer, got {jobs!r}")
-    n = default_jobs(len(layouts)) if jobs is None else min(jobs, len(layouts))
-    import multiprocessing
-    if multiprocessing.current_process().daemon:
-        n = 1
+    n = worker_count(jobs, len(layouts))
     weights = [weight(lay) for lay in layouts] if n > 1 else [1.0] * len(layouts)
     if group is not None and 2 * n < len(layouts):
         keyed: dict[Any, list[int]] = {}
@@ -801,6 +808,7 @@ def _run_all(fn: Callable, job: Any, layouts: list, label: str, progress: bool,
                     if bar:
                         bar.update()
             return results
+        import multiprocessing
         _JOB, _FN = job, fn
         with multiprocessing.get_context("fork").Pool(n) as pool:
             work = [(k, [layouts[i] for i in g]) for k, g in enumerate(tasks)]

@@ -13,7 +13,6 @@ from typing import Iterable
 
 from perfmodel.demand import Demand
 from perfmodel.engine import estimate, resolve
-from perfmodel.errors import InputError
 
 from perfmodel.validation.measurements import Case
 
@@ -48,7 +47,7 @@ class Comparison:
 
 
 # Below this many rows compare() predicts in this process; above it, in forked workers (one per
-# CPU, perfmodel.plan.search.default_jobs): `perfmodel validate` predicts ~3,200 rows, ~1.3-1.5 s
+# CPU, perfmodel.plan.search.worker_count): `perfmodel validate` predicts ~3,200 rows, ~1.3-1.5 s
 # on one core; returning the demands costs ~60 ms, and each worker repeats the lazy imports
 # (scipy.special ~0.3 s) and warms its own caches, so two workers take ~1.15 s.
 PARALLEL_MIN_CASES = 500
@@ -77,12 +76,10 @@ def compare(cases: Iterable[Case], level: str = "pipes", jobs: int | None = None
     same in any process and any order."""
     global _WORK
     cases = list(cases)
-    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
-        raise InputError(f"--jobs: expected a positive integer, got {jobs!r}")
-    if jobs is None:
-        from perfmodel.plan.search import default_jobs
-        jobs = default_jobs(len(cases)) if len(cases) >= PARALLEL_MIN_CASES else 1
-    n = min(jobs, len(cases))
+    n = 1
+    if jobs is not None or len(cases) >= PARALLEL_MIN_CASES:
+        from perfmodel.plan.search import worker_count
+        n = worker_count(jobs, len(cases))
     if n <= 1:
         return [Comparison(c, *_predicted(c, level), level) for c in cases]
     import multiprocessing
