@@ -107,7 +107,10 @@ def calibrate(progress: bool = False, serving: bool = True) -> Calibration:
     the sources to refit, and the full fit and the folds then run side by side
     (_fits_and_folds). The sources the full fit names are the ones refitted: one it adds
     (none can while the whole-system rows are no kernel rows) is refitted after, one it drops
-    is not judged held out."""
+    is not judged held out. Every row's in-sample and roofline predictions run beside them too,
+    under the kernel fit's constants; they stand where the full fit comes out equal to it (the
+    whole-system constants as fitted.yaml holds them: `perfmodel calibrate --check` on a
+    current tree) and are predicted again under the full fit's where it does not."""
     cases = kernel_cases()
     by_source: dict[str, list[Case]] = {}
     for c in cases:
@@ -116,11 +119,16 @@ def calibrate(progress: bool = False, serving: bool = True) -> Calibration:
     first = _refit_sources(kernel, by_source)
     entries = None if serving else kernel
     fold_of: dict[str, dict[str, float]] = {}
-    bar = Progress(len(first) + (entries is None), "cross-validating by source",
+    whole: dict[str, dict[str, float]] = {}  # level -> every row's prediction under `kernel`
+    bar = Progress(len(first) + (entries is None) + len(LEVELS), "cross-validating by source",
                    force=progress)
-    for k, got in _fits_and_folds([by_source[s] for s in sorted(first)], full=entries is None):
+    tasks = _fits_and_folds([by_source[s] for s in sorted(first)], full=entries is None,
+                            cases=cases, kernel=kernel)
+    for k, got in tasks:
         if k is None:
             entries = got
+        elif isinstance(k, str):
+            whole[k] = got
         else:
             fold_of[sorted(first)[k]] = got
         bar.update()
@@ -128,8 +136,9 @@ def calibrate(progress: bool = False, serving: bool = True) -> Calibration:
     for s in sorted(set(refit) - set(fold_of)):
         fold_of[s] = predict_cases(by_source[s], fit.fit_all(
             exclude=frozenset(c.id for c in by_source[s]), serving=False))
-    in_sample = predict_cases(cases, entries)
-    roofline = predict_cases(cases, entries, "roofline")
+    if entries != kernel:  # the whole-system constants moved: the rows under the full fit
+        whole = {level: predict_cases(cases, entries, level) for level in LEVELS}
+    in_sample, roofline = whole["pipes"], whole["roofline"]
     cv = dict(in_sample)  # sources no rule draws from: the full fit never saw them
     for s in sorted(refit):
         cv.update(fold_of[s])
@@ -145,12 +154,22 @@ def _refit_sources(entries: dict[str, dict], by_source: dict[str, list[Case]]
     return {s: ids for s, ids in refit.items() if ids}
 
 
-_HELD: list[list[Case]] = []  # the folds' held-out rows, for the forked workers
+# The levels every row is predicted at beside the folds: the in-sample error's and the
+# roofline's
+LEVELS = ("pipes", "roofline")
+# What the forked workers read (set by _fits_and_folds, emptied after): the folds' held-out
+# rows, every row and the kernel fit
+_HELD: list[list[Case]] = []
+_ALL: list[Case] = []
+_KERNEL: dict[str, dict] = {}
 
 
-def _task(k: int) -> tuple[int | None, dict]:
-    """Task k of _fits_and_folds: -1 the full fit, (None, entries); else fold k, every
+def _task(k: int | str) -> tuple[int | str | None, dict]:
+    """Task k of _fits_and_folds: -1 the full fit, (None, entries); a level of LEVELS, every
+    row predicted at it under the kernel fit, (level, predictions); else fold k, every
     constant refitted without its held-out rows and those rows predicted, (k, predictions)."""
+    if isinstance(k, str):
+        return k, predict_cases(_ALL, _KERNEL, k)
     if k < 0:
         return None, fit.fit_all()
     held = _HELD[k]
@@ -158,21 +177,25 @@ def _task(k: int) -> tuple[int | None, dict]:
                                               serving=False))
 
 
-def _fits_and_folds(held: list[list[Case]], full: bool):
-    """(None, the full fit's entries) if `full`, and (k, fold k's predictions) for each fold,
-    in forked workers where the machine has several CPUs (the search's default_jobs; each
-    task fits from the fitted constants alone, so it gives the same numbers in any process,
-    in any order: tests/test_fitted.py test_fit_does_not_depend_on_the_values_it_replaces).
+def _fits_and_folds(held: list[list[Case]], full: bool, cases: list[Case] = (),
+                    kernel: dict[str, dict] | None = None):
+    """(None, the full fit's entries) if `full`, (k, fold k's predictions) for each fold and,
+    given `kernel`, (level, every row of `cases` predicted under it) for each of LEVELS, in
+    forked workers where the machine has several CPUs (the search's default_jobs; each task
+    fits from the fitted constants alone, so it gives the same numbers in any process, in any
+    order: tests/test_fitted.py test_fit_does_not_depend_on_the_values_it_replaces).
     A worker starts with what this process memoized (fit._SUBFITS: the kernel fit just run),
     so a fold whose held-out rows leave a sub-fit's inputs as they were skips it."""
     import multiprocessing
     from perfmodel.plan.search import default_jobs
-    global _HELD
+    global _HELD, _ALL, _KERNEL
     # the slowest first: the full fit (its serving and training fits), then the folds with
-    # the most rows to refit without
-    order = [-1] * full + sorted(range(len(held)), key=lambda k: -len(held[k]))
+    # the most rows to refit without; the whole-row predictions (about a second each) last,
+    # filling the time the workers' last folds leave
+    order = ([-1] * full + sorted(range(len(held)), key=lambda k: -len(held[k]))
+             + list(LEVELS) * (kernel is not None))
     n = default_jobs(len(order))
-    _HELD = held
+    _HELD, _ALL, _KERNEL = held, list(cases), kernel or {}
     try:
         if n <= 1:
             for k in order:
@@ -181,7 +204,7 @@ def _fits_and_folds(held: list[list[Case]], full: bool):
         with multiprocessing.get_context("fork").Pool(n) as pool:
             yield from pool.imap_unordered(_task, order)
     finally:
-        _HELD = []
+        _HELD, _ALL, _KERNEL = [], [], {}
 
 
 def _ape(pred: float, meas: float) -> float:
