@@ -54,6 +54,10 @@ fitted.yaml training.moe_host_launch_s, on the H100 Megatron-Bridge rows; module
 HOST_LAUNCH_S): it stands for everything the host does per launched kernel, not a measured
 launch latency.
 
+The unfused calls Megatron-Core makes around some models' experts (gpt-oss's clamp and
+down-projection bias: workloads.builder EXPERT_EXTRAS) are host operations too, one per torch
+call (EXTRA_LAUNCHES: the bias's per local expert, from the layer's moe op).
+
 Not modelled: a dense model's host time (no synchronisation in its microbatch: the host runs
 ahead of a GPU-bound step), CUDA graphs (the Megatron-Bridge recipes from 26.06 capture MXFP8
 MoE steps whole), the launch queue's depth, and the PyTorch frameworks' MoE (plan_training's
@@ -77,6 +81,12 @@ QUANTIZE_OPS = {"bf16": 0, "fp16": 0, "fp8": 1, "mxfp8": 1, "nvfp4": 1}
 EXPERT_LAUNCHES = {"experts": (2, 2), "experts_dgrad": (2, 2), "experts_wgrad": (2, 0)}
 # the op a dropless MoE layer's host waits before (the dispatch; the experts without one)
 SYNC_ROLES = ("dispatch", "experts")
+# host operations of the unfused ops around the experts (workloads.builder EXPERT_EXTRAS: the
+# torch calls Megatron-Core makes), as (per local expert, fixed): the clamp's two clamps and cat,
+# the down-projection bias's multiply and add per expert and its cat, their backward's two
+# multiplies and two reductions per expert, the clamps' backward and the chunk's cat
+EXTRA_LAUNCHES = {"experts_clamp": (0, 3), "experts_bias": (2, 1), "experts_bias_bwd": (4, 0),
+                  "experts_clamp_bwd": (0, 3)}
 
 
 @dataclass(frozen=True)
@@ -114,10 +124,14 @@ def local_experts(op) -> int:
     return math.ceil(op.params["experts"] / max(1, op.params.get("gpus", 1)))
 
 
-def launches(name: str, op, dtype: str) -> float:
+def launches(name: str, op, dtype: str, local: int = 1) -> float:
     """Host operations of a graph op (module docstring): an expert op's per local
-    expert; any other op one."""
+    expert; the unfused ops around the experts their calls (EXTRA_LAUNCHES, `local` the
+    layer's local experts); any other op one."""
     r = role(name)
+    if r in EXTRA_LAUNCHES:
+        per_expert, fixed = EXTRA_LAUNCHES[r]
+        return float(per_expert * local + fixed)
     if op.name == "moe" and r in EXPERT_LAUNCHES:
         if dtype not in QUANTIZE_OPS:
             raise InputError(f"dtype: expected one of {', '.join(QUANTIZE_OPS)}, got {dtype!r}")
@@ -134,6 +148,7 @@ def host_steps(ops: Sequence, dtype: str, microbatches: int, weight_cache: bool,
     writes (`fused_casts`) none (perfmodel.plan.frameworks, the same savings)."""
     out: list[HostStep] = []
     synced: set[str] = set()
+    local: dict[str | None, int] = {}  # a layer's local experts, from its forward moe op
     prev = None
     m = max(1, microbatches)
     for o in ops:
@@ -149,14 +164,16 @@ def host_steps(ops: Sequence, dtype: str, microbatches: int, weight_cache: bool,
         if share == 0.0:
             continue
         layer, r = layer_of(o.name), role(o.name)
+        if o.op.name == "moe":
+            local.setdefault(layer, local_experts(o.op))
         # one wait per forward pass of a layer: the forward's and the recomputed forward's
         key = f"{layer}.{'recompute' if '.recompute.' in o.name else 'forward'}"
         sync = (layer is not None and r in SYNC_ROLES and key not in synced
                 and (r == "dispatch" or o.op.name == "moe"))
         if sync:
             synced.add(key)
-        out.append(HostStep(o.name, launches(o.name, o.op, dtype) * share, o.time_s * share,
-                            sync))
+        out.append(HostStep(o.name, launches(o.name, o.op, dtype, local.get(layer, 1)) * share,
+                            o.time_s * share, sync))
     return out
 
 

@@ -144,6 +144,32 @@ DEEPEP_RANKS = INTRANODE_RANKS + INTERNODE_RANKS
 # the dispatch for its FP8 and NVFP4 experts; BF16 otherwise
 DEEPEP_WIRE = {"fp8": "fp8", "nvfp4": "nvfp4"}
 ACT = "bf16"          # activations, attention, norms
+# Megatron-Core 0.16.1's unfused work around a MoE layer's experts in training, for models whose
+# experts clamp their SwiGLU inputs (ModelSpec.swiglu_limit: gpt-oss) or carry biases
+# (ModelSpec.expert_bias), as Megatron-Bridge trains gpt-oss (its gpt_oss_provider, 0.3.1:
+# add_bias_linear, bias_activation_fusion, activation_func_clamp_value 7.0). Role: (tensors
+# read, tensors written) per element of the op, in BF16 (the router's probabilities are in the
+# activations' type: moe_router_dtype None, router.py), over N routed rows per GPU of 2F
+# (clamp) or H (bias) elements:
+#   experts_clamp      fusions/fused_bias_geglu.py weighted_bias_quick_geglu_impl: the input's
+#                      two halves clamped (x_glu.clamp(max=v), x_linear.clamp(-v, v)), then
+#                      torch.cat before the fused activation: each element read and written
+#                      twice; 3 kernels;
+#   experts_bias       transformer/moe/experts.py TEGroupedMLP._apply_bias (FC2 built with
+#                      skip_bias_add=True): per local expert bias * probs and t + that, then
+#                      torch.cat: read 3, written 3; 2 kernels a local expert + 1;
+#   experts_bias_bwd   autograd of it: per local expert the bias's gradient (grad * probs, summed
+#                      over the rows) and the probabilities' (grad * bias, summed over H): read 4,
+#                      written 2; 4 kernels a local expert (the cat's and the add's backward are
+#                      views);
+#   experts_clamp_bwd  the clamps' backward (grad where the input is inside the bounds: grad and
+#                      input read, grad written) and the chunk's (torch.cat of the two halves'
+#                      gradients): read 3, written 2; 3 kernels.
+# Each is one graph op (its bytes; its kernels' launches are the host's, plan.moe_host
+# EXTRA_LAUNCHES). The serving engines fuse both into their MoE kernels: not added there.
+EXPERT_EXTRAS = {"experts_clamp": (2, 2), "experts_bias": (3, 3), "experts_bias_bwd": (4, 2),
+                 "experts_clamp_bwd": (3, 2)}
+EXPERT_EXTRAS_FWD = ("experts_clamp", "experts_bias")
 ACT_BYTES = 2.0
 ADAM_FLOP_PER_PARAM = 12  # two moment updates, bias correction, update (fp32)
 
@@ -768,12 +794,30 @@ class _LayerBuilder:
             self.g.add(f"{p}dispatch", "alltoall", bytes=a2a, gpus=w.ep)
         self.moe_params = moe
         self.g.add(f"{p}experts", "moe", **moe)
+        if w.phase == "train":
+            self._expert_extras(p, EXPERT_EXTRAS_FWD)
         if deepep_call is not None:  # the normal combine sends BF16
             self.g.add(f"{p}combine", "deepep", phase="combine", dtype="bf16", **deepep_call)
         elif w.moe_all_to_all:
             self.g.add(f"{p}combine", "alltoall", bytes=a2a, gpus=w.ep)
         else:
             self.allreduce(f"{p}ffn_allreduce")
+
+    def _expert_extras(self, p: str, roles: tuple[str, ...]):
+        """The ops of `roles` (EXPERT_EXTRAS) that this model's experts need in a training graph:
+        Megatron-Core's unfused work around TEGroupedMLP's grouped GEMMs (module notes at
+        EXPERT_EXTRAS), over the GPU's routed rows N = t·top_k/tp (as _recompute_experts) of
+        F = expert_hidden/moe_tp (the gated activation's two halves) or the hidden size H."""
+        m = self.m
+        rows = max(1, self.t * m.top_k // self.tp)
+        for role in roles:
+            needs = "swiglu_limit" if role.startswith("experts_clamp") else "expert_bias"
+            if not getattr(m, needs):
+                continue
+            cols = (2 * (m.expert_hidden // self.w.moe_tp) if needs == "swiglu_limit"
+                    else m.hidden)
+            inputs, outputs = EXPERT_EXTRAS[role]
+            self.elementwise(f"{p}{role}", rows * cols, inputs=inputs, outputs=outputs)
 
     def _deepep_call(self) -> dict | None:
         """The `deepep` op's shape for this layer's exchange where the workload asks for DeepEP
@@ -836,8 +880,8 @@ class _LayerBuilder:
     MODULE_ROLES = {"layernorm": ("attn_norm", "ffn_norm"),
                     "mla_up_proj": ("q_norm", "q_b", "kv_norm", "kv_b", "rope"),
                     "mlp": ("gate_up", "act", "down", "ffn_allreduce"),
-                    "moe": ("router", "topk", "dispatch", "experts", "combine",
-                            "ffn_allreduce")}
+                    "moe": ("router", "topk", "dispatch", "experts", *EXPERT_EXTRAS_FWD,
+                            "combine", "ffn_allreduce")}
 
     def _recompute_roles(self, p: str, layer: int, roles: set[str]):
         """The layer's forward ops of `roles` again (named {p}recompute.<role>), in forward
@@ -867,6 +911,8 @@ class _LayerBuilder:
             self.elementwise(f"{p}recompute.experts_act",
                              max(1, self.t * m.top_k * m.expert_hidden // self.tp),
                              inputs=2 if gated else 1, flop_per_element=4, xu_per_element=1)
+            # the clamp is inside the checkpointed activation (experts.py bias_act_func)
+            self._expert_extras(f"{p}recompute.", ("experts_clamp",))
         se = m.shared_experts * m.expert_hidden // self.tp
         if "shared_experts" in modules and se:
             kept = len(self.gemms)
@@ -905,8 +951,12 @@ class _LayerBuilder:
             elif self.w.moe_all_to_all:
                 self.g.add(f"{p}combine_bwd", "alltoall", bytes=self.dispatch_bytes,
                            gpus=self.w.ep)
-            # expert dgrad and wgrad: each the FLOP and weight traffic of the forward pass
+            # expert dgrad and wgrad: each the FLOP and weight traffic of the forward pass; the
+            # down-projection bias's gradients before them, the clamp's between the activation's
+            # backward and FC1's dgrad (inside experts_dgrad: after it here)
+            self._expert_extras(p, ("experts_bias_bwd",))
             self.g.add(f"{p}experts_dgrad", "moe", **self.moe_params)
+            self._expert_extras(p, ("experts_clamp_bwd",))
             self.g.add(f"{p}experts_wgrad", "moe", **self.moe_params)
             if deepep_call is not None:
                 self.g.add(f"{p}dispatch_bwd", "deepep", phase="combine", dtype="bf16",

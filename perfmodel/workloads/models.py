@@ -45,6 +45,8 @@ KEY_LIMITS = {
                      "every layer's ops"),
     "experts": (2 ** 20, "the most fine-grained MoE published (PEER: 1024^2 experts)"),
 }
+# The largest clamp a model file may state (`swiglu_limit`): BF16's largest finite value
+MAX_SWIGLU_LIMIT = 3.3895e38
 # A stated parameter count: at most 1e15 (10^3 times the largest models published, ~1e12)
 MAX_PARAMS_TOTAL = 1e15
 
@@ -91,6 +93,12 @@ class ModelSpec:
     # config.json quantization_config.weight_block_size [128, 128]), which an fp8 run's linears
     # and experts then take (ops.gemm / ops.moe fp8_scaling "block")
     fp8_weight_block: int = 0
+    # the routed experts' linears carry biases (gpt-oss: the checkpoint's gate_up_proj_bias and
+    # down_proj_bias), and the gated activation clamps its inputs at `swiglu_limit` (gpt-oss
+    # config.json swiglu_limit 7.0; 0: no clamp): what the training graph prices as
+    # Megatron-Core runs them (workloads.builder `_expert_extras`)
+    expert_bias: bool = False
+    swiglu_limit: float = 0.0
     path: str = ""
 
     @property
@@ -186,7 +194,8 @@ def parse_model(raw: Any, file: str = "<model>") -> ModelSpec:
         raise InputError(f"{file}: expected a mapping of model architecture keys")
     problems: list[str] = []
     allowed = set(INT_KEYS) | {"schema_version", "name", "source", "params_total", "activation",
-                               "tie_embeddings", "sliding_window_layers", "expert_dtype"}
+                               "tie_embeddings", "sliding_window_layers", "expert_dtype",
+                               "expert_bias", "swiglu_limit"}
     for k in raw:
         if k not in allowed:
             problems.append(f"{file}: {k}: unknown key (expected one of {sorted(allowed)})")
@@ -246,6 +255,20 @@ def parse_model(raw: Any, file: str = "<model>") -> ModelSpec:
     elif expert_dtype is not None and not values.get("experts"):
         problems.append(f"{file}: expert_dtype: applies to routed experts; the model has none "
                         f"(experts: 0)")
+    expert_bias = raw.get("expert_bias", False)
+    if not isinstance(expert_bias, bool):
+        problems.append(f"{file}: expert_bias: expected true or false, got {show(expert_bias)}")
+    elif expert_bias and not values.get("experts"):
+        problems.append(f"{file}: expert_bias: applies to routed experts; the model has none "
+                        f"(experts: 0)")
+    limit = raw.get("swiglu_limit", 0.0)
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) \
+            or not 0 <= limit <= MAX_SWIGLU_LIMIT:  # nan fails the comparison
+        problems.append(f"{file}: swiglu_limit: expected a number in [0, {MAX_SWIGLU_LIMIT:g}] "
+                        f"(0: no clamp), got {show(limit)}")
+    elif limit and not (values.get("experts") and act == "swiglu"):
+        problems.append(f"{file}: swiglu_limit: clamps the routed experts' SwiGLU inputs; needs "
+                        f"experts > 0 and activation swiglu")
     if not problems:
         if values.get("sliding_window") and values.get("kv_lora_rank"):
             problems.append(f"{file}: sliding_window: not modelled with multi-head latent "
@@ -288,7 +311,8 @@ def parse_model(raw: Any, file: str = "<model>") -> ModelSpec:
     return ModelSpec(name=str(raw.get("name") or Path(file).stem), source=src["url"],
                      params_total_stated=float(stated["value"]), activation=act,
                      tie_embeddings=tie, sliding_window_layers=window_layers,
-                     expert_dtype=expert_dtype, path=file, **values)
+                     expert_dtype=expert_dtype, expert_bias=expert_bias,
+                     swiglu_limit=float(limit), path=file, **values)
 
 
 def load_model(name_or_path: str | Path) -> ModelSpec:

@@ -154,3 +154,22 @@ def test_dense_plans_are_unchanged_by_the_host_cost():
     b = plan_training("llama3-8b", "H100-SXM", batch=8, seq=4096, dp=8, microbatches=8,
                       moe_host_launch_s=moe_host.HOST_LAUNCH_S)
     assert a.step_time_s == b.step_time_s and "moe_host_sync" not in b.breakdown
+
+
+def test_the_unfused_ops_around_the_experts_count_their_torch_calls():
+    elementwise = SimpleNamespace(name="elementwise", params={})
+    # 16 local experts (128 over EP 8): the bias's multiply and add per expert and its cat;
+    # its backward's two multiplies and two reductions per expert; the clamps and their cats
+    assert launches("l3.experts_bias", elementwise, "bf16", 16) == 2 * 16 + 1
+    assert launches("l3.experts_bias_bwd", elementwise, "bf16", 16) == 4 * 16
+    assert launches("l3.experts_clamp", elementwise, "bf16", 16) == 3
+    assert launches("l3.recompute.experts_clamp", elementwise, "bf16", 16) == 3
+    assert launches("l3.experts_clamp_bwd", elementwise, "bf16", 16) == 3
+    # host_steps takes the local experts from the layer's moe op
+    ops = [scheduled("l0.dispatch", "alltoall", 1.0),
+           scheduled("l0.experts", "moe", 1.0, experts=128, gpus=8),
+           scheduled("l0.experts_bias", "elementwise", 1.0),
+           scheduled("l0.experts_bias_bwd", "elementwise", 1.0)]
+    steps = {s.name: s for s in host_steps(ops, "bf16", 1, True, True)}
+    assert steps["l0.experts_bias"].launches == 33
+    assert steps["l0.experts_bias_bwd"].launches == 64

@@ -9,7 +9,7 @@ from perfmodel.plan.memory import serving_memory, weight_bytes_per_gpu
 from perfmodel.plan.simulator.kv import kv_budget
 from perfmodel.units import GB
 from perfmodel.workloads.builder import kv_cache_bytes, kv_cache_bytes_per_token
-from perfmodel.workloads.models import parse_model
+from perfmodel.workloads.models import load_model, parse_model
 
 
 @pytest.mark.parametrize("name, total", [("gpt-oss-120b", 116.8e9), ("gpt-oss-20b", 20.9e9)])
@@ -123,8 +123,85 @@ BASE = {"schema_version": 1, "source": {"title": "t", "url": "u"},
     ({"sliding_window_layers": "even"}, "m.yaml: sliding_window_layers: needs sliding_window"),
     ({"expert_dtype": "int3"}, "m.yaml: expert_dtype: expected one of"),
     ({"expert_dtype": "mxfp4"}, "m.yaml: expert_dtype: applies to routed experts"),
+    ({"expert_bias": "true"}, "m.yaml: expert_bias: expected true or false"),
+    ({"expert_bias": True}, "m.yaml: expert_bias: applies to routed experts"),
+    ({"swiglu_limit": -1.0}, "m.yaml: swiglu_limit: expected a number in [0,"),
+    ({"swiglu_limit": float("nan")}, "m.yaml: swiglu_limit: expected a number in [0,"),
+    ({"swiglu_limit": True}, "m.yaml: swiglu_limit: expected a number in [0,"),
+    ({"swiglu_limit": 7.0}, "m.yaml: swiglu_limit: clamps the routed experts' SwiGLU inputs"),
+    ({"experts": 4, "top_k": 2, "expert_hidden": 32, "activation": "gelu", "swiglu_limit": 7.0},
+     "m.yaml: swiglu_limit: clamps the routed experts' SwiGLU inputs"),
 ])
 def test_bad_new_keys_are_one_line_errors(extra, message):
     with pytest.raises(pm.InputError) as e:
         parse_model({**BASE, **extra}, "m.yaml")
     assert len(e.value.problems) == 1 and e.value.problems[0].startswith(message)
+
+
+def test_gpt_oss_experts_carry_biases_and_clamp_their_swiglu_at_7():
+    for name in ("gpt-oss-120b", "gpt-oss-20b"):
+        m = load_model(name)
+        assert m.expert_bias is True and m.swiglu_limit == 7.0
+    other = load_model("qwen3-30b-a3b")
+    assert other.expert_bias is False and other.swiglu_limit == 0.0
+
+
+def _train_graph(model="gpt-oss-120b", **kw):
+    from perfmodel.workloads.builder import build_graph
+    args = dict(batch=1, seq=4096, tp=1, ep=8, dtype="bf16")
+    args.update(kw)
+    return build_graph(load_model(model) if isinstance(model, str) else model, "train", **args)
+
+
+def test_training_adds_megatrons_unfused_clamp_and_expert_bias_by_hand():
+    g = _train_graph()
+    ops = {n.name: n.op for n in g.nodes}
+    order = [n.name for n in g.nodes if n.name.startswith("l1.")]
+    rows = 4096 * 4  # the GPU's routed rows: t * top_k / tp
+    # the clamp over FC1's two halves (2 x 2880), the bias over FC2's output (2880)
+    clamp, bias = ops["l1.experts_clamp"], ops["l1.experts_bias"]
+    assert (clamp.elements, clamp.inputs, clamp.outputs) == (rows * 5760, 2, 2)
+    assert (bias.elements, bias.inputs, bias.outputs) == (rows * 2880, 3, 3)
+    assert (ops["l1.experts_bias_bwd"].inputs, ops["l1.experts_bias_bwd"].outputs) == (4, 2)
+    assert (ops["l1.experts_clamp_bwd"].inputs, ops["l1.experts_clamp_bwd"].outputs) == (3, 2)
+    assert clamp.dtype == bias.dtype == "bf16"
+    # forward: after the experts, before the combine; backward: the bias's gradients before the
+    # experts' dgrad, the clamp's after it
+    at = order.index
+    assert at("l1.experts") < at("l1.experts_clamp") < at("l1.experts_bias") < at("l1.combine")
+    assert (at("l1.combine_bwd") < at("l1.experts_bias_bwd") < at("l1.experts_dgrad")
+            < at("l1.experts_clamp_bwd") < at("l1.experts_wgrad"))
+    # tensor parallelism splits the routed rows (sequence parallelism)
+    assert _train_graph(tp=2).nodes  # builds
+    ops2 = {n.name: n.op for n in _train_graph(tp=2, ep=8).nodes}
+    assert ops2["l1.experts_bias"].elements == rows // 2 * 2880
+
+
+def test_serving_graphs_and_models_without_them_add_nothing():
+    from perfmodel.workloads.builder import build_graph
+    m = load_model("gpt-oss-120b")
+    for phase, kw in (("prefill", dict(batch=1, seq=1024)),
+                      ("decode", dict(batch=8, context=1024))):
+        names = [n.name for n in build_graph(m, phase, tp=8, dtype="bf16", **kw).nodes]
+        assert not [n for n in names if "experts_clamp" in n or "experts_bias" in n]
+    names = [n.name for n in _train_graph("qwen3-30b-a3b").nodes]
+    assert not [n for n in names if "experts_clamp" in n or "experts_bias" in n]
+
+
+def test_recomputed_moe_act_clamps_again():
+    from perfmodel.workloads.builder import build_graph
+    g = build_graph(load_model("gpt-oss-120b"), "train", batch=1, seq=4096, tp=1, ep=8,
+                    dtype="bf16", recompute="selective", recompute_modules=("moe_act",))
+    names = [n.name for n in g.nodes]
+    assert "l1.recompute.experts_clamp" in names and "l1.recompute.experts_bias" not in names
+
+
+def test_the_extras_cost_a_training_step_time():
+    from dataclasses import replace
+    from perfmodel.plan.training import plan_training
+    m = load_model("gpt-oss-120b")
+    bare = replace(m, expert_bias=False, swiglu_limit=0.0)
+    kw = dict(batch=16, seq=4096, tp=1, pp=1, dp=8, ep=8, dtype="bf16", microbatches=16)
+    with_them = plan_training(m, "H100-SXM", **kw, allow_oversubscribed=True)
+    without = plan_training(bare, "H100-SXM", **kw, allow_oversubscribed=True)
+    assert with_them.step_time_s > without.step_time_s
