@@ -232,7 +232,8 @@ def activation_bytes_per_token(model: ModelSpec, layer: int, tp: int = 1, ep: in
     top_k routed rows (top_k·tp/ep when 1 < ep < tp: the TP group's tokens are gathered and
     each GPU computes its experts' slice, builder moe_tp) of the expert input, the expert
     pre-activation and activation, and the expert output the combine's backward weights by the
-    router probabilities; its shared experts are a dense FFN of shared_experts·expert_hidden."""
+    router probabilities (and, with a clamped SwiGLU, the clamped pre-activation:
+    clamp_saved_elements); its shared experts are a dense FFN of shared_experts·expert_hidden."""
     m, a = model, ACT_BYTES
     g = bytes_per_element(dtype) if LINEAR_RECIPES[dtype].quantized else ACT_BYTES
     h = m.hidden
@@ -255,11 +256,21 @@ def activation_bytes_per_token(model: ModelSpec, layer: int, tp: int = 1, ep: in
         rows = m.top_k * moe_tp / tp       # routed rows per token of the microbatch, per GPU
         eh = m.expert_hidden / moe_tp
         per += rows * (h * g + gated * eh * a + eh * g + h * a) + m.experts * ROUTER_PROB_BYTES / tp
+        per += rows * clamp_saved_elements(m, eh) * a
         se = m.shared_experts * m.expert_hidden
         per += (gated * se * a + se * g) / tp if se else 0.0
     else:
         per += (gated * m.ffn_hidden * a + m.ffn_hidden * g) / tp
     return per
+
+
+def clamp_saved_elements(model: ModelSpec, expert_hidden: float) -> float:
+    """Elements per routed row the clamp of a model with `swiglu_limit` adds to what a MoE
+    layer keeps (builder EXPERT_EXTRAS, megatron-core 0.16.1 fusions/fused_bias_geglu.py
+    weighted_bias_quick_geglu_impl): the fused activation saves the clamped, concatenated
+    pre-activation (WeightedQuickGeGLUFunction.forward), a tensor of its own beside FC1's output,
+    which the two clamps keep for their backward; 0 without a clamp."""
+    return (model.ffn_matrices - 1) * expert_hidden if model.swiglu_limit else 0.0
 
 
 def recomputed_bytes_per_token(model: ModelSpec, layer: int, tp: int = 1, ep: int = 1,
@@ -273,7 +284,7 @@ def recomputed_bytes_per_token(model: ModelSpec, layer: int, tp: int = 1, ep: in
     the FFN's pre-activation and the down projection's input; moe (MoE layers) every routed
     row's tensors, the router's probabilities and the shared experts'; moe_act the routed
     experts' FC2 input (experts.py keeps the original input for TE to discard:
-    set_save_original_input); shared_experts the shared experts' pre-activation and FC2 input."""
+    set_save_original_input) and a clamped SwiGLU's saved copy (clamp_saved_elements); shared_experts the shared experts' pre-activation and FC2 input."""
     m, a = model, ACT_BYTES
     g = bytes_per_element(dtype) if LINEAR_RECIPES[dtype].quantized else ACT_BYTES
     h, gated = m.hidden, m.ffn_matrices - 1
@@ -292,11 +303,12 @@ def recomputed_bytes_per_token(model: ModelSpec, layer: int, tp: int = 1, ep: in
         rows, eh = m.top_k * moe_tp / tp, m.expert_hidden / moe_tp
         se = m.shared_experts * m.expert_hidden
         if "moe" in modules:  # the whole MoE block but its input
-            out += (rows * (h * g + gated * eh * a + eh * g + h * a)
+            out += (rows * (h * g + gated * eh * a + eh * g + h * a
+                            + clamp_saved_elements(m, eh) * a)
                     + m.experts * ROUTER_PROB_BYTES / tp + (gated * se * a + se * g) / tp)
         else:
-            if "moe_act" in modules:
-                out += rows * eh * g
+            if "moe_act" in modules:  # the activation's checkpoint keeps only FC1's output
+                out += rows * (eh * g + clamp_saved_elements(m, eh) * a)
             if "shared_experts" in modules:
                 out += (gated * se * a + se * g) / tp
     return out

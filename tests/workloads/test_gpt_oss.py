@@ -205,3 +205,19 @@ def test_the_extras_cost_a_training_step_time():
     with_them = plan_training(m, "H100-SXM", **kw, allow_oversubscribed=True)
     without = plan_training(bare, "H100-SXM", **kw, allow_oversubscribed=True)
     assert with_them.step_time_s > without.step_time_s
+
+
+def test_the_clamped_pre_activation_is_kept_unless_the_activation_is_recomputed():
+    from dataclasses import replace
+    from perfmodel.plan.memory import activation_bytes_per_token, recomputed_bytes_per_token
+    m = load_model("gpt-oss-120b")
+    bare = replace(m, swiglu_limit=0.0)
+    # per token at EP 8, TP 1: top_k = 4 routed rows, each the concatenated clamped halves
+    # (2 x 2880 BF16 elements) the fused activation saves beside FC1's output
+    extra = 4 * 2 * 2880 * 2
+    assert activation_bytes_per_token(m, 1, 1, 8) - activation_bytes_per_token(bare, 1, 1, 8) \
+        == extra
+    # moe_act's checkpoint keeps FC1's output only: the clamp's copy goes with it
+    for modules in ({"moe_act"}, {"moe"}):
+        assert (recomputed_bytes_per_token(m, 1, 1, 8, modules=modules)
+                - recomputed_bytes_per_token(bare, 1, 1, 8, modules=modules)) == extra
