@@ -284,7 +284,8 @@ def recomputed_bytes_per_token(model: ModelSpec, layer: int, tp: int = 1, ep: in
     the FFN's pre-activation and the down projection's input; moe (MoE layers) every routed
     row's tensors, the router's probabilities and the shared experts'; moe_act the routed
     experts' FC2 input (experts.py keeps the original input for TE to discard:
-    set_save_original_input) and a clamped SwiGLU's saved copy (clamp_saved_elements); shared_experts the shared experts' pre-activation and FC2 input."""
+    set_save_original_input) and a clamped SwiGLU's saved copy (clamp_saved_elements);
+    shared_experts the shared experts' pre-activation and FC2 input."""
     m, a = model, ACT_BYTES
     g = bytes_per_element(dtype) if LINEAR_RECIPES[dtype].quantized else ACT_BYTES
     h, gated = m.hidden, m.ffn_matrices - 1
