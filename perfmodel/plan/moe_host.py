@@ -55,8 +55,8 @@ HOST_LAUNCH_S): it stands for everything the host does per launched kernel, not 
 launch latency.
 
 The unfused calls Megatron-Core makes around some models' experts (gpt-oss's clamp and
-down-projection bias: workloads.builder EXPERT_EXTRAS) are host operations too, one per torch
-call (EXTRA_LAUNCHES: the bias's per local expert, from the layer's moe op).
+down-projection bias) are host operations too, one per torch call (workloads.builder
+EXPERT_EXTRAS: the bias's per local expert, from the layer's moe op).
 
 Not modelled: a dense model's host time (no synchronisation in its microbatch: the host runs
 ahead of a GPU-bound step), CUDA graphs (the Megatron-Bridge recipes from 26.06 capture MXFP8
@@ -72,6 +72,7 @@ from typing import Iterable, Sequence
 from perfmodel import fitted
 from perfmodel.errors import InputError
 from perfmodel.graph import DEFAULT_STREAM
+from perfmodel.workloads.builder import EXPERT_EXTRAS
 
 HOST_LAUNCH_KEY = "training.moe_host_launch_s"
 HOST_LAUNCH_S = fitted.value(HOST_LAUNCH_KEY)
@@ -81,12 +82,6 @@ QUANTIZE_OPS = {"bf16": 0, "fp16": 0, "fp8": 1, "mxfp8": 1, "nvfp4": 1}
 EXPERT_LAUNCHES = {"experts": (2, 2), "experts_dgrad": (2, 2), "experts_wgrad": (2, 0)}
 # the op a dropless MoE layer's host waits before (the dispatch; the experts without one)
 SYNC_ROLES = ("dispatch", "experts")
-# host operations of the unfused ops around the experts (workloads.builder EXPERT_EXTRAS: the
-# torch calls Megatron-Core makes), as (per local expert, fixed): the clamp's two clamps and cat,
-# the down-projection bias's multiply and add per expert and its cat, their backward's two
-# multiplies and two reductions per expert, the clamps' backward and the chunk's cat
-EXTRA_LAUNCHES = {"experts_clamp": (0, 3), "experts_bias": (2, 1), "experts_bias_bwd": (4, 0),
-                  "experts_clamp_bwd": (0, 3)}
 
 
 @dataclass(frozen=True)
@@ -126,12 +121,12 @@ def local_experts(op) -> int:
 
 def launches(name: str, op, dtype: str, local: int = 1) -> float:
     """Host operations of a graph op (module docstring): an expert op's per local
-    expert; the unfused ops around the experts their calls (EXTRA_LAUNCHES, `local` the
-    layer's local experts); any other op one."""
+    expert; the unfused ops around the experts their torch calls (workloads.builder
+    EXPERT_EXTRAS, `local` the layer's local experts); any other op one."""
     r = role(name)
-    if r in EXTRA_LAUNCHES:
-        per_expert, fixed = EXTRA_LAUNCHES[r]
-        return float(per_expert * local + fixed)
+    if r in EXPERT_EXTRAS:
+        extra = EXPERT_EXTRAS[r]
+        return float(extra.calls_per_expert * local + extra.calls)
     if op.name == "moe" and r in EXPERT_LAUNCHES:
         if dtype not in QUANTIZE_OPS:
             raise InputError(f"dtype: expected one of {', '.join(QUANTIZE_OPS)}, got {dtype!r}")

@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from perfmodel.errors import InputError, show
 from perfmodel.graph import DEFAULT_STREAM, Node, OpGraph, Pipeline
@@ -147,28 +147,41 @@ ACT = "bf16"          # activations, attention, norms
 # Megatron-Core 0.16.1's unfused work around a MoE layer's experts in training, for models whose
 # experts clamp their SwiGLU inputs (ModelSpec.swiglu_limit: gpt-oss) or carry biases
 # (ModelSpec.expert_bias), as Megatron-Bridge trains gpt-oss (its gpt_oss_provider, 0.3.1:
-# add_bias_linear, bias_activation_fusion, activation_func_clamp_value 7.0). Role: (tensors
-# read, tensors written) per element of the op, in BF16 (the router's probabilities are in the
-# activations' type: moe_router_dtype None, router.py), over N routed rows per GPU of 2F
-# (clamp) or H (bias) elements:
+# add_bias_linear, bias_activation_fusion, activation_func_clamp_value 7.0). Per role: the
+# model field that adds it, the tensors read and written per element of the op, in BF16 (the
+# router's probabilities are in the activations' type: moe_router_dtype None, router.py), over
+# N routed rows per GPU of 2F (clamp) or H (bias) elements, and the torch calls the host makes
+# for it (plan.moe_host), per local expert and besides:
 #   experts_clamp      fusions/fused_bias_geglu.py weighted_bias_quick_geglu_impl: the input's
 #                      two halves clamped (x_glu.clamp(max=v), x_linear.clamp(-v, v)), then
 #                      torch.cat before the fused activation: each element read and written
-#                      twice; 3 kernels;
+#                      twice; 3 calls;
 #   experts_bias       transformer/moe/experts.py TEGroupedMLP._apply_bias (FC2 built with
 #                      skip_bias_add=True): per local expert bias * probs and t + that, then
-#                      torch.cat: read 3, written 3; 2 kernels a local expert + 1;
+#                      torch.cat: read 3, written 3; 2 calls a local expert + 1;
 #   experts_bias_bwd   autograd of it: per local expert the bias's gradient (grad * probs, summed
 #                      over the rows) and the probabilities' (grad * bias, summed over H): read 4,
-#                      written 2; 4 kernels a local expert (the cat's and the add's backward are
+#                      written 2; 4 calls a local expert (the cat's and the add's backward are
 #                      views);
 #   experts_clamp_bwd  the clamps' backward (grad where the input is inside the bounds: grad and
 #                      input read, grad written) and the chunk's (torch.cat of the two halves'
-#                      gradients): read 3, written 2; 3 kernels.
-# Each is one graph op (its bytes; its kernels' launches are the host's, plan.moe_host
-# EXTRA_LAUNCHES). The serving engines fuse both into their MoE kernels: not added there.
-EXPERT_EXTRAS = {"experts_clamp": (2, 2), "experts_bias": (3, 3), "experts_bias_bwd": (4, 2),
-                 "experts_clamp_bwd": (3, 2)}
+#                      gradients): read 3, written 2; 3 calls.
+# Each is one graph op (its bytes; its calls' launches are the host's). The serving engines fuse
+# both into their MoE kernels: not added there.
+
+
+class ExpertExtra(NamedTuple):
+    needs: str                # the ModelSpec field that adds the op
+    inputs: int               # BF16 tensors read per element
+    outputs: int              # BF16 tensors written per element
+    calls_per_expert: int     # host calls per local expert
+    calls: int                # host calls besides
+
+
+EXPERT_EXTRAS = {"experts_clamp": ExpertExtra("swiglu_limit", 2, 2, 0, 3),
+                 "experts_bias": ExpertExtra("expert_bias", 3, 3, 2, 1),
+                 "experts_bias_bwd": ExpertExtra("expert_bias", 4, 2, 4, 0),
+                 "experts_clamp_bwd": ExpertExtra("swiglu_limit", 3, 2, 0, 3)}
 EXPERT_EXTRAS_FWD = ("experts_clamp", "experts_bias")
 ACT_BYTES = 2.0
 ADAM_FLOP_PER_PARAM = 12  # two moment updates, bias correction, update (fp32)
@@ -811,13 +824,13 @@ class _LayerBuilder:
         m = self.m
         rows = max(1, self.t * m.top_k // self.tp)
         for role in roles:
-            needs = "swiglu_limit" if role.startswith("experts_clamp") else "expert_bias"
-            if not getattr(m, needs):
+            extra = EXPERT_EXTRAS[role]
+            if not getattr(m, extra.needs):
                 continue
-            cols = (2 * (m.expert_hidden // self.w.moe_tp) if needs == "swiglu_limit"
+            cols = (2 * (m.expert_hidden // self.w.moe_tp) if extra.needs == "swiglu_limit"
                     else m.hidden)
-            inputs, outputs = EXPERT_EXTRAS[role]
-            self.elementwise(f"{p}{role}", rows * cols, inputs=inputs, outputs=outputs)
+            self.elementwise(f"{p}{role}", rows * cols, inputs=extra.inputs,
+                             outputs=extra.outputs)
 
     def _deepep_call(self) -> dict | None:
         """The `deepep` op's shape for this layer's exchange where the workload asks for DeepEP
