@@ -9,8 +9,8 @@ dtype = the recipe's GEMM policy, ep, microbatches = batch / micro-batch, virtua
 pipeline_split = the split the recipe runs (BRIDGE_LAYOUTS; else "auto", Megatron-Core's split
 of plan.training.pipeline_split: even, else the embedding and loss counted as layers, else
 first/last-stage counts), cp = CP, recompute (where the row states none: the recipe's own where the framework's recipe
-for the model sets one, RECIPE_RECOMPUTE, or Megatron-Bridge's DeepSeek-V3 modules by layout,
-BRIDGE_RECOMPUTE, else the least recomputation that fits, "none" —
+for the model sets one, RECIPE_RECOMPUTE, or Megatron-Bridge's DeepSeek-V3 and GPT-OSS modules by
+layout, BRIDGE_RECOMPUTE, else the least recomputation that fits, "none" —
 the default of Megatron-Core's TransformerConfig — else "full", the rule of
 `search_training_plans`: a published run fitted in memory, so its recipe recomputed what it had
 to), zero = the row's ZeRO stage, grad_reduce_dtype = fp32 for the PyTorch-FSDP frameworks that
@@ -128,9 +128,14 @@ RECIPE_RECOMPUTE = {("NeMo", "deepseek-v3"): "full"}
 # none ("not stated in table"): the releases before the recipes read (25.09-26.02, B200 MXFP8
 # on PP16 until 26.04) recomputed what their layout's recipe does now. A choice is written
 # "selective:<module>,<module>" (`recompute_choice`).
+# Its GPT-OSS-120B performance recipes (same tree, perf_recipes/gpt_oss/<gpu>/gpt_oss.py) recompute
+# layernorm and moe_act on H100 (PP4, MBS 1) and B200 (PP1, MBS 4), in BF16 and FP8 alike;
+# assumed for the 25.11-26.04 rows as for DeepSeek-V3's.
 BRIDGE_RECOMPUTE = {("deepseek-v3", 8, 4): "selective:mla_up_proj,mlp",
                     ("deepseek-v3", 8, 2): "selective:mla_up_proj,mlp",
-                    ("deepseek-v3", 16, 1): "selective:mla_up_proj"}
+                    ("deepseek-v3", 16, 1): "selective:mla_up_proj",
+                    ("gpt-oss-120b", 4, 1): "selective:layernorm,moe_act",
+                    ("gpt-oss-120b", 1, 1): "selective:layernorm,moe_act"}
 LEVELS = ("pipes", "roofline")
 NOT_FIT = "does not fit in memory (plan_training's estimate, allow_oversubscribed=False)"
 _METRIC_LABEL = {"model_flop_per_s_per_gpu": "model TFLOP/s", "flop_per_s_per_gpu": "TFLOP/s",
@@ -199,7 +204,7 @@ _plan = functools.lru_cache(maxsize=None)(_plan_uncached)
 
 def replayed_recompute(case: TrainingCase) -> tuple[str, ...]:
     """The recomputation choices a row is replayed with, in order: its own, or where it states
-    none its recipe's (RECIPE_RECOMPUTE; Megatron-Bridge's DeepSeek-V3 by layout,
+    none its recipe's (RECIPE_RECOMPUTE; Megatron-Bridge's DeepSeek-V3 and GPT-OSS by layout,
     BRIDGE_RECOMPUTE), else UNSTATED_RECOMPUTE (module docstring)."""
     if case.recompute:
         return (case.recompute,)

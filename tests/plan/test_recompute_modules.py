@@ -101,3 +101,16 @@ def test_bridge_deepseek_rows_replay_the_recipe_modules():
     by_layout = {(c.pp, c.vp): tp_.replayed_recompute(c) for c in cases if not c.recompute}
     assert by_layout[(8, 4)] == ("selective:mla_up_proj,mlp",)
     assert by_layout[(16, 1)] == ("selective:mla_up_proj",)
+
+
+def test_bridge_gpt_oss_rows_recompute_layernorm_and_moe_act():
+    # Megatron-Bridge's GPT-OSS-120B recipes (H100 PP4, B200 PP1) recompute both modules
+    cases = [c for c in tp_.load_bridge_cases()[0]
+             if c.model == "gpt-oss-120b" and not c.recompute]
+    assert {c.hardware.name for c in cases} == {"H100-SXM", "B200"}
+    for c in cases:
+        assert tp_.replayed_recompute(c) == ("selective:layernorm,moe_act",)
+    # and the replay plans with it
+    c = next(c for c in cases if c.hardware.name == "B200")
+    planned = tp_.plan_case(c)
+    assert planned.recompute == "selective"
