@@ -8,9 +8,10 @@ Frameworks (FRAMEWORKS):
 
 - megatron: Megatron-Core with Transformer Engine, as NeMo's performance recipes and
   Megatron-LM's benchmarks run it (tp_comm_overlap, TE linears, FP8 weight caching).
-- pytorch: torchtitan, PyTorch FSDP (llm-foundry/Composer), NeMo AutoModel: the graph as it
-  is (no TP userbuffers: torchtitan's async TP is off by default; torchao's float8 linears cast
-  weight and activation in every forward, each in kernels of their own).
+- pytorch: torchtitan, PyTorch FSDP2, NeMo AutoModel: the graph as it is (no TP userbuffers:
+  torchtitan's async TP is off by default; torchao's float8 linears cast weight and activation
+  in every forward, each in kernels of their own), plus FSDP2's copies around its collectives
+  under ZeRO-3 (below). PyTorch's older FSDP (FlatParameter) is Composer's, below.
 
 **TP communication overlap** (Transformer Engine userbuffers; NeMo's configurations in
 nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py, nemo_toolkit 2.3.0, e.g.
@@ -64,6 +65,26 @@ a quantize and a GEMM per local expert. Where the host issues slower than the GP
 microbatch takes the host's time: a cost (a negative saving, "moe_host_sync") of
 `moe_host.moe_host_extra_s` at the fitted seconds per launched kernel (HOST_LAUNCH_S).
 
+**FSDP2's copies** (`fsdp2_copies`; PyTorch's fully_shard, as torchtitan and NeMo AutoModel run
+it, read in torch 2.13.0 torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py). Each
+FSDP unit (a transformer block) gathers its parameters into per-parameter tensors and scatters
+its gradients out of them, with copies on the compute stream beside the collectives the graph
+holds (`fsdp2_copies_s`, per microbatch):
+
+- before each all-gather (the forward's, and the backward's again: reshard_after_forward,
+  torchtitan's default), the rank's shard is cast from the FP32 sharded parameter to the
+  BF16 param_dtype by a foreach copy (`_get_param_all_gather_inputs`, lines 382-430) and copied
+  again into the all-gather's input (`all_gather_copy_in`, 263-277): 4 + 2 bytes read and
+  2 + 2 written per shard element;
+- after it, `foreach_all_gather_copy_out` (431-520) splits the gathered buffer into the
+  parameters, `split_with_sizes_copy` on the current stream: the unit's BF16 parameters read
+  and written once per gather;
+- before the reduce-scatter, `foreach_reduce_scatter_copy_in` (778-787) chunk-cats the BF16
+  gradients into the reduce-scatter's input in the reduce dtype (FP32 in torchtitan:
+  mixed_precision_reduce), on the current stream; NCCL averages (ReduceOp.AVG for FP32 and
+  BF16, `_get_gradient_divide_factors`, 812-846), so no divide kernel runs. The reduced shard's
+  accumulation and cast (1/G of the unit) are not counted.
+
 **Composer (llm-foundry)**: the `composer` framework is PyTorch FSDP as MosaicML's Composer
 trainer runs llm-foundry's MPT (llm-foundry 0.4.0, the release before the benchmark tables'
 last regeneration on 2024-01-06, which pins mosaicml>=0.17,<0.18; read in composer 0.17.2).
@@ -98,6 +119,8 @@ The graph as it is (no TP overlap, no cached or fused casts), plus two things of
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -123,6 +146,7 @@ class TrainingFramework:
     moe_host_sync: bool = False  # a MoE layer's host waits for the tokens per expert
     train_metric_passes: int = 0  # eager cross-entropy forwards over the logits per microbatch
     per_param_optimizer: bool = False  # Composer's DecoupledAdamW: a host sync per parameter
+    fsdp2_copies: bool = False  # FSDP2's copy-in/copy-out around its collectives (ZeRO-3)
 
 
 FRAMEWORKS = {
@@ -130,7 +154,7 @@ FRAMEWORKS = {
                                   "Megatron-Core + Transformer Engine (NeMo, Megatron-LM)",
                                   moe_host_sync=True),
     "pytorch": TrainingFramework("pytorch", False, False, False,
-                                 "torchtitan, PyTorch FSDP, NeMo AutoModel"),
+                                 "torchtitan, PyTorch FSDP2, NeMo AutoModel", fsdp2_copies=True),
     "composer": TrainingFramework("composer", False, False, False,
                                   "llm-foundry's MPT on Composer with PyTorch FSDP",
                                   train_metric_passes=2, per_param_optimizer=True),
@@ -348,6 +372,50 @@ def mpt_rank_params(model, seq: int, layers: int, ranks: int) -> int:
     block = fsdp_rank_params(mpt_block_param_sizes(d, qkv, model.ffn_hidden), ranks)
     root = fsdp_rank_params([model.vocab * d, seq * d, d, d], ranks)
     return layers * block + root
+
+
+# FSDP2's gathers per microbatch: the forward's and the backward's (reshard_after_forward)
+FSDP2_GATHERS_PER_MICROBATCH = 2
+# bytes per sharded parameter the all-gather's copy-in reads and writes (FP32 shard cast to
+# BF16, then copied into the all-gather input: module docstring)
+FSDP2_COPY_IN_READ_BYTES = 4 + 2
+FSDP2_COPY_IN_WRITE_BYTES = 2 + 2
+
+
+def fsdp2_copies_s(tail: Sequence, layers: int, hw, level: str,
+                   gathers: int = FSDP2_GATHERS_PER_MICROBATCH) -> float:
+    """Seconds per microbatch of FSDP2's copies (module docstring) around the step's
+    parameter all-gathers and gradient reduce-scatters in `tail` (the graph's per-step ops:
+    `param_allgather` with the stage's BF16 parameters, `grad_reduce_scatter` with them in the
+    reduce dtype, and their expert_ twins), each unit's a layer's share of the stage's
+    `layers`: per layer and gather a copy-in over the shard and a copy-out over the layer's
+    parameters, and per layer a chunk-cat of its gradients. 0 without the collectives."""
+    from perfmodel.predict import predict_op
+    ops = {o.name: o.op for o in tail}
+    layers = max(1, int(layers))
+
+    def copy_s(elements: float, read_bytes: int, write_bytes: int) -> float:
+        # a copy as a stream of 1-byte elements: the bytes read and written per element
+        n = int(math.ceil(elements))
+        if n <= 0:
+            return 0.0
+        o = make_op("elementwise", elements=n, dtype="fp8", inputs=read_bytes,
+                    outputs=write_bytes, flop_per_element=0.0)
+        return predict_op(o, hw, level).time_s
+
+    total = 0.0
+    for prefix in ("", "expert_"):
+        ag, rs = ops.get(f"{prefix}param_allgather"), ops.get(f"{prefix}grad_reduce_scatter")
+        if ag is None or rs is None:
+            continue
+        params = ag.bytes / 2 / layers     # BF16 parameters of one unit
+        reduce_bytes = 2 * rs.bytes / ag.bytes  # the reduce dtype's bytes per element
+        per_gather = (copy_s(params / ag.gpus, FSDP2_COPY_IN_READ_BYTES,
+                             FSDP2_COPY_IN_WRITE_BYTES)
+                      + copy_s(params, 2, 2))
+        chunk_cat = copy_s(params, 2, int(round(reduce_bytes)))
+        total += layers * (gathers * per_gather + chunk_cat)
+    return total
 
 
 def train_metrics_s(ops: Sequence, passes: int, hw, level: str) -> float:

@@ -22,7 +22,9 @@ placed as the frameworks overlap it (`dp_exposed_s`):
   microbatch gathers each layer's parameters before its forward and again before its backward
   and reduce-scatters its gradients after it, prefetching one layer ahead (FSDP's default
   forward/backward prefetch): per pass the first layer's gather is exposed and each later layer
-  exposes what its communication takes beyond the layer's compute.
+  exposes what its communication takes beyond the layer's compute. FSDP2 (the pytorch
+  framework) adds its copies around each gather and reduce-scatter on the compute stream
+  (perfmodel.plan.frameworks `fsdp2_copies_s`).
 Pipeline splits (`split_pipeline`, docs/design.md "Pipeline splits"): the decoder layers of every
 pp rank and virtual chunk as Megatron-Core builds them (even; the embedding and loss counted as
 layers; first/last-stage counts; a layout string), refused in one line where its rules
@@ -639,6 +641,11 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                                                 ep_overlap=paired,
                                                 host_launch_s=host_launch_s,
                                                 hw=run_hw, level=level)
+        if zero == 3 and fw.fsdp2_copies:  # a cost: a negative saving
+            copies = frameworks.fsdp2_copies_s(g.nodes[k:], math.ceil(model.layers / pp),
+                                               run_hw, level)
+            if copies:
+                saved["fsdp2_copies"] = -copies
         return g, pred, saved
 
     g, pred, saved = stage(m)
