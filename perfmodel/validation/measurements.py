@@ -211,7 +211,9 @@ def _case(row: dict) -> Case | Skipped:
                     experts=s["experts"], top_k=s["top_k"], gpus=s["ep"], dtype=mma,
                     weight_dtype=weights, routing="token_balanced",
                     # vLLM's Marlin MoE (ops.moe MOE_KERNELS), by the library's kernel name
-                    **({"kernel": "marlin"} if "marlin" in lib.lower() else {}),
+                    # (and vLLM's OpenAI Triton MXFP4 experts, `oaitritonmxfp4experts`)
+                    **({"kernel": "marlin"} if "marlin" in lib.lower() else
+                       {"kernel": "triton"} if "oaitriton" in lib.lower() else {}),
                     fp8_scaling="block" if dt == "fp8_block" else "tensor",
                     # TensorRT-LLM's block-FP8 runner quantizes each GEMM's BF16 input in its
                     # own kernel (ops.moe `fp8_block_quant`)

@@ -243,9 +243,9 @@ class Workload:
     # train, recompute "selective": Megatron-Core's recompute_modules (RECOMPUTE_MODULES; None:
     # DEFAULT_RECOMPUTE_MODULES, the attention core)
     recompute_modules: tuple[str, ...] | None = None
-    # serving: the expert GEMMs' kernel (ops.moe MOE_KERNELS): the engines' grouped GEMMs, or
-    # vLLM's Marlin MoE for mixed-input experts (VLLM_MXFP4_USE_MARLIN=1); it applies where the
-    # experts are stored narrower than the GEMM dtype (gpt-oss's MXFP4 experts)
+    # serving: the expert GEMMs' kernel (ops.moe MOE_KERNELS): the engines' grouped GEMMs,
+    # vLLM's Marlin MoE for mixed-input experts (VLLM_MXFP4_USE_MARLIN=1), or the OpenAI Triton
+    # experts (vLLM's default for MXFP4 experts on Hopper, TensorRT-LLM's TRITON backend)
     moe_kernel: str = "grouped"
 
     def check(self, model: ModelSpec, names: Mapping[str, str] | None = None) -> None:
@@ -296,7 +296,8 @@ class Workload:
                                                           "serving engine's (prefill and decode); "
                                                           "training graphs use auto"),
                 ("moe_kernel", MOE_KERNELS, "grouped", "a serving engine's MoE kernel (vLLM's "
-                                                       "Marlin MoE): not for training"),
+                                                       "Marlin or the Triton experts): not for "
+                                                       "training"),
                 ("gemm_dispatch", GEMM_DISPATCHES, "best", "an engine's GEMM table is a serving "
                                                            "engine's (prefill and decode); "
                                                            "training graphs use best")):

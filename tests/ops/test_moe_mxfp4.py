@@ -41,3 +41,64 @@ def test_hopper_converts_mxfp4_slower_than_blackwell_and_the_constant_is_fitted(
     h200 = pm.predict_op(small, "H200-SXM")
     assert h200.bound == "fma"
     assert math.isfinite(pm.predict_op(small, "B200").time_s)
+
+
+def test_triton_block_m_follows_matmul_ogs_opt_flags():
+    # block_m = max(16, min(next_pow2(picks // local experts), 128))
+    assert moe_op.triton_block_m(1 * 4, 128) == 16        # decode: 1 row per expert at most
+    assert moe_op.triton_block_m(1024 * 4, 128) == 32     # EP1: 32 rows per expert
+    assert moe_op.triton_block_m(4096 * 4, 128) == 128    # EP1: 128 rows per expert
+    assert moe_op.triton_block_m(65 * 128, 128) == 128    # 65 rounds up to 128
+    assert moe_op.triton_block_m(1 << 20, 1) == 128       # capped
+    # EP8 without an all-to-all: every rank gathers all 4096 picks against its 16 experts, so
+    # the estimate is 256 rows per expert, eight times the 32 an expert gets
+    assert moe_op.triton_block_m(1024 * 4, 128 // 8) == 128
+
+
+def _hopper_gemm_work(tokens: int, gpus: int, monkeypatch) -> tuple[list[int], float, float]:
+    """(rows of the first GPU's experts, its MMA work, the FMA-pipe operations one more
+    conversion operation per weight element adds) on H200."""
+    op = pm.ops.Moe(tokens=tokens, hidden=2880, expert_hidden=2880, experts=128, top_k=4,
+                    gpus=gpus, dtype="bf16", weight_dtype="mxfp4", routing="token_balanced",
+                    kernel="triton")
+    rows = list(op.per_gpu_rows()[0])
+    hw = pm.hardware("H200-SXM")
+
+    def work(ops_per: float) -> dict:
+        monkeypatch.setitem(moe_op.CONVERT_OPS, "mxfp4", ops_per)
+        return op._gpu_demand(rows, 4096, hw).work
+    one_more = work(7.0)["fma"] - work(6.0)["fma"]
+    return rows, work(6.0)["tensor:bf16"], one_more
+
+
+def test_triton_row_tiles_of_128_convert_the_weights_once_per_128_rows(monkeypatch):
+    """4096 tokens x top-4 on 128 experts (EP1): about 128 rows per expert, so 128-row tiles,
+    where 64-row tiles would convert each weight about twice as often; the MMAs cover whole
+    tiles."""
+    rows, mma, per_op = _hopper_gemm_work(4096, 1, monkeypatch)
+    assert sum(rows) == 4096 * 4 and len(rows) == 128
+    tiles = sum(math.ceil(t / 128) for t in rows)
+    assert tiles < sum(math.ceil(t / 64) for t in rows) / 1.5
+    assert per_op == pytest.approx(tiles * 3 * 2880 ** 2)
+    assert mma == pytest.approx(2.0 * tiles * 128 * 3 * 2880 ** 2)
+
+
+def test_triton_ep8_pads_each_experts_rows_to_the_rank_blind_tile(monkeypatch):
+    """EP8, 1024 tokens: an expert gets about 32 rows, but the tile is 128 (the estimate counts
+    every rank's picks), so the MMAs run over 128 rows per local expert, twice a 64-row tile's;
+    the conversions, one tile per expert, are as many as 64-row tiles would make."""
+    rows, mma, per_op = _hopper_gemm_work(1024, 8, monkeypatch)
+    assert len(rows) == 16 and max(rows) <= 64
+    assert mma == pytest.approx(2.0 * 16 * 128 * 3 * 2880 ** 2)
+    assert per_op == pytest.approx(16 * 3 * 2880 ** 2)
+
+
+def test_the_grouped_kernel_keeps_its_64_row_tiles():
+    """The triton row tile is the Triton experts' alone: the grouped runner (CUTLASS's) keeps
+    64-row tiles, so at 4096 tokens it converts each weight about twice as often."""
+    kw = dict(tokens=4096, hidden=2880, expert_hidden=2880, experts=128, top_k=4, gpus=1,
+              dtype="bf16", weight_dtype="mxfp4", routing="token_balanced")
+    hw = pm.hardware("H200-SXM")
+    grouped, triton = (pm.predict_op(pm.ops.Moe(kernel=k, **kw), hw).time_s
+                       for k in ("grouped", "triton"))
+    assert triton < grouped

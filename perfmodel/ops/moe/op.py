@@ -20,7 +20,8 @@ A routing policy (`perfmodel.ops.moe.routing`) sends each expert's tokens to rep
   optimal         minimum over routings of the max activated replicas per GPU (max-flow);
   uniform         each token to a random replica.
 Per GPU the grouped GEMM reads every activated replica's gate/up/down weights (3·h·f elements)
-and multiplies its tokens (rows padded to the 64-row MMA tile), between the fused-MoE runner's
+and multiplies its tokens (rows padded to the 64-row MMA tile; the OpenAI Triton experts' own
+row tile under `kernel="triton"`, TRITON_BLOCK_M), between the fused-MoE runner's
 other kernels (ROUTING_SORT_KERNELS and _gpu_demand: routing sort, expand-and-cast, gated activation, finalize). In decode the weight bytes
 dominate, so time follows activated experts per GPU, not tokens (METRO's observation). The layer
 waits for its slowest GPU: the op returns every GPU's demand and the engine keeps the slowest.
@@ -66,6 +67,18 @@ MMA_ROWS = 64  # smallest MMA tile in M (Hopper wgmma m64; tcgen05 M = 64)
 # sm_100a), so it keeps the generic count
 CONVERT_OPS = {"mxfp4": fitted.value("moe.convert_ops.mxfp4")}
 DEFAULT_CONVERT_OPS = 2.0
+# The row tile of the OpenAI Triton experts (`Moe(kernel="triton")`: triton_kernels' matmul_ogs,
+# the MXFP4 experts vLLM runs by default on Hopper and TensorRT-LLM's TRITON backend), as
+# matmul_ogs picks it (vLLM 0.24.0 vllm/third_party/triton_kernels/
+# matmul_ogs_details/opt_flags.py, make_default_opt_flags_nvidia): block_m = max(16,
+# min(next_pow2(tokens_per_expt), 128)), tokens_per_expt = m // n_expts_tot, where m is every
+# gathered row (tokens x top_k) and n_expts_tot the rank's local experts
+# (gpt_oss_triton_kernels_moe.py make_routing_data(num_local_experts)). Under expert
+# parallelism without an all-to-all each rank gathers all tokens, its non-local experts' picks
+# masked (expert_map), so the estimate counts every pick against the local experts: it is G
+# times the rows an expert gets. Each row tile converts the weight tiles it multiplies, and
+# its MMAs run over the tile's rows, at least the wgmma's 64 (MMA_ROWS).
+TRITON_BLOCK_M = (16, 128)
 # The expert GEMMs' kernel (`Moe(kernel=)`): "grouped", the engines' grouped-GEMM runners
 # (CUTLASS, DeepGEMM, the OpenAI Triton MXFP4 experts) on the GPU's native MMA; "marlin", vLLM's
 # Marlin MoE (model_executor/layers/fused_moe/fused_marlin_moe.py, vLLM 0.18.0), the mixed-input
@@ -76,7 +89,7 @@ DEFAULT_CONVERT_OPS = 2.0
 # every block converting the weights it multiplies and running MMAs over its whole rows (at
 # least the MMA's 16). Its MMAs reach the fitted share MARLIN_MMA_FRACTION (perfmodel/fitted.yaml
 # moe.marlin_mma_fraction) of the GPU's mma.sync rate (isa.mma_sync_flop_per_sm_per_clk)
-MOE_KERNELS = ("grouped", "marlin")
+MOE_KERNELS = ("grouped", "marlin", "triton")
 MARLIN_BLOCK_M = (8, 16, 32, 48, 64)
 MARLIN_BLOCK_FILL = 0.9
 MARLIN_MMA_ROWS = 16
@@ -196,8 +209,9 @@ class Moe(Op):
                                doc="GPUs per node (NVLink domain), for EPLB's node packing"),
         "kernel": Param("choice", default="grouped", choices=MOE_KERNELS,
                         doc="expert GEMM kernel: grouped (the engines' grouped GEMMs on the "
-                            "native MMA) or marlin (vLLM's Marlin MoE: mixed-input weights on "
-                            "mma.sync)"),
+                            "native MMA), marlin (vLLM's Marlin MoE: mixed-input weights on "
+                            "mma.sync) or triton (the OpenAI Triton experts, matmul_ogs: its "
+                            "own row tile)"),
     }
     SIZE_PARAMS = ("hidden", "expert_hidden")
     TENSORS = (("tokens", "hidden"), ("experts", "hidden", "expert_hidden"),
@@ -386,9 +400,12 @@ class Moe(Op):
         block = MMA_ROWS
         if self.kernel == "marlin":
             block = marlin_block_m(sum(rows) / max(1, len(rows)))
+        elif self.kernel == "triton":  # the OpenAI Triton experts' row tile (TRITON_BLOCK_M)
+            block = max(MMA_ROWS, triton_block_m(self.tokens * self.top_k,
+                                                 math.ceil(self.experts / self.gpus)))
         row_tiles = sum(math.ceil(t / block) for t in rows) \
             + shared * math.ceil(shared_rows / block)
-        padded = row_tiles * MMA_ROWS
+        padded = row_tiles * max(MMA_ROWS, block if self.kernel != "marlin" else MMA_ROWS)
         tiles = row_tiles * (math.ceil(2 * f / TILE_N) + math.ceil(h / TILE_N))
         # the GEMMs read the cast rows and the weights, write GEMM1's gate/up in BF16 and GEMM2's
         # output; the activation's cast output is GEMM2's A
@@ -452,6 +469,14 @@ class Moe(Op):
                      gemms, activation,
                      block_quant_demand(tokens, f, w, hw, "quantize GEMM2 input"), finalize)
         return sequence_demand(parts, launch_from=parts.index(gemms), details=gemms.details)
+
+
+def triton_block_m(picks: int, local_experts: int) -> int:
+    """The Triton MXFP4 experts' block_m (TRITON_BLOCK_M) for `picks` gathered rows (tokens x
+    top_k, every rank's under expert parallelism) over a rank's `local_experts`."""
+    per_expert = max(1, int(picks) // max(1, int(local_experts)))
+    lo, hi = TRITON_BLOCK_M
+    return max(lo, min(1 << (per_expert - 1).bit_length(), hi))
 
 
 def marlin_block_m(rows_per_expert: float) -> int:

@@ -225,11 +225,12 @@ class Engine:
                              heuristic idealized), or an engine's own table by M: vllm-0.10.2
                              for vllm (its per-tensor FP8 CUTLASS kernels, swap-AB below 64
                              tokens, no split-K: the InferenceX Llama recipe's image)
-    moe_kernel               the kernel of experts stored narrower than their GEMMs (ops.moe
-                             MOE_KERNELS): "grouped", the engine's grouped GEMMs (vLLM's
-                             default on Hopper for MXFP4 experts: the OpenAI Triton kernels,
-                             quantization/mxfp4.py get_mxfp4_backend, vLLM 0.18.0), or
-                             "marlin", vLLM's Marlin MoE (VLLM_MXFP4_USE_MARLIN=1)
+    moe_kernel               the experts' kernel (ops.moe MOE_KERNELS): "grouped", the
+                             engine's grouped GEMMs on 64-row tiles; "triton", the OpenAI
+                             Triton experts with matmul_ogs's own row tile (vLLM's default on
+                             Hopper for MXFP4 experts, quantization/mxfp4.py
+                             get_mxfp4_backend, vLLM 0.18.0; TensorRT-LLM's TRITON backend);
+                             or "marlin", vLLM's Marlin MoE (VLLM_MXFP4_USE_MARLIN=1)
     """
 
     name: str
