@@ -58,10 +58,8 @@ def _run_validate(args) -> int:
     from perfmodel.errors import InputError
     if args.worst < 0:
         raise InputError(f"--worst: expected a number of rows >= 0, got {args.worst}")
-    from perfmodel.ops.base import MAX_GPUS, bound_text
-    if args.jobs is not None and not 1 <= args.jobs <= MAX_GPUS:
-        raise InputError(f"--jobs: expected a positive integer <= {bound_text(MAX_GPUS)}, got "
-                         f"{args.jobs}")
+    from perfmodel.plan.search import check_jobs
+    check_jobs(args.jobs)  # before the rows load
     if args.plot:
         check_output(args.plot, "--plot", plot=True)
     sources = args.results or default_sources()

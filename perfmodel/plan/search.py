@@ -765,13 +765,24 @@ def default_jobs(n_tasks: int) -> int:
     return max(1, min(cpus, n_tasks))
 
 
-def worker_count(jobs: int | None, n_tasks: int) -> int:
-    """Worker processes for `n_tasks` tasks: `jobs` (an InputError naming --jobs unless a
-    positive integer) capped at the tasks, or default_jobs; 1 in a daemonic process, which may
-    not have children."""
-    import multiprocessing
-    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+def check_jobs(jobs: int | None) -> None:
+    """An InputError naming --jobs unless `jobs` is None or a positive integer of at most
+    MAX_GPUS processes (ops/base.py: the bound of GPU and process counts)."""
+    from perfmodel.ops.base import MAX_GPUS, bound_text
+    if jobs is None:
+        return
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise InputError(f"--jobs: expected a positive integer, got {jobs!r}")
+    if jobs > MAX_GPUS:
+        raise InputError(f"--jobs: expected a positive integer <= {bound_text(MAX_GPUS)}, got "
+                         f"{jobs}")
+
+
+def worker_count(jobs: int | None, n_tasks: int) -> int:
+    """Worker processes for `n_tasks` tasks: `jobs` (check_jobs) capped at the tasks, or
+    default_jobs; 1 in a daemonic process, which may not have children."""
+    import multiprocessing
+    check_jobs(jobs)
     if multiprocessing.current_process().daemon:
         return 1
     return default_jobs(n_tasks) if jobs is None else min(jobs, n_tasks)

@@ -154,3 +154,7 @@ def test_forked_workers_predict_what_one_process_does(cases):
     for bad in (0, -1, 1.5, True):
         with pytest.raises(InputError, match="--jobs: expected a positive integer"):
             compare(cases[:2], jobs=bad)
+    # and at most MAX_GPUS processes, the bound `perfmodel validate --jobs` checks too
+    from perfmodel.ops.base import MAX_GPUS
+    with pytest.raises(InputError, match=r"--jobs: expected a positive integer <= 2\^20"):
+        compare(cases[:2], jobs=MAX_GPUS + 1)
