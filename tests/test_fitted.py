@@ -62,6 +62,7 @@ def test_fit_does_not_depend_on_the_values_it_replaces(fresh, monkeypatch):
         monkeypatch.setattr(attention, name, math.nan)
     from perfmodel.ops import deepep
     monkeypatch.setattr(deepep, "COPY_ROUND_TRIPS", math.nan)
+    monkeypatch.setattr(deepep, "COPY_ROUND_TRIPS_BLACKWELL", math.nan)
     for k in deepep.FIXED_S:
         monkeypatch.setitem(deepep.FIXED_S, k, math.nan)
     assert fit.fit_all() == fresh
@@ -97,6 +98,7 @@ def test_everything_reads_the_file():
         "attention.mma_sync_fraction.tcgen05")
     from perfmodel.ops import deepep
     assert deepep.COPY_ROUND_TRIPS == fitted.value("deepep.copy_round_trips")
+    assert deepep.COPY_ROUND_TRIPS_BLACKWELL == fitted.value("deepep.copy_round_trips.blackwell")
     assert deepep.FIXED_S == {(m, p): fitted.value(f"deepep.fixed_s.{m}.{p}")
                               for m in deepep.MODES for p in deepep.PHASES}
     for hw in pm.list_hardware():

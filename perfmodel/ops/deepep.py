@@ -16,8 +16,10 @@ Normal ("high-throughput") kernels, intranode (2, 4 or 8 ranks over NVLink):
     waits on its own loads round after round (the stores, over NVLink to the peer or into local
     memory, are posted), so a warp's time is its copies × their dependent load rounds
     (`warp_copy_rounds`) × the latency of one round (`deepep.copy_round_trips`, a share of
-    the DRAM round trip, fitted: the data is L2-held, no source gives the loaded latency), the warps of an SM in parallel: the SM count
-    sets the throughput, as SGLang's SM sweep shows (time ∝ 1/SMs until NVLink binds).
+    the DRAM round trip, fitted: the data is L2-held, no source gives the loaded latency; on
+    Blackwell its own fit, `deepep.copy_round_trips.blackwell`), the warps of an SM in
+    parallel: the SM count sets the throughput, as SGLang's SM sweep shows (time ∝ 1/SMs until
+    NVLink binds).
   * combine runs 768-thread CTAs on the same SMs (kNumThreads = 768, :779): a rank's tokens go to
     24 / ranks sender warps with UNROLLED_WARP_COPY(4, …) (:602); a receiver warp (23 of the 24,
     :697) sums a token's copies rank by rank, one dependent load round per rank for each of its
@@ -135,8 +137,19 @@ def ranks_per_token(experts: int, ep: int, top_k: int) -> float:
 # the fixed time of each (mode, phase) call (module docstring), fitted
 FIXED_S = {(m, p): fitted.value_or_nan(f"deepep.fixed_s.{m}.{p}") for m in MODES for p in PHASES}
 # one dependent copy round of a normal kernel's warp in DRAM round trips (its loads hit the
-# L2-held input and ring buffers; module docstring), fitted
+# L2-held input and ring buffers; module docstring), fitted: on Hopper (SGLang's H200 rows), and
+# on Blackwell's two-die GPUs apart (TensorRT-LLM's B200 rows), where a line the warp loads may
+# sit in the far die's L2 (its latency bimodal across the dies, Chips and Cheese's B200
+# measurements; the spec's DRAM round trip is Hopper's) and the same copies take ~1.5x longer
 COPY_ROUND_TRIPS = fitted.value_or_nan("deepep.copy_round_trips")
+COPY_ROUND_TRIPS_BLACKWELL = fitted.value_or_nan("deepep.copy_round_trips.blackwell")
+
+
+def copy_round_trips(hw) -> float:
+    """The copy round of `hw`'s family: Blackwell's (compute capability 10 and later) or the
+    Hopper one (every earlier GPU)."""
+    major = int(str(hw.compute_capability).split(".")[0])
+    return COPY_ROUND_TRIPS_BLACKWELL if major >= 10 else COPY_ROUND_TRIPS
 
 
 class DeepEP(Op):
@@ -205,7 +218,7 @@ class DeepEP(Op):
     def cache_state(self) -> tuple:
         """The fitted time the demand reads (perfmodel.validation.fit sets it while it fits):
         the prediction caches key on it."""
-        return (FIXED_S[(self.mode, self.phase)], COPY_ROUND_TRIPS)
+        return (FIXED_S[(self.mode, self.phase)], COPY_ROUND_TRIPS, COPY_ROUND_TRIPS_BLACKWELL)
 
     @property
     def copies(self) -> float:
@@ -312,7 +325,7 @@ class DeepEP(Op):
                              bytes_in_flight_per_cta=work["hbm"])
         return Demand(work=work, launch=launch, hbm_bytes=work["hbm"],
                       kernels=3 if self.phase == "dispatch" else 2,
-                      cta_dram_round_trips=chain * COPY_ROUND_TRIPS,
+                      cta_dram_round_trips=chain * copy_round_trips(hw),
                       persistent=True, fixed_s=FIXED_S[(self.mode, self.phase)],
                       details=details)
 

@@ -26,8 +26,10 @@ graph_kernel_gap_s) and eagerly as a prefill step launches it. A DeepEP row is t
 time) in the row's kernel, phase, SM count and wire type (the normal
 combine's BF16 whatever the row's quantization), priced eagerly; beside it the builder's generic
 `alltoall` of top_k wire copies per token, as the model priced these rows before. The DeepEP
-fixed times are fitted on the H100 rows of at most FIXED_FIT_TOKENS tokens
-(perfmodel/fitted.yaml); every other row is judged. SGLang's DeepEP transmit times on H200
+fixed times are fitted on the H100 rows of at most FIXED_FIT_TOKENS tokens and Blackwell's
+copy round on the B200 normal-kernel rows of at least BLACKWELL_ROUND_FIT_MIN_TOKENS
+(blackwell_round_fit_rows; perfmodel/fitted.yaml); every other row is judged. SGLang's DeepEP
+transmit times on H200
 (validate/data/aiconfigurator_sglang_deepep.csv: the normal kernels given 4-24 SMs) fit the
 op's copy round on its copy-bound rows (round_fit_rows) and are judged on the rest.
 
@@ -216,6 +218,19 @@ def alltoall_predicted_s(row: dict, hw: Hardware | None = None) -> float:
     return predict_op(ops.Alltoall(bytes=float(nbytes), gpus=row["ep"]), hw).time_s
 
 
+# Blackwell's copy round (deepep.copy_round_trips.blackwell) is fitted on the B200 rows of the
+# normal kernels at least this large: the copies' rounds bind there (the NVLink's 900 GB/s is
+# not reached) and the fixed time is at most a few per cent
+BLACKWELL_ROUND_FIT_GPU = "B200"
+BLACKWELL_ROUND_FIT_MIN_TOKENS = 8192
+
+
+def blackwell_round_fit_rows(rows: list[dict]) -> list[dict]:
+    """The rows `deepep.copy_round_trips.blackwell` is fitted on (perfmodel/fitted.yaml)."""
+    return [r for r in rows if r["hardware"] == BLACKWELL_ROUND_FIT_GPU
+            and r["kernel"] == "deepep_normal" and r["tokens"] >= BLACKWELL_ROUND_FIT_MIN_TOKENS]
+
+
 def fixed_fit_rows(rows: list[dict], mode: str, phase: str) -> list[dict]:
     """The rows `deepep.fixed_s.<mode>.<phase>` is fitted on (module docstring)."""
     return [r for r in rows if r["hardware"] == FIXED_FIT_GPU
@@ -351,7 +366,7 @@ def sglang_report(rows: list[dict]) -> str:
 
 def a2a_report(rows: list[dict]) -> str:
     fit = {r["id"] for m in deepep.MODES for p in deepep.PHASES
-           for r in fixed_fit_rows(rows, m, p)}
+           for r in fixed_fit_rows(rows, m, p)} | {r["id"] for r in blackwell_round_fit_rows(rows)}
 
     def key(r: dict) -> tuple:
         small = "<= 256 tokens" if r["tokens"] <= 256 else "> 256 tokens"
@@ -360,7 +375,8 @@ def a2a_report(rows: list[dict]) -> str:
     table = error_table(grouped_errors(judged, lambda r: a2a_predicted_s(r) / r["measured_s"]
                                        - 1, key), ["hardware", "kernel", "phase", "tokens/rank"])
     base = [alltoall_predicted_s(r) / r["measured_s"] - 1 for r in judged]
-    return (f"{table}\n\n({len(judged)} rows judged, {len(fit)} fixed-time fit rows left out; "
+    return (f"{table}\n\n({len(judged)} rows judged; left out: the fixed times' and Blackwell's "
+            f"copy-round fit rows, {len(fit)}; "
             f"the generic all-to-all on the judged rows: "
             f"{100 * sum(abs(e) for e in base) / len(base):.1f} % MAPE, "
             f"{100 * sum(base) / len(base):+.1f} % bias)")

@@ -289,6 +289,11 @@ SPECS = {
         "one dependent copy round of a DeepEP normal kernel's warp (its loads from the L2-held "
         "input and ring buffers, then their posted stores; ops/deepep.py), in DRAM round trips "
         "of the GPU's spec"),
+    "deepep.copy_round_trips.blackwell": (
+        (0.05, 2.0), 4,
+        "one dependent copy round of a DeepEP normal kernel's warp on Blackwell's two-die GPUs "
+        "(its loads from the input and ring buffers, held in either die's L2; ops/deepep.py), in "
+        "DRAM round trips of the GPU's spec"),
     **{f"deepep.fixed_s.{m}.{p}": (
         (0.0, 5.0e-4), 7,
         f"the time of one DeepEP {m.replace('_', '-')} {p} call outside its copies (kernel "
@@ -423,6 +428,12 @@ DEEPEP_ROUND_RULE = (
     "NVLink's rate): bisection for the round at which the mean log error of the deepep op's "
     "kernel time against the transmit time is zero ({fit:.4f}). TensorRT-LLM's DeepEP rows on "
     "six GPUs and SGLang's other rows are judged")
+DEEPEP_ROUND_BLACKWELL_RULE = (
+    "TensorRT-LLM's DeepEP normal dispatch and combine on {gpu} (aiconfigurator_moe_a2a.csv) at "
+    ">= {tokens} tokens per rank ({n} rows: copy-bound, the NVLink's 900 GB/s not reached, the "
+    "fixed times a few per cent), with the fixed times and Hopper's round as fitted: bisection "
+    "for the round at which the mean log error of the deepep op is zero ({fit:.4f}). Judged on "
+    "B300, GB200, GB300, the smaller calls and the low-latency kernels")
 DEEPEP_RULE = (
     "the {gpu} rows of TensorRT-LLM's DeepEP {mode} {phase} with at most {tokens} tokens per "
     "rank (aiconfigurator_moe_a2a.csv, {n} rows, where the call is nearly all fixed time): "
@@ -1192,6 +1203,34 @@ def fit_deepep_fixed(copy_round_trips: float | None = None,
     return out
 
 
+def fit_deepep_round_blackwell(copy_round_trips: float, fixed: dict[str, float],
+                               tol: float = 1e-7) -> tuple[float, list[str]]:
+    """DeepEP's copy round on Blackwell (DEEPEP_ROUND_BLACKWELL_RULE), with Hopper's round and
+    the fixed times (`fixed`: key -> value) as given: the kernel time rises with it, so bisect
+    the mean log error to zero."""
+    from perfmodel.hardware import hardware
+    from perfmodel.ops import deepep
+    from perfmodel.validation import collectives
+    rows = collectives.blackwell_round_fit_rows(collectives.load_a2a_rows())
+    hw = hardware(collectives.BLACKWELL_ROUND_FIT_GPU)
+    saved = (deepep.COPY_ROUND_TRIPS, deepep.COPY_ROUND_TRIPS_BLACKWELL, dict(deepep.FIXED_S))
+    deepep.COPY_ROUND_TRIPS = copy_round_trips
+    for key, value in fixed.items():
+        deepep.FIXED_S[tuple(key.split(".")[2:])] = value
+
+    def mean_log_error(x: float) -> float:
+        deepep.COPY_ROUND_TRIPS_BLACKWELL = x
+        return sum(math.log(collectives.a2a_predicted_s(r, hw) / r["measured_s"])
+                   for r in rows) / len(rows)
+    try:
+        x = _zero_of_rising(mean_log_error,
+                            *SPECS["deepep.copy_round_trips.blackwell"][0], tol)
+    finally:
+        deepep.COPY_ROUND_TRIPS, deepep.COPY_ROUND_TRIPS_BLACKWELL = saved[:2]
+        deepep.FIXED_S.update(saved[2])
+    return x, [r["id"] for r in rows]
+
+
 def step_overhead_fit_rows(cases) -> list:
     """The serving rows SGLang's step overhead is fitted on (STEP_OVERHEAD_RULE)."""
     from perfmodel.validation import serving_predict
@@ -1562,7 +1601,8 @@ def _module_state() -> tuple:
     (softmax, design, xqa), scalars = _saved_attention()
     return tuple(repr(sorted(d.items(), key=repr)) for d in (
         softmax, design, xqa, scalars, moe_op.CONVERT_OPS, nccl.RING_LOCAL_RATE,
-        deepep.FIXED_S)) + (repr(deepep.COPY_ROUND_TRIPS),)
+        deepep.FIXED_S)) + (repr(deepep.COPY_ROUND_TRIPS),
+                            repr(deepep.COPY_ROUND_TRIPS_BLACKWELL))
 
 
 def _memo_key(name: str, rows, hws) -> tuple:
@@ -1789,12 +1829,20 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
         "deepep.copy_round_trips", copy_round, round_rows, DEEPEP_ROUND_RULE.format(
             tokens=collectives.ROUND_FIT_MIN_TOKENS, sms=collectives.ROUND_FIT_MAX_SMS,
             n=len(round_rows), fit=copy_round))
-    for key, (value, rows) in fit_deepep_fixed(
-            round(copy_round, SPECS["deepep.copy_round_trips"][1])).items():
+    rounded_copy_round = round(copy_round, SPECS["deepep.copy_round_trips"][1])
+    for key, (value, rows) in fit_deepep_fixed(rounded_copy_round).items():
         mode, phase = key.split(".")[2:]
         entries[key] = _entry(key, value, rows, DEEPEP_RULE.format(
             gpu=collectives.FIXED_FIT_GPU, mode=mode.replace("_", "-"), phase=phase,
             tokens=collectives.FIXED_FIT_TOKENS, n=len(rows), fit=value))
+    # Blackwell's round, with Hopper's and the fixed times as the file holds them
+    bw_round, bw_rows = fit_deepep_round_blackwell(rounded_copy_round, {
+        k: entries[k]["value"] for k in entries if k.startswith("deepep.fixed_s.")})
+    entries["deepep.copy_round_trips.blackwell"] = _entry(
+        "deepep.copy_round_trips.blackwell", bw_round, bw_rows,
+        DEEPEP_ROUND_BLACKWELL_RULE.format(
+            gpu=collectives.BLACKWELL_ROUND_FIT_GPU,
+            tokens=collectives.BLACKWELL_ROUND_FIT_MIN_TOKENS, n=len(bw_rows), fit=bw_round))
     from perfmodel.ops.custom_allreduce import EAGER_HOST_KEYS, EAGER_HOST_RATIO_KEYS
     engine_rows = [r for r in collectives.load_engine_rows(trtllm_path=None)
                    if r["id"] not in exclude]

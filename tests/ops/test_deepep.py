@@ -163,3 +163,28 @@ def test_internode_kernels_need_8_gpu_nodes():
         predict_op(_op(ep=16), hardware("GB200"))
     assert DeepEP.runs_on(16, hardware("H100-SXM")) and not DeepEP.runs_on(16, hardware("GB200"))
     assert DeepEP.runs_on(8, hardware("GB200"))
+
+
+def test_blackwell_copy_rounds_take_their_own_fitted_round(monkeypatch):
+    """The same copies' rounds cost each family's fitted round, in its spec's DRAM round trips:
+    B200's rounds (two dies, the L2-held lines on either) against H100's."""
+    from perfmodel import fitted
+    from perfmodel.ops import deepep
+    b200, h100 = hardware("B200"), hardware("H100-SXM")
+    assert deepep.copy_round_trips(b200) == fitted.value("deepep.copy_round_trips.blackwell")
+    assert deepep.copy_round_trips(h100) == fitted.value("deepep.copy_round_trips")
+    assert deepep.copy_round_trips(hardware("B300")) == deepep.copy_round_trips(b200)
+    op = _op(tokens=65536)
+    db, dh = op.demand(b200), op.demand(h100)
+    assert db.cta_dram_round_trips / dh.cta_dram_round_trips == pytest.approx(
+        deepep.copy_round_trips(b200) / deepep.copy_round_trips(h100))
+    # a copy-bound B200 call (65536 tokens: below the NVLink's rate) takes the round's ratio
+    # over what Hopper's round would give it, but for its fixed time
+    slow = predict_op(op, b200)
+    assert slow.bound != "link:nvlink"
+    monkeypatch.setattr(deepep, "COPY_ROUND_TRIPS_BLACKWELL", deepep.COPY_ROUND_TRIPS)
+    fast = predict_op(op, b200)
+    fixed = FIXED_S[("normal", "dispatch")]
+    assert (slow.time_s - fixed) / (fast.time_s - fixed) == pytest.approx(
+        fitted.value("deepep.copy_round_trips.blackwell")
+        / fitted.value("deepep.copy_round_trips"), rel=0.02)
