@@ -35,7 +35,11 @@ Normal ("high-throughput") kernels, intranode (2, 4 or 8 ranks over NVLink):
     tokens it will receive (deep_ep.cpp:417-431) before it allocates the outputs; combine
     launches its notify kernel (a cross-rank barrier) and the combine kernel. No source states
     these times: one constant per kernel kind is fitted on H100 rows of TensorRT-LLM's DeepEP
-    (AIConfigurator, perfmodel/fitted.yaml `deepep.fixed_s.*`), the other GPUs judged.
+    (AIConfigurator, perfmodel/fitted.yaml `deepep.fixed_s.*`), the other GPUs judged. They are
+    the x86 hosts' (the rows are eager calls, their small ones host-bound): on a Grace host
+    (GB200, GB300: `topology.host_cpu`) the call takes them times the ratio the engines' eager
+    all-reduce calls take there (`custom_allreduce.eager_host_ratio.grace`, fitted on GB200's
+    engine rows), which GB200's and GB300's DeepEP rows judge (`DeepEP.fixed_s`).
 
 Low-latency kernels (internode_ll.cu): one kernel per call on ceil(experts / 3) SMs of 3 warp
 groups × 10 warps (:299-305, 329), every token sent once per selected expert (top_k copies, no
@@ -215,10 +219,20 @@ class DeepEP(Op):
                                         f"{LL_WARP_GROUPS}) SMs (got {v['num_sms']})"))
         return problems
 
+    def fixed_s(self, hw) -> float:
+        """The call's fixed time (FIXED_S, fitted on x86-hosted H100 calls) on `hw`'s host: a
+        Grace host's is the x86 one times the ratio the engines' eager calls take there
+        (custom_allreduce.EAGER_HOST_RATIO, fitted on GB200's eager all-reduce calls; module
+        docstring)."""
+        from perfmodel.ops.custom_allreduce import EAGER_HOST_RATIO
+        return FIXED_S[(self.mode, self.phase)] * EAGER_HOST_RATIO.get(hw.host_cpu, 1.0)
+
     def cache_state(self) -> tuple:
         """The fitted time the demand reads (perfmodel.validation.fit sets it while it fits):
         the prediction caches key on it."""
-        return (FIXED_S[(self.mode, self.phase)], COPY_ROUND_TRIPS, COPY_ROUND_TRIPS_BLACKWELL)
+        from perfmodel.ops.custom_allreduce import EAGER_HOST_RATIO
+        return (FIXED_S[(self.mode, self.phase)], COPY_ROUND_TRIPS, COPY_ROUND_TRIPS_BLACKWELL,
+                tuple(sorted(EAGER_HOST_RATIO.items())))
 
     @property
     def copies(self) -> float:
@@ -310,7 +324,7 @@ class DeepEP(Op):
                                  bytes_in_flight_per_cta=2.0 * warps * LL_UNROLL * LANES
                                  * INT4_BYTES)
             return Demand(work=work, launch=launch, hbm_bytes=work["hbm"], kernels=1,
-                          fixed_s=FIXED_S[(self.mode, self.phase)], details=details)
+                          fixed_s=self.fixed_s(hw), details=details)
         passes = 4.0 if self.phase == "dispatch" else \
             3.0 + self.tokens * self.hidden * 2.0 / max(sent, 1.0)
         work["hbm"] = passes * sent
@@ -326,7 +340,7 @@ class DeepEP(Op):
         return Demand(work=work, launch=launch, hbm_bytes=work["hbm"],
                       kernels=3 if self.phase == "dispatch" else 2,
                       cta_dram_round_trips=chain * copy_round_trips(hw),
-                      persistent=True, fixed_s=FIXED_S[(self.mode, self.phase)],
+                      persistent=True, fixed_s=self.fixed_s(hw),
                       details=details)
 
 
@@ -348,7 +362,7 @@ class DeepEP(Op):
                    "phase": self.phase}
         return Demand(work=work, launch=None, hbm_bytes=hbm,
                       kernels=3 if self.phase == "dispatch" else 2, link_steps={"network": 1},
-                      fixed_s=FIXED_S[(self.mode, self.phase)], details=details)
+                      fixed_s=self.fixed_s(hw), details=details)
 
 
 def warp_copy_rounds(n_int4: float, unroll: int) -> float:

@@ -188,3 +188,17 @@ def test_blackwell_copy_rounds_take_their_own_fitted_round(monkeypatch):
     assert (slow.time_s - fixed) / (fast.time_s - fixed) == pytest.approx(
         fitted.value("deepep.copy_round_trips.blackwell")
         / fitted.value("deepep.copy_round_trips"), rel=0.02)
+
+
+def test_a_grace_host_takes_the_engines_grace_ratio_of_the_fixed_time():
+    """DeepEP's fixed times are x86 hosts' eager calls: on GB200's Grace host they take the ratio
+    the engines' eager all-reduce calls take there (custom_allreduce.eager_host_ratio.grace)."""
+    from perfmodel import fitted
+    ratio = fitted.value("custom_allreduce.eager_host_ratio.grace")
+    gb200, b200 = hardware("GB200"), hardware("B200")
+    assert gb200.host_cpu != "x86" and b200.host_cpu == "x86"
+    for mode in ("normal", "low_latency"):
+        op = _op(tokens=16, ep=4, mode=mode)
+        assert op.fixed_s(b200) == FIXED_S[(mode, "dispatch")]
+        assert op.fixed_s(gb200) == pytest.approx(ratio * FIXED_S[(mode, "dispatch")])
+        assert op.demand(gb200).fixed_s == pytest.approx(op.fixed_s(gb200))
