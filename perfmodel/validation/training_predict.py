@@ -15,7 +15,9 @@ the default of Megatron-Core's TransformerConfig — else "full", the rule of
 `search_training_plans`: a published run fitted in memory, so its recipe recomputed what it had
 to), zero = the row's ZeRO stage, grad_reduce_dtype = fp32 for the PyTorch-FSDP frameworks that
 reduce gradients in FP32 (GRAD_REDUCE_DTYPE), attention_kernel = the attention kernels the
-framework trains with (FRAMEWORK_ATTENTION), allow_oversubscribed=False), once at level "pipes" (the planner) and once at "roofline"
+framework trains with (FRAMEWORK_ATTENTION), moe_dispatcher = the expert exchange a
+Megatron-Bridge release's recipe names where the planner has it (BRIDGE_DISPATCHER; else
+"auto"), allow_oversubscribed=False), once at level "pipes" (the planner) and once at "roofline"
 (the speed-of-light baseline: datasheet peaks, no kernel model). A plan whose memory estimate
 exceeds the usable HBM, or a layout the planner refuses, is a row not predicted, with the reason.
 
@@ -48,6 +50,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from dataclasses import dataclass
 from statistics import median
 from typing import Callable, Iterable
@@ -136,6 +139,13 @@ BRIDGE_RECOMPUTE = {("deepseek-v3", 8, 4): "selective:mla_up_proj,mlp",
                     ("deepseek-v3", 16, 1): "selective:mla_up_proj",
                     ("gpt-oss-120b", 4, 1): "selective:layernorm,moe_act",
                     ("gpt-oss-120b", 1, 1): "selective:layernorm,moe_act"}
+# Megatron-Bridge's expert exchange where a release's recipe names one the planner has, as the
+# release branches changed the perf recipes: Qwen3-235B-A22B on B200 ran DeepEP's kernels (the
+# flex dispatcher's deepep backend) from r0.3.0@8301abfc (26.02), until r0.5.0@f83545d9 (26.06)
+# moved its MXFP8 preset to the full-iteration bundle's HybridEP; the other rows keep the
+# planner's "auto" (NCCL's all-to-all in a node, DeepEP's internode kernels for DeepSeek-V3's
+# node-limited gate across nodes). Keys: (model, GPU, releases as "YY.MM").
+BRIDGE_DISPATCHER = {("qwen3-235b-a22b", "B200", ("26.02", "26.04")): "deepep"}
 LEVELS = ("pipes", "roofline")
 NOT_FIT = "does not fit in memory (plan_training's estimate, allow_oversubscribed=False)"
 _METRIC_LABEL = {"model_flop_per_s_per_gpu": "model TFLOP/s", "flop_per_s_per_gpu": "TFLOP/s",
@@ -178,7 +188,7 @@ def _plan_uncached(hw, model: str, batch: int, seq: int, tp: int, pp: int, dp: i
                    dtype: str, ep: int, microbatches: int, vp: int, level: str, recompute: str,
                    zero: int, cp: int = 1, grad_reduce_dtype: str = "bf16",
                    attention_kernel: str | None = None, framework: str = "megatron",
-                   pipeline_split: str = "auto",
+                   pipeline_split: str = "auto", moe_dispatcher: str = "auto",
                    sm_clock_fraction: float | None = None,
                    moe_host_launch_s: float | None = None) -> TrainingPlan | str:
     """The plan, or the one-line reason plan_training refused it (memory or layout).
@@ -192,7 +202,7 @@ def _plan_uncached(hw, model: str, batch: int, seq: int, tp: int, pp: int, dp: i
                              grad_reduce_dtype=grad_reduce_dtype,
                              attention_kernel=attention_kernel, framework=framework,
                              sm_clock_fraction=sm_clock_fraction,
-                             pipeline_split=pipeline_split,
+                             pipeline_split=pipeline_split, moe_dispatcher=moe_dispatcher,
                              moe_host_launch_s=moe_host_launch_s)
     except InputError as e:
         return str(e).splitlines()[0]
@@ -235,7 +245,7 @@ def plan_case(case: TrainingCase, level: str = "pipes", hw: Hardware | None = No
                 case.dtype, case.ep, case.microbatches, case.vp, level, rc, case.zero, case.cp,
                 grad_reduce_dtype_of(case),
                 FRAMEWORK_ATTENTION.get(case.framework), framework_of(case),
-                pipeline_split_of(case))
+                pipeline_split_of(case), moe_dispatcher_of(case))
         if hw is None and sm_clock_fraction is None and moe_host_launch_s is None:
             p = _plan(case.hw, *args)
         else:
@@ -253,6 +263,26 @@ def grad_reduce_dtype_of(case: TrainingCase) -> str:
     if case.source == "LF" and PURE_MIXED_PRECISION in case.precision_note.upper():
         return PURE_REDUCE_DTYPE
     return GRAD_REDUCE_DTYPE.get(case.source, "bf16")
+
+
+def release_of(case: TrainingCase) -> str | None:
+    """The NeMo container release a row ran (its framework_version's "YY.MM" or "YY.MM.PP"),
+    or None where it names none."""
+    found = re.search(r"\b(\d\d\.\d\d(?:\.\d\d)?)\b", case.framework_version or "")
+    return found.group(1) if found else None
+
+
+def moe_dispatcher_of(case: TrainingCase) -> str:
+    """The expert exchange the row's recipe runs (plan_training `moe_dispatcher`):
+    BRIDGE_DISPATCHER's for its Megatron-Bridge release, model and GPU, else "auto"."""
+    if case.framework != "Megatron-Bridge":
+        return "auto"
+    release = release_of(case)
+    for (model, gpu, releases), dispatcher in BRIDGE_DISPATCHER.items():
+        if case.model == model and case.hardware.name == gpu and release is not None \
+                and release[:5] in releases:
+            return dispatcher
+    return "auto"
 
 
 def pipeline_split_of(case: TrainingCase) -> str:
