@@ -81,6 +81,7 @@ from perfmodel import fitted
 from perfmodel.demand import Demand, LaunchShape
 from perfmodel.errors import InputError
 from perfmodel.ops.base import Op, Param, positive
+from perfmodel.ops.nccl import arch_row
 
 # deep_ep/buffer.py:30 and the intranode kernels' rank templates (SWITCH_RANKS: 2, 4, 8)
 DEFAULT_NUM_SMS = 20
@@ -150,10 +151,9 @@ COPY_ROUND_TRIPS_BLACKWELL = fitted.value_or_nan("deepep.copy_round_trips.blackw
 
 
 def copy_round_trips(hw) -> float:
-    """The copy round of `hw`'s family: Blackwell's (compute capability 10 and later) or the
-    Hopper one (every earlier GPU)."""
-    major = int(str(hw.compute_capability).split(".")[0])
-    return COPY_ROUND_TRIPS_BLACKWELL if major >= 10 else COPY_ROUND_TRIPS
+    """The copy round of `hw`'s family (nccl.arch_row: Blackwell's from compute capability 10
+    on, Hopper's for every earlier GPU). Read at call time: the fits set the two values."""
+    return arch_row({9: COPY_ROUND_TRIPS, 10: COPY_ROUND_TRIPS_BLACKWELL}, hw.compute_capability)
 
 
 class DeepEP(Op):

@@ -76,8 +76,10 @@ DEFAULT_CONVERT_OPS = 2.0
 # (gpt_oss_triton_kernels_moe.py make_routing_data(num_local_experts)). Under expert
 # parallelism without an all-to-all each rank gathers all tokens, its non-local experts' picks
 # masked (expert_map), so the estimate counts every pick against the local experts: it is G
-# times the rows an expert gets. Each row tile converts the weight tiles it multiplies, and
-# its MMAs run over the tile's rows, at least the wgmma's 64 (MMA_ROWS).
+# times the rows an expert gets. The op's row tile is max(MMA_ROWS, block_m): a block_m of 16
+# or 32 keeps the wgmma's 64-row tile (Triton's narrower tiles, and the mma.sync they would
+# run, are not modelled), 128 takes its own; each row tile converts the weight tiles it
+# multiplies and runs its MMAs over its rows.
 TRITON_BLOCK_M = (16, 128)
 # The expert GEMMs' kernel (`Moe(kernel=)`): "grouped", the engines' grouped-GEMM runners
 # (CUTLASS, DeepGEMM, the OpenAI Triton MXFP4 experts) on the GPU's native MMA; "marlin", vLLM's
@@ -405,7 +407,7 @@ class Moe(Op):
                                                  math.ceil(self.experts / self.gpus)))
         row_tiles = sum(math.ceil(t / block) for t in rows) \
             + shared * math.ceil(shared_rows / block)
-        padded = row_tiles * max(MMA_ROWS, block if self.kernel != "marlin" else MMA_ROWS)
+        padded = row_tiles * max(MMA_ROWS, block)  # Marlin's blocks are at most 64 rows
         tiles = row_tiles * (math.ceil(2 * f / TILE_N) + math.ceil(h / TILE_N))
         # the GEMMs read the cast rows and the weights, write GEMM1's gate/up in BF16 and GEMM2's
         # output; the activation's cast output is GEMM2's A
