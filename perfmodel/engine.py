@@ -401,7 +401,8 @@ def pipes_time_s(demand: Demand, hw: Hardware) -> float:
 
 def _host_floored(e: Estimate, demand: Demand) -> Estimate:
     """`e` behind the demand's host floor (Demand.host_floor_s): calls timed back to back take
-    the longer of the host path and the GPU time; the excess counts as latency."""
+    the longer of the host path and the GPU time; the excess counts as latency (the GPU's own
+    time stays in the details, device_time_s)."""
     floor = demand.host_floor_s * demand.repeat
     if floor <= e.time_s:
         return e
@@ -409,7 +410,8 @@ def _host_floored(e: Estimate, demand: Demand) -> Estimate:
              "latency": e.resource_time_s.get("latency", 0.0) + floor - e.time_s}
     return dataclasses.replace(e, time_s=floor, bound=max(times, key=times.get),
                                resource_time_s=times,
-                               details={**e.details, "host_bound": True})
+                               details={**e.details, "host_bound": True,
+                                        "device_time_s": e.time_s})
 
 
 def pipes(demand: Demand, hw: Hardware) -> Estimate:

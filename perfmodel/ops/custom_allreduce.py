@@ -77,6 +77,19 @@ launch is one graph launch for the whole step. On a Grace host (GB200/GB300: hws
 topology.host_cpu) the path is the x86 hosts' times one fitted ratio
 (`custom_allreduce.eager_host_ratio.grace`, EAGER_HOST_RATIO).
 
+The engines' NCCL fallback is an eager call with a host path too (NCCL_PATH, `nccl_host_s`), a
+different one per engine. vLLM 0.24.0 calls NCCL through its ctypes binding
+(cuda_communicator.py `CudaCommunicator.all_reduce` → pynccl.py `PyNcclCommunicator.all_reduce`:
+an output from torch.empty_like, ncclAllReduce on the current stream); SGLang (0.5.12 read)
+through torch.distributed, its pynccl binding being disabled outside graph capture (pynccl.py:
+"by default it is disabled, e.g. in profiling models and prefill phase"; parallel_state.py
+`GroupCoordinator.all_reduce` → the inplace_all_reduce custom op → `_all_reduce_in_place` →
+torch.distributed.all_reduce), which runs c10d's ProcessGroupNCCL::collective: the stream
+event and wait, the work object with its end event, the watchdog's queue (research notes on
+communication §2.3). Only a Grace host's tables show these paths host-bound (GB300's groups
+beyond one tray, where the custom kernels do not run: HOST_CHECK); each is fitted there and
+kept as its x86 value, the Grace rows over EAGER_HOST_RATIO (perfmodel/fitted.yaml).
+
 The engines' rules, read from their released wheels (pip download --no-deps):
 
 vLLM 0.24.0 (the version AIConfigurator measured; the tables are the same in 0.19.0):
@@ -272,10 +285,14 @@ def loads_in_flight_bytes(hw, path: str | None, gpus: int, nbytes: float,
 
 # The host path of one eager call, s, by (engine, path) (module docstring): fitted keys of
 # perfmodel/fitted.yaml.
+# The engines' NCCL fallback has a host path of its own (NCCL_PATH, the module docstring).
+NCCL_PATH = "nccl"
 EAGER_HOST_KEYS = {("vllm", "custom_allreduce"): "custom_allreduce.eager_host_s.vllm",
                    ("vllm", "torch_symm_mem"): "custom_allreduce.eager_host_s.vllm_symm_mem",
                    ("sglang", "push"): "custom_allreduce.eager_host_s.sglang",
-                   ("sglang", "pull"): "custom_allreduce.eager_host_s.sglang"}
+                   ("sglang", "pull"): "custom_allreduce.eager_host_s.sglang",
+                   ("vllm", NCCL_PATH): "custom_allreduce.eager_host_s.vllm_nccl",
+                   ("sglang", NCCL_PATH): "custom_allreduce.eager_host_s.sglang_nccl"}
 EAGER_HOST_S = {path: fitted.value(key) for path, key in EAGER_HOST_KEYS.items()}
 # A Grace host's call path against the x86 hosts' the paths are fitted on (hwspec
 # topology.host_cpu): one ratio for every engine path, fitted on GB200's eager calls
@@ -496,6 +513,15 @@ def _vllm(hw, g: int, s: float, mode: str, link: str) -> Dispatch:
         return _eager(hw, mode, kernel_demand(hw, kernel, g, s, link, "vllm", copies=2,
                                               path="torch_symm_mem"))
     return Dispatch(None)
+
+
+def nccl_host_s(engine: str, mode: str, hw) -> float:
+    """The host path of an engine's eager call that its dispatch sends to NCCL (vLLM's pynccl,
+    SGLang's torch.distributed: the module docstring); 0 in a graph replay and for the engines
+    whose NCCL calls the model prices as replayed (TensorRT-LLM)."""
+    if mode != "eager":
+        return 0.0
+    return eager_host_s(engine, NCCL_PATH, hw.host_cpu)
 
 
 def _eager(hw, mode: str, kernel: Demand) -> Dispatch:

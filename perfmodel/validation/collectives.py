@@ -17,6 +17,18 @@ eager, beside the plain roofline of the same op. The eager host path of each eng
 (`fit_eager_host_s`, EAGER_HOST_RULE); those rows are left out of the judged table once
 perfmodel/fitted.yaml holds the constant.
 
+What an eager row times (HARNESS_COPY). Each eager call in these tables carries one device copy
+of the message beyond what the engine itself runs: at 64 MiB and more, where neither host path
+matters, eager minus graph time is 2·S at the GPU's HBM copy rate (2.9-3.1 TB/s on H100 SXM,
+3.9-4.4 on H200 SXM, 5.5-7.4 on the Blackwell GPUs; both engines, NCCL, torch symm-mem and
+SGLang's pull paths alike), where the graph rows equal NCCL's own rows
+(aiconfigurator_nccl.csv) within 1-9 %. vLLM 0.24.0's eager path copies nothing before NCCL
+(vllm/distributed/device_communicators/cuda_communicator.py `CudaCommunicator.all_reduce`:
+pynccl's out-of-place all_reduce, pynccl.py), so the copy is the measuring harness's (its
+collector is not in the wheel; the in-place calls' input restored each call would be one),
+not the engine's: the replay adds it to the GPU time of an eager row (`harness_copy_s`, a
+`memcpy` of the row's bytes), the op does not.
+
 A row is the builder's tensor-parallel all-reduce (`allreduce`, algorithm `auto`: NCCL's
 algorithms as its tuner picks them and the one-shot custom kernel, the faster kept) of the
 row's bytes over its GPUs,
@@ -108,12 +120,25 @@ def engine_op(row: dict) -> ops.Allreduce:
 
 def engine_predicted_s(row: dict, hw: Hardware | None = None, level: str = "pipes") -> float:
     """The engine's dispatch of the row: graph rows captured in a CUDA graph, eager rows
-    launched; `level` roofline: the plain roofline of the same op."""
+    launched with the harness's copy of the message (harness_copy_s); `level` roofline: the
+    plain roofline of the same op."""
     hw = hw or hardware(row["hardware"])
     op = engine_op(row)
     if level == "roofline":
         return predict_op(op, hw, level="roofline").time_s
-    return captured_s(op, hw) if row["mode"] == "graph" else predict_op(op, hw).time_s
+    if row["mode"] == "graph":
+        return captured_s(op, hw)
+    call = predict_op(op, hw)
+    # back to back, the call takes the longer of its host path and the GPU's time, which
+    # now holds the harness's copy too
+    device_s = call.details.get("device_time_s", call.time_s)
+    return max(call.time_s, device_s + harness_copy_s(row, hw))
+
+
+def harness_copy_s(row: dict, hw: Hardware) -> float:
+    """The device copy of the message that each eager call of AIConfigurator's engine rows
+    carries beyond the engine's own call (HARNESS_COPY): one `memcpy` of the row's bytes."""
+    return predict_op(ops.Memcpy(bytes=row["bytes"]), hw).time_s
 
 
 def engine_report(rows: list[dict]) -> str:
@@ -268,6 +293,20 @@ EAGER_HOST_RULE = (
     "{n} rows): host-bound calls, whose graph-replayed kernels take under 0.6 of the eager time; "
     "the value is their median measured time. Judged on the larger eager calls and the other "
     "GPUs (GB200/GB300 hosts are Grace CPUs: custom_allreduce.eager_host_ratio.grace)")
+# The engines' NCCL paths (custom_allreduce.NCCL_PATH): host-bound only where the custom
+# kernels stop at a GB300 tray (HOST_CHECK), so fitted on one GB300 group size each, kept as
+# their x86 value (over the Grace ratio). SGLang's 16-GPU rows are judged; vLLM's NCCL runs at
+# or below 1 MiB only at 16 GPUs (torch symm-mem takes 8), so nothing of vLLM's is left to judge
+# it on at the small sizes.
+NCCL_HOST_KEYS = ("custom_allreduce.eager_host_s.vllm_nccl",
+                  "custom_allreduce.eager_host_s.sglang_nccl")
+NCCL_HOST_FIT = {"sglang": ("GB300", 8), "vllm": ("GB300", 16)}
+NCCL_HOST_RULE = (
+    "the AIConfigurator eager rows of {engine}'s all-reduce on {gpu} over {gpus} GPUs of at "
+    "most {limit} bytes that the engine's dispatch sends to NCCL ({how}; "
+    "aiconfigurator_engine_allreduce.csv; {n} rows, all host-bound): their median measured "
+    "time over custom_allreduce.eager_host_ratio.grace, the x86 value ({fit:.4g} s). "
+    "{judged}")
 # The GPU whose eager rows fit each host CPU's ratio to the x86 path (the others judged)
 EAGER_HOST_RATIO_FIT_GPU = {"grace": "GB200"}
 EAGER_HOST_RATIO_RULE = (
@@ -279,37 +318,60 @@ EAGER_HOST_RATIO_RULE = (
 
 
 def eager_host_path(row: dict) -> str | None:
-    """The engine path (custom_allreduce.EAGER_HOST_KEYS) an engine row's dispatch runs, or
-    None (NCCL)."""
+    """The engine path (custom_allreduce.EAGER_HOST_KEYS) an engine row's dispatch runs:
+    its kernel's, custom_allreduce.NCCL_PATH where the dispatch sends the call to NCCL, None
+    where NCCL's pairs compete with the kernel (TensorRT-LLM)."""
     from perfmodel.ops import custom_allreduce
     hw = hardware(row["hardware"])
     pick = custom_allreduce.dispatch(row["engine"], hw, row["gpus"], row["bytes"], "graph")
-    if pick.kernel is None or pick.with_nccl:
+    if pick.with_nccl:
         return None
+    if pick.kernel is None:
+        return custom_allreduce.NCCL_PATH
     return pick.kernel.details.get("path")
 
 
 def eager_host_fit_rows(rows: list[dict], key: str) -> list[dict]:
-    """The rows `key` (a custom_allreduce.EAGER_HOST_KEYS value) is fitted on."""
+    """The rows `key` (a custom_allreduce.EAGER_HOST_KEYS value) is fitted on: an NCCL path's
+    on its Grace GPU and group (NCCL_HOST_FIT), the kernels' on EAGER_HOST_FIT_GPU."""
     from perfmodel.ops import custom_allreduce
     paths = {p for p, k in custom_allreduce.EAGER_HOST_KEYS.items() if k == key}
-    return [r for r in rows if r["mode"] == "eager" and r["hardware"] == EAGER_HOST_FIT_GPU
-            and r["bytes"] <= EAGER_HOST_FIT_MAX_BYTES
+    nccl_fit = {NCCL_HOST_FIT[e] for e, p in paths if p == custom_allreduce.NCCL_PATH}
+    return [r for r in rows if r["mode"] == "eager" and r["bytes"] <= EAGER_HOST_FIT_MAX_BYTES
+            and ((r["hardware"], r["gpus"]) in nccl_fit if nccl_fit
+                 else r["hardware"] == EAGER_HOST_FIT_GPU)
             and (r["engine"], eager_host_path(r)) in paths]
 
 
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
 def fit_eager_host_s(rows: list[dict] | None = None) -> dict[str, tuple[float, list[str]]]:
-    """Each eager host path's value (s) and the row ids it is fitted on (EAGER_HOST_RULE)."""
+    """Each kernel's eager host path (s) and the row ids it is fitted on (EAGER_HOST_RULE);
+    the NCCL paths are fitted after the Grace ratio (fit_nccl_host_s)."""
     from perfmodel.ops import custom_allreduce
     rows = load_engine_rows(trtllm_path=None) if rows is None else rows
     out = {}
     for key in dict.fromkeys(custom_allreduce.EAGER_HOST_KEYS.values()):
         fit = eager_host_fit_rows(rows, key)
+        if fit and key not in NCCL_HOST_KEYS:
+            out[key] = (_median([r["measured_s"] for r in fit]), [r["id"] for r in fit])
+    return out
+
+
+def fit_nccl_host_s(rows: list[dict], grace_ratio: float
+                    ) -> dict[str, tuple[float, list[str]]]:
+    """Each engine's NCCL host path as its x86 value (s): the median of its Grace fit rows
+    (NCCL_HOST_FIT) over the Grace ratio; and the row ids (NCCL_HOST_RULE)."""
+    out = {}
+    for key in NCCL_HOST_KEYS:
+        fit = eager_host_fit_rows(rows, key)
         if fit:
-            times = sorted(r["measured_s"] for r in fit)
-            mid = len(times) // 2
-            median = times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) / 2
-            out[key] = (median, [r["id"] for r in fit])
+            out[key] = (_median([r["measured_s"] for r in fit]) / grace_ratio,
+                        [r["id"] for r in fit])
     return out
 
 
@@ -320,7 +382,8 @@ def eager_host_ratio_fit_rows(rows: list[dict], cpu: str) -> list[dict]:
     gpu = EAGER_HOST_RATIO_FIT_GPU[cpu]
     return [r for r in rows if r["mode"] == "eager" and r["hardware"] == gpu
             and r["bytes"] <= EAGER_HOST_FIT_MAX_BYTES
-            and (r["engine"], eager_host_path(r)) in custom_allreduce.EAGER_HOST_KEYS]
+            and custom_allreduce.EAGER_HOST_KEYS.get((r["engine"], eager_host_path(r)))
+            not in (None, *NCCL_HOST_KEYS)]
 
 
 def fit_eager_host_ratio(rows: list[dict], x86_s: dict[str, float]
@@ -331,12 +394,10 @@ def fit_eager_host_ratio(rows: list[dict], x86_s: dict[str, float]
     out = {}
     for cpu, key in custom_allreduce.EAGER_HOST_RATIO_KEYS.items():
         fit = eager_host_ratio_fit_rows(rows, cpu)
-        ratios = sorted(r["measured_s"] / x86_s[custom_allreduce.EAGER_HOST_KEYS[
-            (r["engine"], eager_host_path(r))]] for r in fit)
+        ratios = [r["measured_s"] / x86_s[custom_allreduce.EAGER_HOST_KEYS[
+            (r["engine"], eager_host_path(r))]] for r in fit]
         if ratios:
-            mid = len(ratios) // 2
-            out[key] = (ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2,
-                        [r["id"] for r in fit])
+            out[key] = (_median(ratios), [r["id"] for r in fit])
     return out
 
 

@@ -306,7 +306,8 @@ SPECS = {
         f"the longer of it and the kernels' GPU time (ops/custom_allreduce.py; the c10d loop "
         f"and nccl-tests' timing, communication notes §2)")
        for path, what in (("vllm", "vLLM custom"), ("vllm_symm_mem", "vLLM torch symm-mem"),
-                          ("sglang", "SGLang custom"))},
+                          ("sglang", "SGLang custom"), ("vllm_nccl", "vLLM NCCL (pynccl)"),
+                          ("sglang_nccl", "SGLang NCCL (torch.distributed)"))},
     "custom_allreduce.eager_host_ratio.grace": (
         (1.0, 5.0), 3,
         "a Grace host's call path of an eager engine all-reduce over the x86 hosts' (hwspec "
@@ -533,6 +534,8 @@ PRIORS = {
     "custom_allreduce.eager_host_s.vllm": 0.0,  # no host path: the kernels' time alone
     "custom_allreduce.eager_host_s.vllm_symm_mem": 0.0,
     "custom_allreduce.eager_host_s.sglang": 0.0,
+    "custom_allreduce.eager_host_s.vllm_nccl": 0.0,
+    "custom_allreduce.eager_host_s.sglang_nccl": 0.0,
     "custom_allreduce.eager_host_ratio.grace": 1.0,  # as fast as the x86 hosts
     "nccl.ll_hop_s.hopper": 0.6e-6,            # tuning.cc's hwLat[NVLINK][RING][LL]
     "nccl.ll_hop_s.blackwell": 0.6e-6,
@@ -1847,14 +1850,16 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
     engine_rows = [r for r in collectives.load_engine_rows(trtllm_path=None)
                    if r["id"] not in exclude]
     eager = collectives.fit_eager_host_s(engine_rows)
-    for key in dict.fromkeys(EAGER_HOST_KEYS.values()):
+    kernel_keys = [k for k in dict.fromkeys(EAGER_HOST_KEYS.values())
+                   if k not in collectives.NCCL_HOST_KEYS]
+    for key in kernel_keys:
         value, rows = eager.get(key, (PRIORS[key], []))
         paths = [(e, p) for (e, p), k in EAGER_HOST_KEYS.items() if k == key]
         entries[key] = _entry(key, value, rows, collectives.EAGER_HOST_RULE.format(
             engine=paths[0][0], gpu=collectives.EAGER_HOST_FIT_GPU,
             limit=collectives.EAGER_HOST_FIT_MAX_BYTES,
             path=" or ".join(p for _, p in paths), n=len(rows)))
-    x86 = {key: entries[key]["value"] for key in dict.fromkeys(EAGER_HOST_KEYS.values())}
+    x86 = {key: entries[key]["value"] for key in kernel_keys}
     ratios = collectives.fit_eager_host_ratio(engine_rows, x86)
     for cpu, key in EAGER_HOST_RATIO_KEYS.items():
         value, rows = ratios.get(key, (PRIORS[key], []))
@@ -1862,6 +1867,21 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
             gpu=collectives.EAGER_HOST_RATIO_FIT_GPU[cpu], cpu=cpu.capitalize(),
             limit=collectives.EAGER_HOST_FIT_MAX_BYTES, n=len(rows),
             x86_gpu=collectives.EAGER_HOST_FIT_GPU))
+    # the engines' NCCL paths, seen host-bound only on a Grace host (NCCL_HOST_FIT)
+    grace = entries[EAGER_HOST_RATIO_KEYS["grace"]]["value"]
+    nccl_paths = collectives.fit_nccl_host_s(engine_rows, grace)
+    for key in collectives.NCCL_HOST_KEYS:
+        value, rows = nccl_paths.get(key, (PRIORS[key], []))
+        engine = next(e for (e, _), k in EAGER_HOST_KEYS.items() if k == key)
+        gpu, gpus = collectives.NCCL_HOST_FIT[engine]
+        entries[key] = _entry(key, value, rows, collectives.NCCL_HOST_RULE.format(
+            engine=engine, gpu=gpu, gpus=gpus, limit=collectives.EAGER_HOST_FIT_MAX_BYTES,
+            n=len(rows), fit=value,
+            how=("pynccl's ncclAllReduce" if engine == "vllm"
+                 else "torch.distributed.all_reduce, c10d"),
+            judged=("Judged on its 16-GPU rows and the larger calls" if engine == "sglang"
+                    else "Judged on the larger calls only (its 8-GPU calls run torch "
+                         "symm-mem)")))
     for key, (value, rows) in trtllm.items():
         rule = (XQA_RULE.format(n=len(rows), fit=value) if key == XQA_KEY else
                 TRTLLM_GEN_FIXED_RULE.format(limit=TRTLLM_GEN_FIXED_MAX_S * 1e6, n=len(rows),

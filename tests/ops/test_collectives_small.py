@@ -74,7 +74,8 @@ def test_an_eager_call_costs_the_longer_of_its_host_path_and_its_gpu_time(h100, 
 def test_the_eager_host_path_is_fitted_on_host_bound_h100_calls_only():
     rows = collectives.load_engine_rows(trtllm_path=None)
     fits = collectives.fit_eager_host_s(rows)
-    assert set(fits) == set(custom_allreduce.EAGER_HOST_KEYS.values())
+    assert set(fits) == (set(custom_allreduce.EAGER_HOST_KEYS.values())
+                         - set(collectives.NCCL_HOST_KEYS))
     by_id = {r["id"]: r for r in rows}
     for key, (value, ids) in fits.items():
         fit = [by_id[i] for i in ids]
@@ -85,6 +86,61 @@ def test_the_eager_host_path_is_fitted_on_host_bound_h100_calls_only():
         for r in fit:  # host-bound: the graph-replayed kernels take well under the call
             graph = collectives.engine_predicted_s({**r, "mode": "graph"})
             assert graph < 0.6 * r["measured_s"], r["id"]
+
+
+def test_an_engines_eager_nccl_fallback_pays_its_own_host_path(monkeypatch):
+    """Beyond a GB300 tray SGLang's and vLLM's custom kernels do not run (one host); their
+    eager NCCL call pays the engine's NCCL host path, Grace's ratio over the x86 value."""
+    gb300 = pm.hardware("GB300")
+    ratio = custom_allreduce.EAGER_HOST_RATIO["grace"]
+    for engine, host in (("sglang", 50e-6), ("vllm", 30e-6)):
+        monkeypatch.setitem(custom_allreduce.EAGER_HOST_S,
+                            (engine, custom_allreduce.NCCL_PATH), host)
+        gpus = 16  # vLLM's torch symm-mem takes 8 GPUs at 4 KiB
+        eager = pm.predict_op(pm.ops.Allreduce(bytes=4 * KiB, gpus=gpus, algorithm=engine,
+                                               mode="eager"), gb300)
+        graph = pm.predict_op(pm.ops.Allreduce(bytes=4 * KiB, gpus=gpus, algorithm=engine),
+                              gb300)
+        assert eager.details["path"] == custom_allreduce.NCCL_PATH
+        assert eager.details["algorithm"] == graph.details["algorithm"]  # NCCL's own pick
+        assert eager.time_s == pytest.approx(host * ratio, rel=1e-9)
+        assert graph.time_s < eager.time_s and "host_path_s" not in graph.details
+    # TensorRT-LLM's NCCL calls carry no host path
+    trt = pm.predict_op(pm.ops.Allreduce(bytes=4 * KiB, gpus=16, algorithm="trtllm"), gb300)
+    assert "host_path_s" not in trt.details
+
+
+def test_the_nccl_host_paths_are_fitted_on_one_gb300_group_each():
+    rows = collectives.load_engine_rows(trtllm_path=None)
+    by_id = {r["id"]: r for r in rows}
+    ratio = custom_allreduce.EAGER_HOST_RATIO["grace"]
+    fits = collectives.fit_nccl_host_s(rows, ratio)
+    assert set(fits) == set(collectives.NCCL_HOST_KEYS)
+    for key, (value, ids) in fits.items():
+        fit = [by_id[i] for i in ids]
+        engine = fit[0]["engine"]
+        assert {(r["hardware"], r["gpus"]) for r in fit} == {collectives.NCCL_HOST_FIT[engine]}
+        assert all(r["mode"] == "eager" and collectives.eager_host_path(r) == "nccl"
+                   for r in fit)
+        times = [r["measured_s"] / ratio for r in fit]
+        assert min(times) <= value <= max(times)
+
+
+def test_an_eager_row_carries_the_harness_copy_of_its_message():
+    """AIConfigurator's eager rows: max(host path, GPU time + a memcpy of the message)."""
+    big = {"hardware": "H100-SXM", "gpus": 8, "bytes": float(512 * MiB), "engine": "sglang",
+           "mode": "eager", "measured_s": 1.0}
+    h100 = pm.hardware("H100-SXM")
+    op = collectives.engine_op(big)
+    copy = pm.predict_op(pm.ops.Memcpy(bytes=512 * MiB), h100).time_s
+    assert copy == pytest.approx(collectives.harness_copy_s(big, h100))
+    assert collectives.engine_predicted_s(big) == pytest.approx(
+        pm.predict_op(op, h100).time_s + copy, rel=1e-9)
+    # a host-bound call hides the copy under its host path
+    small = {**big, "bytes": 4.0 * KiB}
+    call = pm.predict_op(collectives.engine_op(small), h100)
+    assert call.details["host_bound"]
+    assert collectives.engine_predicted_s(small) == call.time_s
 
 
 def test_the_pipeline_fill_grows_with_the_chunk_then_stays(h100):
