@@ -140,6 +140,12 @@ def register(sub) -> None:
                    help="with a quantized --dtype, the first and last decoder layers kept in "
                         "BF16 (Megatron-Core's first_last_layers_bf16; default 0,0 as Megatron-"
                         "Core and the Megatron-Bridge performance recipes run)")
+    t.add_argument("--moe-capacity-factor", type=float, metavar="FACTOR",
+                   help="MoE token dropping as Megatron-Core pads it: every expert computes "
+                        "ceil(tokens x top_k / experts x FACTOR) rows per rank and the host "
+                        "never waits for the split sizes (moe_expert_capacity_factor with "
+                        "moe_pad_expert_input_to_capacity; the all-to-all dispatcher; default: "
+                        "dropless)")
     t.add_argument("--ep-overlap", action="store_true",
                    help="Megatron-Core's EP all-to-all overlap (overlap_moe_expert_parallel_comm:"
                         " one microbatch's expert exchange beside another's compute; layouts "
@@ -515,13 +521,15 @@ def run_train(args) -> int:
         pipeline_split=args.pipeline_split, moe_dispatcher=args.moe_dispatcher,
         ep_overlap=args.ep_overlap, bf16_layers=_bf16_layers(args.bf16_layers),
         optimizer=args.optimizer, distributed_optimizer=args.distributed_optimizer,
-        recompute_modules=_recompute_modules(args.recompute_modules))
+        recompute_modules=_recompute_modules(args.recompute_modules),
+        moe_capacity_factor=args.moe_capacity_factor)
     search = {"model": m.name, "hardware": h.name, "gpus": args.gpus,
               "global_batch": args.batch, "seq": args.seq, "dtype": args.dtype,
               "recompute": args.recompute, "recompute_modules": args.recompute_modules,
               "zero": args.zero, "framework": args.framework,
               "pipeline_split": args.pipeline_split, "moe_dispatcher": args.moe_dispatcher,
-              "ep_overlap": args.ep_overlap, "optimizer": args.optimizer,
+              "ep_overlap": args.ep_overlap,
+              "moe_capacity_factor": args.moe_capacity_factor, "optimizer": args.optimizer,
               "distributed_optimizer": args.distributed_optimizer, "layouts_tried": tried,
               "layouts_not_fitting": refused}
     rows = [p.to_dict() for p in plans]

@@ -78,6 +78,13 @@ def _number_in(lo: float, hi: float, what: str) -> Callable[[Any], str]:
     return check
 
 
+def _capacity_factor(v: Any) -> str:
+    """An expert capacity factor: a number in (0, 64] (Workload.moe_capacity_factor)."""
+    f = _real(v)
+    return "" if f is not None and 0 < f <= 64 else \
+        f"expected an expert capacity factor in (0, 64], got {show(v)}"
+
+
 def _choice(choices: Callable[[], tuple]) -> Callable[[Any], str]:
     """One of `choices()` (a function: the vocabularies live in modules imported lazily)."""
     def check(v: Any) -> str:
@@ -166,6 +173,7 @@ PARAMETERS: dict[str, Callable[[Any], str]] = {
     "kv_occupancy": _fraction("a share of the worst-case KV cache"),
     "sm_clock_fraction": _fraction("a share of the sustained SM clock"),
     "moe_replication": _number_in(1.0, 8.0, "expert slots per expert"),
+    "moe_capacity_factor": _capacity_factor,
     "zero": _choice(_vocab("perfmodel.plan.memory", "ZERO_STAGES")),
     "dtype": _choice(_vocab("perfmodel.units", "GEMM_DTYPES")),
     "kv_dtype": _choice(_vocab("perfmodel.plan.simulator.kv", "KV_DTYPES")),

@@ -455,11 +455,12 @@ def microbatch_savings_s(fw: TrainingFramework, ops: Sequence, tp: int, sms: int
                          microbatches: int, backward_at: int,
                          ep_overlap: float = 0.0,
                          host_launch_s: float = 0.0, hw=None,
-                         level: str = "pipes") -> dict[str, float]:
+                         level: str = "pipes", moe_synced: bool = True) -> dict[str, float]:
     """Per-microbatch seconds the framework takes off the graph's schedule, by mechanism;
     `ep_overlap`: the share of microbatches paired by the EP all-to-all overlap (0: off);
     `host_launch_s`: the host's seconds per launched kernel of the MoE host synchronisation
-    (module docstring; 0: not modelled), whose cost enters as a negative "moe_host_sync";
+    (module docstring; 0: not modelled), whose cost enters as a negative "moe_host_sync"
+    (`moe_synced` False: a padded dispatcher's layers never wait, moe_host.moe_host_extra_s);
     `hw`, `level`: where the framework's own kernels are priced (Composer's train metrics, a
     negative "train_metrics"; None: not priced)."""
     out = {}
@@ -474,7 +475,7 @@ def microbatch_savings_s(fw: TrainingFramework, ops: Sequence, tp: int, sms: int
     if fw.moe_host_sync and host_launch_s > 0 and any(o.op.name == "moe" for o in ops):
         out["moe_host_sync"] = -moe_host.moe_host_extra_s(
             ops, dtype, microbatches, host_launch_s, weight_cache=fw.fp8_weight_cache,
-            fused_casts=fw.norm_fused_casts)
+            fused_casts=fw.norm_fused_casts, synced=moe_synced)
     if fw.train_metric_passes and hw is not None:
         out["train_metrics"] = -train_metrics_s(ops, fw.train_metric_passes, hw, level)
     return out

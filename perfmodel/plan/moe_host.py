@@ -17,8 +17,11 @@ So each MoE layer's forward (and its recomputed forward) starts its expert half 
 host: the graph's `l<i>.dispatch` op (its `l<i>.experts` where the experts need no exchange)
 is issued only once the GPU has drained the ops before it. The backward has no such wait (the
 splits are saved in the forward), so there the host runs ahead as far as its own issue rate
-allows. Padded (token-dropping) dispatch or CUDA graphs over the layer remove the wait; the
-planner prices the dropless recipes the Megatron-Bridge rows ran.
+allows. Padded (token-dropping) dispatch removes the wait (megatron-core 0.14.0
+token_dispatcher.py: `drop_and_pad` keeps cuda_sync_point "no_sync"; plan_training
+`moe_capacity_factor`): the host then runs ahead and paces the microbatch only where its issue
+time outruns the GPU's (`moe_host_extra_s` with synced False); CUDA graphs over the layer
+remove the host's issue too.
 
 **The host's issue time.** Every host operation costs the host `launch_s` (Python, PyTorch's
 dispatch, Transformer Engine's module code, the launches) before the GPU can start its work. A
@@ -136,13 +139,14 @@ def launches(name: str, op, dtype: str, local: int = 1) -> float:
 
 
 def host_steps(ops: Sequence, dtype: str, microbatches: int, weight_cache: bool,
-               fused_casts: bool) -> list[HostStep]:
+               fused_casts: bool, synced: bool = True) -> list[HostStep]:
     """The microbatch's compute-stream ops as the host issues them: each MoE layer's forward
-    dispatch (or experts, with no exchange) a synchronisation; a weight cast cached across
+    dispatch (or experts, with no exchange) a synchronisation (none where not `synced`: a
+    padded dispatcher's, plan_training moe_capacity_factor); a weight cast cached across
     microbatches (`weight_cache`) once in `microbatches`; a cast after a norm that the norm
     writes (`fused_casts`) none (perfmodel.plan.frameworks, the same savings)."""
     out: list[HostStep] = []
-    synced: set[str] = set()
+    waited: set[str] = set()
     local: dict[str | None, int] = {}  # a layer's local experts, from its forward moe op
     prev = None
     m = max(1, microbatches)
@@ -163,10 +167,10 @@ def host_steps(ops: Sequence, dtype: str, microbatches: int, weight_cache: bool,
             local.setdefault(layer, local_experts(o.op))
         # one wait per forward pass of a layer: the forward's and the recomputed forward's
         key = f"{layer}.{'recompute' if '.recompute.' in o.name else 'forward'}"
-        sync = (layer is not None and r in SYNC_ROLES and key not in synced
+        sync = (synced and layer is not None and r in SYNC_ROLES and key not in waited
                 and (r == "dispatch" or o.op.name == "moe"))
         if sync:
-            synced.add(key)
+            waited.add(key)
         out.append(HostStep(o.name, launches(o.name, o.op, dtype, local.get(layer, 1)) * share,
                             o.time_s * share, sync))
     return out
@@ -191,14 +195,17 @@ def host_bound_s(steps: Iterable[HostStep], launch_s: float) -> tuple[float, flo
 
 
 def moe_host_extra_s(ops: Sequence, dtype: str, microbatches: int, launch_s: float,
-                     weight_cache: bool = True, fused_casts: bool = True) -> float:
+                     weight_cache: bool = True, fused_casts: bool = True,
+                     synced: bool = True) -> float:
     """Seconds a microbatch takes beyond its compute-stream ops' serial sum because the host
-    issues them (module docstring); 0 for a graph with no MoE layer or launch_s 0."""
+    issues them (module docstring); 0 for a graph with no MoE layer or launch_s 0. Not
+    `synced` (a padded dispatcher): no layer waits, and the host paces the microbatch only
+    where its issue time outruns the GPU's."""
     launch_s = launch_seconds(launch_s)
     if launch_s == 0:
         return 0.0
-    steps = host_steps(ops, dtype, microbatches, weight_cache, fused_casts)
-    if not any(s.sync for s in steps):
+    steps = host_steps(ops, dtype, microbatches, weight_cache, fused_casts, synced)
+    if synced and not any(s.sync for s in steps):
         return 0.0
     total, serial = host_bound_s(steps, launch_s)
     return max(0.0, total - serial)

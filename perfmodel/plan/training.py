@@ -528,7 +528,8 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                   optimizer: str = "adamw",
                   distributed_optimizer: str | None = None,
                   moe_host_launch_s: float | None = None,
-                  recompute_modules: tuple[str, ...] | None = None) -> TrainingPlan:
+                  recompute_modules: tuple[str, ...] | None = None,
+                  moe_capacity_factor: float | None = None) -> TrainingPlan:
     """One training step; `batch` sequences per model replica (global batch = batch·dp), each
     split over `cp` context-parallel ranks (GPUs = tp·cp·pp·dp). Raises InputError with the
     memory per GPU when the plan does not fit in the usable HBM, unless `allow_oversubscribed`
@@ -575,7 +576,17 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
     tuple of builder.RECOMPUTE_MODULES names (core_attn, moe_act, layernorm, mla_up_proj, mlp,
     moe, shared_experts): each listed module's forward runs again before its backward and its
     layer keeps only the module's input (plan.memory.recomputed_bytes_per_token); None: the
-    attention core, Megatron-Core's default."""
+    attention core, Megatron-Core's default. `moe_capacity_factor` (MoE): Megatron-Core's
+    token dropping with its experts' input padded to the capacity (moe_expert_capacity_factor
+    with moe_pad_expert_input_to_capacity, as Megatron-Bridge's apply_moe_token_drop sets them:
+    training/utils/moe_token_drop.py, 0.3.0, defaults 1.0 and padded): every expert computes
+    ceil(tokens · top_k / experts · factor) rows per rank (builder Workload.moe_capacity_factor),
+    and the dispatcher knows its splits without the host waiting for the GPU (megatron-core
+    0.14.0 token_dispatcher.py: `drop_and_pad` leaves cuda_sync_point "no_sync"), so the MoE
+    host synchronisation (perfmodel.plan.moe_host) does not apply (its issue time still may,
+    where it outruns the GPU); the all-to-all dispatcher
+    only (the flex dispatcher refuses padding: token_dispatcher.py MoEFlexTokenDispatcher);
+    None: dropless."""
     check_arguments(plan_training, locals())  # types and ranges, one line per problem
     m, h = as_model(model), hardware(hw)
     recompute_modules = checked_recompute_modules(recompute, recompute_modules, m)
@@ -589,7 +600,13 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                          f"over the data-, context- and tensor-parallel ranks)")
     if recompute not in RECOMPUTE:
         raise InputError(f"recompute: expected one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+    if moe_capacity_factor is not None and moe_dispatcher == "auto":
+        moe_dispatcher = "alltoall"  # apply_moe_token_drop asserts the all-to-all dispatcher
     moe_dispatcher = moe_dispatcher_of(m, h, ep, moe_dispatcher)
+    if moe_capacity_factor is not None and moe_dispatcher == "deepep":
+        raise InputError("moe_capacity_factor: Megatron-Core's flex dispatcher (moe_dispatcher "
+                         "deepep) does not pad experts to a capacity; use moe_dispatcher "
+                         "alltoall")
     why = ep_overlap_refusal(ep, recompute, pipeline_schedule) if ep_overlap else None
     if why:
         raise InputError(f"ep_overlap: Megatron-Core's EP all-to-all overlap needs {why}")
@@ -612,7 +629,7 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
         split = _builder_split(m.layers, pp, virtual_stages)
     w = Workload("train", batch, seq, None, tp, ep, pp, dp, dtype, microbatches, virtual_stages,
                  recompute=recompute, cp=cp, attention_kernel=attention_kernel,
-                 recompute_modules=recompute_modules)
+                 recompute_modules=recompute_modules, moe_capacity_factor=moe_capacity_factor)
     dist_opt = optimizers.check_optimizer(optimizer, distributed_optimizer, zero)
     mem = memory_fit(m, h, w, zero, stage_layers=_memory_stage_layers(split),
                      optimizer=optimizer, distributed_optimizer=distributed_optimizer)
@@ -630,6 +647,7 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                         recompute=recompute, cp=cp, grad_reduce_dtype=grad_reduce_dtype,
                         attention_kernel=attention_kernel, bf16_layers=bf16_layers,
                         recompute_modules=recompute_modules,
+                        moe_capacity_factor=moe_capacity_factor,
                         **({"moe_exchange": "deepep"} if moe_dispatcher == "deepep" else {}))
         pred = predict(g, run_hw, level)
         k = g.pipeline.per_microbatch_ops
@@ -640,7 +658,9 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                                                 w.n_microbatches, g.meta["backward_op"],
                                                 ep_overlap=paired,
                                                 host_launch_s=host_launch_s,
-                                                hw=run_hw, level=level)
+                                                hw=run_hw, level=level,
+                                                # a padded dispatcher never waits (docstring)
+                                                moe_synced=moe_capacity_factor is None)
         if zero == 3 and fw.fsdp2_copies:  # a cost: a negative saving
             copies = frameworks.fsdp2_copies_s(g.nodes[k:], math.ceil(model.layers / pp),
                                                run_hw, level)
@@ -978,7 +998,8 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
                           pipeline_split: str = "auto", moe_dispatcher: str = "auto",
                           ep_overlap: bool = False, bf16_layers: tuple[int, int] = (0, 0),
                           optimizer: str = "adamw", distributed_optimizer: str | None = None,
-                          recompute_modules: tuple[str, ...] | None = None
+                          recompute_modules: tuple[str, ...] | None = None,
+                          moe_capacity_factor: float | None = None
                           ) -> tuple[list[TrainingPlan], int, int]:
     """Every layout of `gpus` GPUs (`training_layouts`) with the least recomputation that fits
     (none, then full; a given `recompute` is fixed), predicted and ranked by tokens/s:
@@ -989,7 +1010,8 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
     cannot split raise its InputError. `moe_dispatcher`, `ep_overlap`: plan_training's, the
     overlap on every MoE layout that allows it (ep > 1, no full recomputation); `bf16_layers`,
     `optimizer`, `distributed_optimizer`: plan_training's; `recompute_modules`: plan_training's,
-    every layout recomputing those modules (recompute "selective", the only choice then)."""
+    every layout recomputing those modules (recompute "selective", the only choice then);
+    `moe_capacity_factor`: plan_training's, on every layout."""
     check_arguments(search_training_plans, locals())  # types and ranges, one line each
     from perfmodel.report.progress import Progress
     m, h = as_model(model), hardware(hw)
@@ -1016,7 +1038,8 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
                                                     pipeline_split))
         for rc in choices:
             w = Workload("train", batch, seq, None, t, e, p, d, dtype, batch // b, v,
-                         recompute=rc, cp=c, recompute_modules=recompute_modules)
+                         recompute=rc, cp=c, recompute_modules=recompute_modules,
+                         moe_capacity_factor=moe_capacity_factor)
             if w.problems(m):
                 break
             if (t * d * c) % e or not memory_fit(
@@ -1031,7 +1054,8 @@ def search_training_plans(model: ModelSpec | str, hw: Hardware | str, gpus: int,
                                                    and ep_overlap_refusal(e, rc) is None),
                                        bf16_layers=bf16_layers, optimizer=optimizer,
                                        distributed_optimizer=distributed_optimizer,
-                                       recompute_modules=recompute_modules))
+                                       recompute_modules=recompute_modules,
+                                       moe_capacity_factor=moe_capacity_factor))
             break
         else:
             refused += 1

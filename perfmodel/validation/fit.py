@@ -494,7 +494,8 @@ MOE_HOST_RULE = (
     "Qwen3-30B-A3B at EP8 and EP16, FP8, micro-batch 1-2): bisection for the seconds at "
     "which the median log error of the planned throughput is zero ({fit:.4g} s), the step's "
     "clock at its fitted fraction. Every B200 row and the H100 rows with fewer experts per "
-    "GPU (Qwen3-235B-A22B EP32, DeepSeek-V3 EP64: 4) are judged "
+    "GPU (Qwen3-235B-A22B EP32, DeepSeek-V3 EP64: 4) are judged, and so are the token-drop "
+    "rows (padded: no wait before the dispatch) "
     "(python -m perfmodel.validation.training_predict --bridge), and so are GPT-OSS-120B's "
     "(EP8: 16 experts per GPU), left out of the fit: {left_out}")
 B200_RULE = (
@@ -1504,7 +1505,7 @@ def _warm_zero(f, lo: float, hi: float, start: float | None, tol: float) -> floa
 
 def moe_host_fit_rows(exclude: frozenset[str] = frozenset()) -> list:
     """The Megatron-Bridge rows the MoE host's seconds per operation is fitted on
-    (MOE_HOST_RULE): one per configuration on H100 of a MoE model with at least
+    (MOE_HOST_RULE): one per configuration on H100 of a dropless MoE model with at least
     MOE_HOST_MIN_LOCAL_EXPERTS experts per GPU that the planner predicts, none in `exclude`."""
     from perfmodel.validation import training_predict as tp
     from perfmodel.validation.training import load_bridge_cases
@@ -1516,6 +1517,7 @@ def moe_host_fit_rows(exclude: frozenset[str] = frozenset()) -> list:
         m = load_model(c.model)
         if (c.id not in exclude and c.hw == "H100-SXM" and m.is_moe
                 and c.model not in MOE_HOST_LEFT_OUT
+                and c.moe_capacity_factor is None  # dropless: the waits the constant prices
                 and m.experts / max(1, c.ep) >= MOE_HOST_MIN_LOCAL_EXPERTS
                 and tp.why_not(c, compared) is None
                 and not isinstance(tp.plan_case(c), str)):

@@ -23,8 +23,9 @@ Normalisation rules (each guess a rule makes is written into the case's `assumpt
 - model: Llama 3 and 3.1 share an architecture (llama3-8b/70b/405b, also written LLAMA3.1_405B);
   "Qwen3 MoE 30B" and Qwen3_30B_a3B are Qwen3-30B-A3B, Qwen3_235B_a22B is Qwen3-235B-A22B;
   DeepSeek-V3 (DeepSeekV3) is deepseek-v3, but not its runs with the MTP layer (not in the model
-  file) nor any MoE run that drops tokens ("tokendrop": a capacity factor the planner's dropless
-  routing does not have); Llama-2, Mixtral, Nemotron-4 15B/340B and MPT-30B
+  file); a MoE run that drops tokens ("tokendrop") runs Megatron-Bridge's apply_moe_token_drop
+  with its defaults, capacity factor 1.0 with padding (TOKEN_DROP_CAPACITY, plan_training's
+  moe_capacity_factor); Llama-2, Mixtral, Nemotron-4 15B/340B and MPT-30B
   have model files, and so do llm-foundry's benchmark MPT sizes (mpt-125m ... mpt-70b: its
   pretrain yamls, which the NumParams column pins), NeMo's GPT-3 5B/20B/175B (gpt3-*),
   Nemotron 8B/22B (NeMo's Nemotron3Config, nemotron3-8b/22b) and Llama 4 Scout (NeMo's
@@ -120,6 +121,10 @@ PLANNER_DTYPE = {"bf16": "bf16", "fp8": "fp8", "fp8_delayed": "fp8", "fp8_curren
                  "fp8_tensorwise": "fp8", "fp8_rowwise": "fp8", "fp8_blockwise": None,
                  "mxfp8": "mxfp8", "nvfp4": "nvfp4"}
 RECOMPUTE = ("none", "selective", "op", "full")
+# a token-drop run's expert capacity factor, padded: Megatron-Bridge's apply_moe_token_drop
+# defaults (megatron-bridge 0.3.0 training/utils/moe_token_drop.py: moe_expert_capacity_factor
+# 1.0, moe_pad_expert_input_to_capacity True)
+TOKEN_DROP_CAPACITY = 1.0
 SHARDING = ("distributed-optimizer", "zero", "fsdp", "fsdp-full-shard", "fsdp-shard-grad-op",
             "fsdp2")
 
@@ -172,6 +177,7 @@ class TrainingCase:
     assumptions: tuple[str, ...] = ()
     line: int = 0                    # CSV line (header = 1)
     raw: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    moe_capacity_factor: float | None = None  # a token-drop run's (TOKEN_DROP_CAPACITY)
 
     @property
     def hw(self) -> str:
@@ -508,8 +514,6 @@ def _case(row: _Row) -> TrainingCase | Skipped:
         reasons.append(f"no model file: {model_label}")
     elif model not in _builtin_models():
         reasons.append(f"no model file: {model}")
-    elif "tokendrop" in row.text("model").lower() or "token-drop" in notes:
-        reasons.append("MoE token dropping (a capacity factor): the planner routes dropless")
     elif "mtp" in row.text("model").lower():
         reasons.append(f"{model} with its multi-token-prediction layer: not in the model file")
     else:
@@ -622,6 +626,15 @@ def _case(row: _Row) -> TrainingCase | Skipped:
         assumptions.append("Composer FSDP mixed precision DEFAULT reduces gradients in FP32 "
                            "(the planner reduces BF16)")
 
+    capacity = None
+    if "tokendrop" in row.text("model").lower() or "token-drop" in notes:
+        # the Megatron-Bridge token-drop runs: apply_moe_token_drop's defaults, capacity 1.0
+        # with the experts' input padded (megatron-bridge 0.3.0
+        # training/utils/moe_token_drop.py), on the all-to-all dispatcher it asserts
+        capacity = TOKEN_DROP_CAPACITY
+        assumptions.append(f"MoE token drop: capacity factor {TOKEN_DROP_CAPACITY:g}, padded "
+                           f"(Megatron-Bridge apply_moe_token_drop's defaults; the table "
+                           f"states neither)")
     if reasons:
         return Skipped(rid, reasons[0], prefix, spec or hw_label, model or model_label,
                        tuple(reasons), config)
@@ -636,7 +649,7 @@ def _case(row: _Row) -> TrainingCase | Skipped:
         unit=row.text("unit"), expert_tp=int(m.group(1)) if m else None,
         flop_convention=flop_convention, params_stated=params_stated,
         precision_note=precision_note, assumptions=tuple(assumptions), line=row.line,
-        raw=dict(r))
+        raw=dict(r), moe_capacity_factor=capacity)
 
 
 def load_bridge_cases() -> tuple[list[TrainingCase], list[Skipped]]:

@@ -190,7 +190,8 @@ def _plan_uncached(hw, model: str, batch: int, seq: int, tp: int, pp: int, dp: i
                    attention_kernel: str | None = None, framework: str = "megatron",
                    pipeline_split: str = "auto", moe_dispatcher: str = "auto",
                    sm_clock_fraction: float | None = None,
-                   moe_host_launch_s: float | None = None) -> TrainingPlan | str:
+                   moe_host_launch_s: float | None = None,
+                   moe_capacity_factor: float | None = None) -> TrainingPlan | str:
     """The plan, or the one-line reason plan_training refused it (memory or layout).
     `recompute`: a replayed choice (`recompute_choice`)."""
     recompute, modules = recompute_choice(recompute)
@@ -203,7 +204,8 @@ def _plan_uncached(hw, model: str, batch: int, seq: int, tp: int, pp: int, dp: i
                              attention_kernel=attention_kernel, framework=framework,
                              sm_clock_fraction=sm_clock_fraction,
                              pipeline_split=pipeline_split, moe_dispatcher=moe_dispatcher,
-                             moe_host_launch_s=moe_host_launch_s)
+                             moe_host_launch_s=moe_host_launch_s,
+                             moe_capacity_factor=moe_capacity_factor)
     except InputError as e:
         return str(e).splitlines()[0]
 
@@ -247,10 +249,11 @@ def plan_case(case: TrainingCase, level: str = "pipes", hw: Hardware | None = No
                 FRAMEWORK_ATTENTION.get(case.framework), framework_of(case),
                 pipeline_split_of(case), moe_dispatcher_of(case))
         if hw is None and sm_clock_fraction is None and moe_host_launch_s is None:
-            p = _plan(case.hw, *args)
+            p = _plan(case.hw, *args, moe_capacity_factor=case.moe_capacity_factor)
         else:
             p = _plan_uncached(hw or case.hw, *args, sm_clock_fraction=sm_clock_fraction,
-                               moe_host_launch_s=moe_host_launch_s)
+                               moe_host_launch_s=moe_host_launch_s,
+                               moe_capacity_factor=case.moe_capacity_factor)
         if not isinstance(p, str) or refusal_reason(p) != NOT_FIT:
             return p
         first = first or p

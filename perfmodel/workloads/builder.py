@@ -247,6 +247,9 @@ class Workload:
     # vLLM's Marlin MoE for mixed-input experts (VLLM_MXFP4_USE_MARLIN=1), or the OpenAI Triton
     # experts (vLLM's default for MXFP4 experts on Hopper, TensorRT-LLM's TRITON backend)
     moe_kernel: str = "grouped"
+    # train, MoE: Megatron-Core's moe_expert_capacity_factor with
+    # moe_pad_expert_input_to_capacity (drop and pad, `_capacity_padding`); None: dropless
+    moe_capacity_factor: float | None = None
 
     def check(self, model: ModelSpec, names: Mapping[str, str] | None = None) -> None:
         """Refuse a workload this model cannot run: InputError, one line per problem naming the
@@ -319,6 +322,7 @@ class Workload:
         elif self.moe_variation:
             p.append(("moe_variation", "applies to routing from an expert-loads file "
                                        "(moe_loads)"))
+        p += self._capacity_problems(model)
         if self.recompute is not None and self.recompute not in RECOMPUTE:
             p.append(("recompute", f"expected one of {', '.join(RECOMPUTE)}, "
                                    f"got {self.recompute!r}"))
@@ -389,6 +393,25 @@ class Workload:
         if self.batch % m:
             p.append(("microbatches", f"{m} must divide the batch {self.batch}"))
         return p
+
+    def _capacity_problems(self, model: ModelSpec) -> list[tuple[str, str]]:
+        """moe_capacity_factor: a positive number, for a MoE model's training step routed by
+        the capacity alone (no recorded loads)."""
+        cf = self.moe_capacity_factor
+        if cf is None:
+            return []
+        if isinstance(cf, bool) or not isinstance(cf, (int, float)) or not 0 < cf <= 64:
+            return [("moe_capacity_factor", f"expected a number in (0, 64], got {show(cf)}")]
+        if self.phase != "train":
+            return [("moe_capacity_factor", "Megatron-Core's token dropping applies to "
+                                            "training steps")]
+        if not model.experts:
+            return [("moe_capacity_factor", f"applies to MoE models; {model.name} has no "
+                                            f"experts")]
+        if self.moe_loads is not None:
+            return [("moe_capacity_factor", "a padded capacity fixes every expert's rows; "
+                                            "recorded loads (moe_loads) do not apply")]
+        return []
 
     def _bf16_layers_problems(self, model: ModelSpec) -> list[tuple[str, str]]:
         v = self.bf16_layers
@@ -791,6 +814,10 @@ class _LayerBuilder:
             if w.fusion == "trtllm":  # TensorRT-LLM's runner quantizes in its own kernels
                 moe["fp8_block_quant"] = "trtllm"
         a2a = self.dispatch_bytes
+        if w.moe_capacity_factor is not None:
+            pad = self._capacity_padding()
+            moe.update(tokens=moe["tokens"] * pad, skew=0.0)
+            a2a *= pad
         if w.moe_loads is not None:  # this layer of the recorded loads, the model's gate
             groups, group_top_k = m.group_limit
             del moe["skew"]
@@ -816,6 +843,22 @@ class _LayerBuilder:
             self.g.add(f"{p}combine", "alltoall", bytes=a2a, gpus=w.ep)
         else:
             self.allreduce(f"{p}ffn_allreduce")
+
+    def _capacity_padding(self) -> float:
+        """The rows a padded expert computes over the rows balanced routing gives it
+        (Workload.moe_capacity_factor). Megatron-Core's drop-and-pad dispatch
+        (megatron-core 0.14.0 transformer/moe/token_dispatcher.py MoEAlltoAllTokenDispatcher.
+        preprocess, `drop_and_pad`) sends each expert exactly `capacity` tokens from every
+        rank, capacity = ceil(local tokens · top_k / experts · factor) (moe_utils.py
+        get_capacity), the local tokens being the rank's t/tp under sequence parallelism
+        (dispatch_bytes): tokens over it are dropped, the shortfall is padding the experts
+        compute and the all-to-all carries. So every expert's rows are the same, whatever the
+        router does: the balanced rows times this ratio (1 where the capacity divides
+        evenly)."""
+        m, w = self.m, self.w
+        local = self.t / self.tp
+        capacity = math.ceil(local * m.top_k / m.experts * w.moe_capacity_factor)
+        return capacity * m.experts / (local * m.top_k)
 
     def _expert_extras(self, p: str, roles: tuple[str, ...]):
         """The ops of `roles` (EXPERT_EXTRAS) that this model's experts need in a training graph:
@@ -1040,7 +1083,8 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
                 moe_exchange: str = "alltoall", allreduce: str = "auto",
                 gemm_dispatch: str = "best", bf16_layers: tuple[int, int] = (0, 0),
                 recompute_modules: tuple[str, ...] | None = None,
-                moe_kernel: str = "grouped") -> OpGraph:
+                moe_kernel: str = "grouped",
+                moe_capacity_factor: float | None = None) -> OpGraph:
     """The op graph one GPU runs for one step of `phase` (see module docstring). `kv_dtype`:
     the KV cache's storage type in serving (None: the activation dtype); `recompute`
     (training): the forward work repeated before each layer's backward (RECOMPUTE); `cp`
@@ -1056,7 +1100,8 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
     `bf16_layers` (training, a quantized recipe): the first and last decoder layers kept in BF16
     (Workload.bf16_layers). `recompute_modules` (training, recompute "selective"): Megatron-
     Core's modules recomputed (RECOMPUTE_MODULES; None: the attention core). `moe_kernel`
-    (serving): the mixed-input experts' kernel (Workload.moe_kernel).
+    (serving): the mixed-input experts' kernel (Workload.moe_kernel). `moe_capacity_factor`
+    (training, MoE): Megatron-Core's padded token dropping (Workload.moe_capacity_factor).
     `grad_reduce_dtype` (training): the dtype gradients are reduce-scattered in, bf16 (Megatron-
     Core's DistributedDataParallelConfig.grad_reduce_in_fp32 = False) or fp32 (PyTorch FSDP's
     MixedPrecision reduce_dtype as torchtitan and Composer set it)."""
@@ -1068,7 +1113,7 @@ def build_graph(model: ModelSpec, phase: str, batch: int = 1, seq: int = 2048,
                  gemm_dispatch, tuple(bf16_layers) if isinstance(bf16_layers, list)
                  else bf16_layers,
                  tuple(recompute_modules) if isinstance(recompute_modules, list)
-                 else recompute_modules, moe_kernel)
+                 else recompute_modules, moe_kernel, moe_capacity_factor)
     w.check(model)
     mb = w.n_microbatches
     seqs = batch // mb
