@@ -465,12 +465,20 @@ class Allreduce(_Collective):
                             doc="how an engine's dispatch (algorithm vllm, sglang) runs: graph "
                                 "(replayed from a CUDA graph, its buffers registered) or eager "
                                 "(vLLM's and SGLang's pull kernels copy the input into a "
-                                "registered buffer first); other algorithms ignore it")}
+                                "registered buffer first; every call, NCCL's too, behind the "
+                                "engine's host path); other algorithms ignore it")}
     SEND_FACTOR, RING_STEPS, REDUCES = 2.0, 2.0, True
     ALGORITHMS = ("ring", "tree", "nvls")
     CUSTOM = ("oneshot", "twoshot")
     AUTO_CUSTOM = ("oneshot",)
     ENGINE_DISPATCH = ENGINES
+
+    def cache_state(self) -> tuple:
+        """The fitted release-barrier trips the engines' kernels read
+        (custom_allreduce.RELEASE_PEER_TRIPS; perfmodel.validation.fit sets them while it
+        fits)."""
+        return tuple(sorted(custom_allreduce.RELEASE_PEER_TRIPS.items()))
+
     def warnings(self):
         engines = custom_allreduce.MODE_ENGINES
         if self.mode != "graph" and self.algorithm not in engines:

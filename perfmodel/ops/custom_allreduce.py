@@ -206,6 +206,34 @@ NVLINK_TRIPS = {("custom_allreduce", "oneshot"): 4, ("custom_allreduce", "twosho
 # The kernel's retire: the acknowledgement of its last stores into peer memory, a round trip
 # (module docstring "The kernel's boundary"); it replaces the kernel's own launch.
 RETIRE_TRIPS = 2
+# Release barriers. A barrier that must also publish the block's own stores to its peers makes
+# its signalling threads store each peer's flag with system-scope release semantics and spin on
+# theirs with acquire loads, one thread a peer, threads 0..G-1 of the block: vLLM's two-stage
+# kernel between its reduce-scatter and all-gather (FlashInfer 0.7.4's copy,
+# include/flashinfer/comm/vllm_custom_all_reduce.cuh `multi_gpu_barrier<ngpus, false, true>`:
+# st.release.sys / ld.acquire.sys), TensorRT-LLM's two-shot at both its barriers
+# (trtllm_allreduce_fusion.cuh `Barrier::sync`: st.global.release.sys per peer). The rows time
+# such a barrier at a cost per peer on top of the kernel's trips, as if the lanes' releases ran
+# one after the other (vLLM's two-stage kernel on B200 exceeds its trips by about 5 us at 4
+# GPUs and 13.5 us at 8); SGLang's fenced barrier, whose releases come from one warp a peer
+# (sgl_kernel/distributed/common.cuh PullController::sync, atom.release.sys), shows about
+# 1 us at any group size, so it counts none. No source states the release's cost: a fitted
+# number of NVLink trips (LL hops, as NVLINK_TRIPS) per peer and barrier per GPU family
+# (`custom_allreduce.release_peer_trips.<family>`, perfmodel/fitted.yaml;
+# perfmodel/validation/collectives.py `release_fit_rows`).
+RELEASE_BARRIERS = {("custom_allreduce", "twoshot"): 1, ("lamport", "twoshot"): 2}
+RELEASE_PEER_KEYS = {9: "custom_allreduce.release_peer_trips.hopper",
+                     10: "custom_allreduce.release_peer_trips.blackwell"}
+RELEASE_PEER_TRIPS = {major: fitted.value(key) for major, key in RELEASE_PEER_KEYS.items()}
+
+
+def release_trips(hw, path: str | None, algorithm: str, gpus: int) -> float:
+    """The release barriers' NVLink trips of one kernel of `path` and `algorithm` over `gpus`
+    GPUs (RELEASE_BARRIERS): per barrier, the family's trips per peer times the peers."""
+    barriers = RELEASE_BARRIERS.get((path, algorithm), 0)
+    if not barriers:
+        return 0.0
+    return barriers * (gpus - 1) * nccl.arch_row(RELEASE_PEER_TRIPS, hw.compute_capability)
 LINK_STEPS = {"oneshot": 1, "twoshot": 2, "multimem": 2}  # barrier rounds (the op's details)
 
 # The kernels that pull their peers' data with loads, and their grids (blocks at most, threads
@@ -379,11 +407,14 @@ def kernel_demand(hw, algorithm: str, gpus: int, nbytes: float, link: str = "nvl
         details.update(engine=engine, path=path, copies=copies)
     trips = NVLINK_TRIPS[(path, algorithm)] + RETIRE_TRIPS
     details["nvlink_trips"] = trips
+    released = release_trips(hw, path, algorithm, g)
+    if released:
+        details["release_trips"] = released
     wire = sent / wire_link.achievable_fraction
     if algorithm == "multimem":  # the switch's traffic, at NVLS's efficiency (ops/nccl.py)
         wire /= nccl.nvls_efficiency(hw.compute_capability)
     if (path, algorithm) in PHASED:
-        kernel = _phased(hw, algorithm, g, s, link, trips, details)
+        kernel = _phased(hw, algorithm, g, s, link, trips, details, released)
         return _with_copies(kernel, copies, s)
     stages = LOAD_STAGES.get((path, algorithm), 0)
     if stages:
@@ -402,7 +433,8 @@ def kernel_demand(hw, algorithm: str, gpus: int, nbytes: float, link: str = "nvl
         wire = max(wire, waited * wire_link.step_bytes)
     kernel = Demand(work={f"link:{link}": wire, "hbm": hbm},
                     launch=None, flop=0.0, hbm_bytes=hbm, kernels=0,
-                    link_steps={link: trips * wire_link.protocol_step("ll")}, details=details)
+                    link_steps={link: (trips + released) * wire_link.protocol_step("ll")},
+                    details=details)
     return _with_copies(kernel, copies, s)
 
 
@@ -444,9 +476,9 @@ def lamport_footprint_bytes(algorithm: str, gpus: int, nbytes: float) -> float:
 
 
 def _phased(hw, algorithm: str, g: int, s: float, link: str, trips: float,
-            details: dict) -> Demand:
-    """A Lamport kernel as its phases back to back (PHASED), its trips on the phase that
-    crosses the NVLink."""
+            details: dict, released: float = 0.0) -> Demand:
+    """A Lamport kernel as its phases back to back (PHASED), its trips and its release
+    barriers' trips (`released`) on the phase that crosses the NVLink."""
     wire_link = hw.link(link)
     in_l2 = lamport_footprint_bytes(algorithm, g, s) <= L2_RESIDENT_FRACTION * hw.l2_capacity_bytes
     memory = "l2" if in_l2 else "hbm"
@@ -456,7 +488,7 @@ def _phased(hw, algorithm: str, g: int, s: float, link: str, trips: float,
         steps = {}
         if link_bytes:
             work[f"link:{link}"] = link_bytes / wire_link.achievable_fraction
-            steps = {link: trips * wire_link.protocol_step("ll")}
+            steps = {link: (trips + released) * wire_link.protocol_step("ll")}
         parts.append(Demand(work=work, launch=None, kernels=0, link_steps=steps,
                             hbm_bytes=0.0 if in_l2 else memory_bytes,
                             details={"phase": name}))

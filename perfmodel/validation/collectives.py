@@ -282,7 +282,8 @@ def transmit_predicted_s(row: dict, hw: Hardware | None = None) -> float:
 # The eager host path of each engine path (ops/custom_allreduce.py EAGER_HOST_KEYS) is fitted on
 # the engine's eager calls of at most EAGER_HOST_FIT_MAX_BYTES on EAGER_HOST_FIT_GPU (an x86
 # host), the path the engine's dispatch sends them to: calls this small are host-bound (the
-# model's graph-replayed kernels take under 0.6 of the eager time, most under a third), so the
+# model's graph-replayed kernels take under 0.7 of the eager time, most under a third; the
+# measured graph replays reach 0.63 of it, the 1 MiB two-stage calls on 4 GPUs), so the
 # host path is the median measured time. Every other row (the larger calls, the other GPUs) is
 # judged.
 EAGER_HOST_FIT_GPU = "H100-SXM"
@@ -290,7 +291,7 @@ EAGER_HOST_FIT_MAX_BYTES = 1 << 20
 EAGER_HOST_RULE = (
     "the AIConfigurator eager rows of {engine}'s all-reduce on {gpu} of at most {limit} bytes "
     "that the engine's dispatch sends to its {path} kernel (aiconfigurator_engine_allreduce.csv; "
-    "{n} rows): host-bound calls, whose graph-replayed kernels take under 0.6 of the eager time; "
+    "{n} rows): host-bound calls, whose graph-replayed kernels take under 0.7 of the eager time; "
     "the value is their median measured time. Judged on the larger eager calls and the other "
     "GPUs (GB200/GB300 hosts are Grace CPUs: custom_allreduce.eager_host_ratio.grace)")
 # The engines' NCCL paths (custom_allreduce.NCCL_PATH): host-bound only where the custom
@@ -307,6 +308,38 @@ NCCL_HOST_RULE = (
     "aiconfigurator_engine_allreduce.csv; {n} rows, all host-bound): their median measured "
     "time over custom_allreduce.eager_host_ratio.grace, the x86 value ({fit:.4g} s). "
     "{judged}")
+# The release barriers' trips per peer (custom_allreduce.RELEASE_BARRIERS), per GPU family:
+# fitted on vLLM's two-stage kernel replayed from a CUDA graph on one GPU of the family, where
+# its loads fit in one pass (latency-bound: the barriers and trips are the time); the family's
+# other GPUs, vLLM's eager rows and TensorRT-LLM's two-shot rows are judged.
+RELEASE_FIT_GPU = {9: "H100-SXM", 10: "B200"}
+RELEASE_RULE = (
+    "the AIConfigurator rows of vLLM's all-reduce on {gpu} replayed from a CUDA graph that the "
+    "engine's dispatch sends to its two-stage custom kernel, its loads in one pass "
+    "(aiconfigurator_engine_allreduce.csv; {n} rows: {sizes}): bisection for the NVLink trips "
+    "per peer at which their mean log error is zero ({fit:.4g}). Judged on the family's other "
+    "GPUs, the eager rows and TensorRT-LLM's two-shot (two release barriers)")
+
+
+def release_fit_rows(rows: list[dict], major: int) -> list[dict]:
+    """The rows custom_allreduce.release_peer_trips of the compute-capability `major` family is
+    fitted on (RELEASE_RULE)."""
+    from perfmodel.ops import custom_allreduce
+    out = []
+    for r in rows:
+        if r["engine"] != "vllm" or r["mode"] != "graph" \
+                or r["hardware"] != RELEASE_FIT_GPU[major]:
+            continue
+        hw = hardware(r["hardware"])
+        pick = custom_allreduce.dispatch("vllm", hw, r["gpus"], r["bytes"], "graph")
+        k = pick.kernel
+        if k is not None and k.details.get("path") == "custom_allreduce" \
+                and k.details.get("algorithm") == "twoshot" \
+                and k.details.get("load_passes", 0.0) == 0.0:
+            out.append(r)
+    return out
+
+
 # The GPU whose eager rows fit each host CPU's ratio to the x86 path (the others judged)
 EAGER_HOST_RATIO_FIT_GPU = {"grace": "GB200"}
 EAGER_HOST_RATIO_RULE = (

@@ -308,6 +308,13 @@ SPECS = {
        for path, what in (("vllm", "vLLM custom"), ("vllm_symm_mem", "vLLM torch symm-mem"),
                           ("sglang", "SGLang custom"), ("vllm_nccl", "vLLM NCCL (pynccl)"),
                           ("sglang_nccl", "SGLang NCCL (torch.distributed)"))},
+    **{f"custom_allreduce.release_peer_trips.{family}": (
+        (0.0, 8.0), 4,
+        f"one release barrier's NVLink trips (LL hops) per peer on {family.capitalize()} (ops/"
+        f"custom_allreduce.py RELEASE_BARRIERS: each peer's flag stored with system-scope "
+        f"release semantics by its own lane of one warp, the lanes' releases one after the "
+        f"other; vLLM's two-stage and TensorRT-LLM's two-shot kernels)")
+       for family in ("hopper", "blackwell")},
     "custom_allreduce.eager_host_ratio.grace": (
         (1.0, 5.0), 3,
         "a Grace host's call path of an eager engine all-reduce over the x86 hosts' (hwspec "
@@ -538,6 +545,8 @@ PRIORS = {
     "custom_allreduce.eager_host_s.vllm_nccl": 0.0,
     "custom_allreduce.eager_host_s.sglang_nccl": 0.0,
     "custom_allreduce.eager_host_ratio.grace": 1.0,  # as fast as the x86 hosts
+    "custom_allreduce.release_peer_trips.hopper": 0.0,  # a release barrier: its trips
+    "custom_allreduce.release_peer_trips.blackwell": 0.0,
     "nccl.ll_hop_s.hopper": 0.6e-6,            # tuning.cc's hwLat[NVLINK][RING][LL]
     "nccl.ll_hop_s.blackwell": 0.6e-6,
     "nccl.ll_base_s.hopper": 6.6e-6,           # tuning.cc's baseLat[RING][LL]
@@ -1235,6 +1244,30 @@ def fit_deepep_round_blackwell(copy_round_trips: float, fixed: dict[str, float],
     return x, [r["id"] for r in rows]
 
 
+def fit_release_peer_trips(major: int, tol: float = 1e-5) -> tuple[float, list[str]]:
+    """custom_allreduce.release_peer_trips of the compute-capability `major` family
+    (collectives.RELEASE_RULE): the kernels' time rises with it, so bisect the mean log error
+    of the fit rows to zero."""
+    from perfmodel.ops import custom_allreduce
+    from perfmodel.validation import collectives
+    rows = collectives.release_fit_rows(collectives.load_engine_rows(trtllm_path=None), major)
+    if not rows:
+        return PRIORS[custom_allreduce.RELEASE_PEER_KEYS[major]], []
+    saved = dict(custom_allreduce.RELEASE_PEER_TRIPS)
+
+    def mean_log_error(x: float) -> float:
+        custom_allreduce.RELEASE_PEER_TRIPS[major] = x
+        return sum(math.log(collectives.engine_predicted_s(r) / r["measured_s"])
+                   for r in rows) / len(rows)
+    try:
+        x = _zero_of_rising(mean_log_error,
+                            *SPECS[custom_allreduce.RELEASE_PEER_KEYS[major]][0], tol)
+    finally:
+        custom_allreduce.RELEASE_PEER_TRIPS.clear()
+        custom_allreduce.RELEASE_PEER_TRIPS.update(saved)
+    return x, [r["id"] for r in rows]
+
+
 def step_overhead_fit_rows(cases) -> list:
     """The serving rows SGLang's step overhead is fitted on (STEP_OVERHEAD_RULE)."""
     from perfmodel.validation import serving_predict
@@ -1869,6 +1902,14 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
             gpu=collectives.EAGER_HOST_RATIO_FIT_GPU[cpu], cpu=cpu.capitalize(),
             limit=collectives.EAGER_HOST_FIT_MAX_BYTES, n=len(rows),
             x86_gpu=collectives.EAGER_HOST_FIT_GPU))
+    from perfmodel.ops.custom_allreduce import RELEASE_PEER_KEYS
+    for major, key in RELEASE_PEER_KEYS.items():
+        value, rows = fit_release_peer_trips(major)
+        by_id = {r["id"]: r for r in engine_rows}
+        sizes = ", ".join(sorted({f"{by_id[i]['gpus']} GPUs x {by_id[i]['bytes'] / 2**10:g} KiB"
+                                  for i in rows if i in by_id}))
+        entries[key] = _entry(key, value, rows, collectives.RELEASE_RULE.format(
+            gpu=collectives.RELEASE_FIT_GPU[major], n=len(rows), sizes=sizes, fit=value))
     # the engines' NCCL paths, seen host-bound only on a Grace host (NCCL_HOST_FIT)
     grace = entries[EAGER_HOST_RATIO_KEYS["grace"]]["value"]
     nccl_paths = collectives.fit_nccl_host_s(engine_rows, grace)

@@ -332,3 +332,49 @@ def test_a_grace_hosts_eager_path_is_the_x86_one_times_its_ratio():
     assert _pick(b300, "sglang", 4 * KiB, gpus=4, mode="eager")["host_path_s"] == \
         pytest.approx(x86)
     assert "host_path_s" not in _pick(gb300, "sglang", 4 * KiB, gpus=4)
+
+
+@pytest.mark.parametrize("engine, gpus, nbytes, barriers", [
+    ("vllm", 8, 512 * 1024, 1),        # vLLM's two-stage kernel: its middle barrier
+    ("vllm", 8, 64 * 1024, 0),         # the one-stage kernel: volatile flags only
+    ("sglang", 8, 2 * 1024 * 1024, 0),  # SGLang's pull: one warp a peer (none counted)
+])
+def test_release_barriers_cost_their_peers(monkeypatch, engine, gpus, nbytes, barriers):
+    """A release barrier adds the family's NVLink trips per peer
+    (custom_allreduce.RELEASE_PEER_TRIPS) for each peer, each an LL hop of the spec's NVLink,
+    on top of the kernel's trips; kernels without one are untouched."""
+    b200 = pm.hardware("B200")
+    op = pm.ops.Allreduce(bytes=nbytes, gpus=gpus, algorithm=engine)
+    monkeypatch.setitem(car.RELEASE_PEER_TRIPS, 10, 0.0)
+    bare = pm.predict_op(op, b200)
+    monkeypatch.setitem(car.RELEASE_PEER_TRIPS, 10, 1.5)
+    released = pm.predict_op(op, b200)
+    assert released.details.get("release_trips", 0.0) == pytest.approx(barriers * (gpus - 1)
+                                                                       * 1.5)
+    hop = b200.link("nvlink").ll_latency_s
+    assert released.time_s - bare.time_s == pytest.approx(barriers * (gpus - 1) * 1.5 * hop,
+                                                          rel=1e-6, abs=1e-12)
+
+
+def test_tensorrt_llms_two_shot_releases_at_both_barriers(monkeypatch):
+    monkeypatch.setitem(car.RELEASE_PEER_TRIPS, 10, 1.5)
+    b200 = pm.hardware("B200")
+    kernel = car.kernel_demand(b200, "twoshot", 8, 4 * 1024 * 1024, "nvlink", "trtllm",
+                               path="lamport")
+    assert kernel.details["release_trips"] == pytest.approx(2 * 7 * 1.5)
+    one = car.kernel_demand(b200, "oneshot", 8, 64 * 1024, "nvlink", "trtllm", path="lamport")
+    assert "release_trips" not in one.details
+
+
+def test_the_release_cost_is_fitted_on_latency_bound_two_stage_calls():
+    from perfmodel.validation import collectives
+    rows = collectives.load_engine_rows(trtllm_path=None)
+    for major, gpu in collectives.RELEASE_FIT_GPU.items():
+        fit = collectives.release_fit_rows(rows, major)
+        assert fit and all(r["hardware"] == gpu and r["engine"] == "vllm"
+                           and r["mode"] == "graph" for r in fit)
+        assert 0 < car.RELEASE_PEER_TRIPS[major] < 4
+    # in seconds Blackwell's release costs more than Hopper's
+    h100, b200 = pm.hardware("H100-SXM"), pm.hardware("B200")
+    assert car.RELEASE_PEER_TRIPS[10] * b200.link("nvlink").ll_latency_s > \
+        car.RELEASE_PEER_TRIPS[9] * h100.link("nvlink").ll_latency_s
