@@ -35,8 +35,8 @@ row's bytes over its GPUs,
 priced both as a decode step replays it from a CUDA graph (its host launch replaced by the GPU's
 graph_kernel_gap_s) and eagerly as a prefill step launches it. A DeepEP row is the `deepep` op
 (perfmodel/ops/deepep.py: DeepEP's SM-limited copies, its NVLink bytes and the call's fixed
-time) in the row's kernel, phase, SM count and wire type (the normal
-combine's BF16 whatever the row's quantization), priced eagerly; beside it the builder's generic
+time) in the row's kernel, phase, SM count and wire type (either combine's BF16 whatever the
+row's quantization), priced eagerly; beside it the builder's generic
 `alltoall` of top_k wire copies per token, as the model priced these rows before. The DeepEP
 fixed times are fitted on the H100 rows of at most FIXED_FIT_TOKENS tokens and Blackwell's
 copy round on the B200 normal-kernel rows of at least BLACKWELL_ROUND_FIT_MIN_TOKENS
@@ -221,11 +221,12 @@ FIXED_FIT_TOKENS = 16  # calls this small are nearly all fixed time
 
 
 def deepep_op(row: dict) -> deepep.DeepEP:
-    """The row as the `deepep` op: its kernel, phase and wire type (the normal combine sends
-    BF16, DeepEP's only combine type, whatever the row's quantization)."""
+    """The row as the `deepep` op: its kernel, phase and wire type (either combine sends BF16,
+    DeepEP's only combine type, whatever the row's quantization: deep_ep 1.0.0 buffer.py,
+    `combine` and `low_latency_combine` take `x` "with `torch.bfloat16`"; the row's dtype is
+    its dispatch's)."""
     mode = DEEPEP_MODE[row["kernel"]]
-    dtype = "bf16" if (mode == "normal" and row["phase"] == "combine") \
-        else DEEPEP_DTYPE[row["dtype"]]
+    dtype = "bf16" if row["phase"] == "combine" else DEEPEP_DTYPE[row["dtype"]]
     return deepep.DeepEP(tokens=row["tokens"], hidden=row["hidden"], top_k=row["top_k"],
                          experts=row["experts"], ep=row["ep"], phase=row["phase"], mode=mode,
                          dtype=dtype, num_sms=row.get("num_sms", deepep.DEFAULT_NUM_SMS))

@@ -86,3 +86,14 @@ def test_the_deepep_rows_are_in_time_units_and_the_deepep_op_beats_the_plain_all
         collectives.alltoall_predicted_s, judged)
     hopper = [r for r in judged if r["hardware"] in ("H100-SXM", "H200-SXM")]
     assert mape(collectives.a2a_predicted_s, hopper) < 0.20
+
+def test_either_deepep_combine_sends_bf16_whatever_the_rows_quantization():
+    """deep_ep 1.0.0 buffer.py: `combine` and `low_latency_combine` take BF16 only; a row's
+    dtype is its dispatch's quantization."""
+    rows = collectives.load_a2a_rows()
+    for kernel in ("deepep_normal", "deepep_ll"):
+        quantized = [r for r in rows if r["kernel"] == kernel and r["dtype"] != "bfloat16"]
+        assert quantized
+        for r in quantized:
+            assert collectives.deepep_op(r).dtype == ("bf16" if r["phase"] == "combine"
+                                                      else collectives.DEEPEP_DTYPE[r["dtype"]])
