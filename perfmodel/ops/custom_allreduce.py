@@ -234,6 +234,8 @@ def release_trips(hw, path: str | None, algorithm: str, gpus: int) -> float:
     if not barriers:
         return 0.0
     return barriers * (gpus - 1) * nccl.arch_row(RELEASE_PEER_TRIPS, hw.compute_capability)
+
+
 LINK_STEPS = {"oneshot": 1, "twoshot": 2, "multimem": 2}  # barrier rounds (the op's details)
 
 # The kernels that pull their peers' data with loads, and their grids (blocks at most, threads
@@ -311,10 +313,10 @@ def loads_in_flight_bytes(hw, path: str | None, gpus: int, nbytes: float,
     peers = 1 if algorithm == "multimem" else gpus - 1
     return blocks * threads * LOAD_VECTOR_BYTES * peers
 
+# The engines' NCCL fallback, a path with a host path of its own (the module docstring).
+NCCL_PATH = "nccl"
 # The host path of one eager call, s, by (engine, path) (module docstring): fitted keys of
 # perfmodel/fitted.yaml.
-# The engines' NCCL fallback has a host path of its own (NCCL_PATH, the module docstring).
-NCCL_PATH = "nccl"
 EAGER_HOST_KEYS = {("vllm", "custom_allreduce"): "custom_allreduce.eager_host_s.vllm",
                    ("vllm", "torch_symm_mem"): "custom_allreduce.eager_host_s.vllm_symm_mem",
                    ("sglang", "push"): "custom_allreduce.eager_host_s.sglang",
