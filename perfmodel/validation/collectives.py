@@ -14,8 +14,10 @@ taken as graph-replayed) are judged against `allreduce` with the engine's dispat
 the graph-captured prediction in mode graph, eager rows against the eager prediction in mode
 eager, beside the plain roofline of the same op. The eager host path of each engine path
 (custom_allreduce.EAGER_HOST_S) is fitted on that engine's small eager H100 SXM calls
-(`fit_eager_host_s`, EAGER_HOST_RULE); those rows are left out of the judged table once
-perfmodel/fitted.yaml holds the constant.
+(`fit_eager_host_s`, EAGER_HOST_RULE), the engines' NCCL paths on GB300's groups beyond a
+tray (`fit_nccl_host_s`, NCCL_HOST_RULE), and the release barriers' trips per peer on vLLM's
+latency-bound two-stage calls on H100 SXM and B200 (`release_fit_rows`, RELEASE_RULE); those
+rows are left out of the judged table once perfmodel/fitted.yaml holds the constants.
 
 What an eager row times (HARNESS_COPY). Each eager call in these tables carries one device copy
 of the message beyond what the engine itself runs: at 64 MiB and more, where neither host path
@@ -668,7 +670,8 @@ def main() -> None:
           "TensorRT-LLM rows above as graph-replayed) against each engine's dispatch "
           "(perfmodel/ops/custom_allreduce.py), graph rows captured, eager rows eager\n")
     print(engine_report(engine_rows))
-    print(f"\n({len(engine_rows)} rows judged, {fit_n} eager host-path fit rows left out)")
+    print(f"\n({len(engine_rows)} rows judged; {fit_n} fit rows left out: the eager host "
+          f"paths' and the release barriers', perfmodel/fitted.yaml)")
     a2a = load_a2a_rows()
     print("\nTensorRT-LLM's DeepEP dispatch and combine (AIConfigurator) against the deepep op "
           "(eager)\n")
