@@ -238,7 +238,7 @@ class _Collective(Op):
                                                      hw.nvlink_domain_gpus)
         if link == AUTO:
             if domains > 1:
-                return self._engine_nccl(hw, self._across_domains(hw, domains, fewest, most))
+                return self._across_domains(hw, domains, fewest, most)
             link = "nvlink"
         hw.link(link)  # an unknown link is bad input whatever the algorithm
         if self.algorithm in self.ENGINE_DISPATCH and link == "nvlink" and domains == 1:
@@ -254,27 +254,23 @@ class _Collective(Op):
         across = nccl.link_class(link) == "network"  # each GPU in a node of its own
         tuner = self._tuner(hw, pairs, self.gpus if across else 1, link,
                             wire.bandwidth_bytes_per_s * wire.achievable_fraction)
-        options = [self._tuned(self._demand(hw, a, p, link), tuner) for a, p in pairs
-                   if self._runs(a, p, tuner)]
-        nccl_pick = self._engine_nccl(hw, _fastest(options))
+        options = self._engine_nccl(hw, [self._tuned(self._demand(hw, a, p, link), tuner)
+                                         for a, p in pairs if self._runs(a, p, tuner)])
         if pick is not None and pick.kernel is not None:
-            return _fastest([pick.kernel, *(nccl_pick.options if isinstance(nccl_pick, Choice)
-                                            else (nccl_pick,))])
-        return nccl_pick
+            options.insert(0, pick.kernel)
+        return _fastest(options)
 
-    def _engine_nccl(self, hw, picked: Demand | Choice) -> Demand | Choice:
-        """NCCL's pick as an engine's eager call runs it (algorithm vllm, sglang in mode
+    def _engine_nccl(self, hw, options: list[Demand]) -> list[Demand]:
+        """NCCL's options as an engine's eager call runs them (algorithm vllm, sglang in mode
         eager): behind the engine's host path for NCCL (custom_allreduce.nccl_host_s)."""
         if self.algorithm not in self.ENGINE_DISPATCH:
-            return picked
+            return options
         host = custom_allreduce.nccl_host_s(self.algorithm, getattr(self, "mode", "graph"), hw)
         if host <= 0.0:
-            return picked
-        floored = tuple(replace(d, host_floor_s=host,
-                                details={**d.details, "host_path_s": host,
-                                         "path": custom_allreduce.NCCL_PATH})
-                        for d in (picked.options if isinstance(picked, Choice) else (picked,)))
-        return _fastest(list(floored))
+            return options
+        return [replace(d, host_floor_s=host, details={**d.details, "host_path_s": host,
+                                                       "path": custom_allreduce.NCCL_PATH})
+                for d in options]
 
     # -- which pair NCCL's tuner runs ----------------------------------------------------------
     def _tuner(self, hw, pairs: list[tuple[str, str | None]], nodes: int, intra_link: str,
@@ -408,8 +404,9 @@ class _Collective(Op):
         net = hw.link("network")
         tuner = self._tuner(hw, pairs, domains, "nvlink" if most > 1 else "network",
                             net.bandwidth_bytes_per_s * net.achievable_fraction)
-        return _fastest([self._tuned(self._spanning(hw, a, p, domains, fewest, most), tuner)
-                         for a, p in pairs if self._runs(a, p, tuner)])
+        return _fastest(self._engine_nccl(
+            hw, [self._tuned(self._spanning(hw, a, p, domains, fewest, most), tuner)
+                 for a, p in pairs if self._runs(a, p, tuner)]))
 
     def _spanning(self, hw, algorithm: str, protocol: str, n: int, fewest: int,
                   most: int) -> Demand:

@@ -79,10 +79,12 @@ def _number_in(lo: float, hi: float, what: str) -> Callable[[Any], str]:
 
 
 def _capacity_factor(v: Any) -> str:
-    """An expert capacity factor: a number in (0, 64] (Workload.moe_capacity_factor)."""
+    """An expert capacity factor: a number in (0, builder.MAX_CAPACITY_FACTOR]
+    (Workload.moe_capacity_factor)."""
+    from perfmodel.workloads.builder import MAX_CAPACITY_FACTOR
     f = _real(v)
-    return "" if f is not None and 0 < f <= 64 else \
-        f"expected an expert capacity factor in (0, 64], got {show(v)}"
+    return "" if f is not None and 0 < f <= MAX_CAPACITY_FACTOR else \
+        f"expected an expert capacity factor in (0, {MAX_CAPACITY_FACTOR:g}], got {show(v)}"
 
 
 def _choice(choices: Callable[[], tuple]) -> Callable[[Any], str]:

@@ -600,9 +600,7 @@ def plan_training(model: ModelSpec | str, hw: Hardware | str, batch: int, seq: i
                          f"over the data-, context- and tensor-parallel ranks)")
     if recompute not in RECOMPUTE:
         raise InputError(f"recompute: expected one of {', '.join(RECOMPUTE)}, got {recompute!r}")
-    if moe_capacity_factor is not None and moe_dispatcher == "auto":
-        moe_dispatcher = "alltoall"  # apply_moe_token_drop asserts the all-to-all dispatcher
-    moe_dispatcher = moe_dispatcher_of(m, h, ep, moe_dispatcher)
+    moe_dispatcher = moe_dispatcher_of(m, h, ep, moe_dispatcher, moe_capacity_factor)
     if moe_capacity_factor is not None and moe_dispatcher == "deepep":
         raise InputError("moe_capacity_factor: Megatron-Core's flex dispatcher (moe_dispatcher "
                          "deepep) does not pad experts to a capacity; use moe_dispatcher "
@@ -824,7 +822,8 @@ def ep_overlap_refusal(ep: int, recompute: str, pipeline_schedule: str = "1f1b")
     return None
 
 
-def moe_dispatcher_of(model: ModelSpec, hw: Hardware, ep: int, dispatcher: str = "auto") -> str:
+def moe_dispatcher_of(model: ModelSpec, hw: Hardware, ep: int, dispatcher: str = "auto",
+                      capacity_factor: float | None = None) -> str:
     """The MoE token dispatcher a step runs: as given, or for "auto" as Megatron-Bridge's
     performance recipes choose it. Their DeepSeek-V3 recipes run the flex dispatcher with DeepEP
     or HybridEP (H100 at EP 64 and B200 at EP 32 across 8-GPU nodes: Megatron-Bridge r0.1.0-
@@ -832,9 +831,13 @@ def moe_dispatcher_of(model: ModelSpec, hw: Hardware, ep: int, dispatcher: str =
     once per destination node: built for DeepSeek's node-limited, group-limited gate
     (arXiv:2412.19437 §2.1.2, at most 4 nodes a token). Their Qwen3 and GPT-OSS recipes keep the
     all-to-all. So "auto" takes DeepEP for a group-limited gate whose expert-parallel group spans
-    NVLink domains where DeepEP's internode kernels run it, the all-to-all otherwise."""
+    NVLink domains where DeepEP's internode kernels run it, the all-to-all otherwise; and the
+    all-to-all for a padded capacity (`capacity_factor`: plan_training moe_capacity_factor),
+    which Megatron-Bridge's apply_moe_token_drop asserts."""
     if dispatcher != "auto":
         return dispatcher
+    if capacity_factor is not None:
+        return "alltoall"
     groups, _ = model.group_limit
     spans = ep > (hw.nvlink_domain_gpus or 8)
     return "deepep" if spans and groups > 1 and ep in INTERNODE_RANKS else "alltoall"

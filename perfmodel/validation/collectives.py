@@ -392,8 +392,10 @@ def fit_eager_host_s(rows: list[dict] | None = None) -> dict[str, tuple[float, l
     rows = load_engine_rows(trtllm_path=None) if rows is None else rows
     out = {}
     for key in dict.fromkeys(custom_allreduce.EAGER_HOST_KEYS.values()):
+        if key in NCCL_HOST_KEYS:
+            continue
         fit = eager_host_fit_rows(rows, key)
-        if fit and key not in NCCL_HOST_KEYS:
+        if fit:
             out[key] = (_median([r["measured_s"] for r in fit]), [r["id"] for r in fit])
     return out
 

@@ -1244,13 +1244,14 @@ def fit_deepep_round_blackwell(copy_round_trips: float, fixed: dict[str, float],
     return x, [r["id"] for r in rows]
 
 
-def fit_release_peer_trips(major: int, tol: float = 1e-5) -> tuple[float, list[str]]:
-    """custom_allreduce.release_peer_trips of the compute-capability `major` family
-    (collectives.RELEASE_RULE): the kernels' time rises with it, so bisect the mean log error
-    of the fit rows to zero."""
+def fit_release_peer_trips(major: int, engine_rows: list[dict],
+                           tol: float = 1e-5) -> tuple[float, list[str]]:
+    """custom_allreduce.release_peer_trips of the compute-capability `major` family on its fit
+    rows among `engine_rows` (collectives.RELEASE_RULE): the kernels' time rises with it, so
+    bisect the mean log error of the fit rows to zero."""
     from perfmodel.ops import custom_allreduce
     from perfmodel.validation import collectives
-    rows = collectives.release_fit_rows(collectives.load_engine_rows(trtllm_path=None), major)
+    rows = collectives.release_fit_rows(engine_rows, major)
     if not rows:
         return PRIORS[custom_allreduce.RELEASE_PEER_KEYS[major]], []
     saved = dict(custom_allreduce.RELEASE_PEER_TRIPS)
@@ -1903,9 +1904,9 @@ def _fit_all(exclude: frozenset[str], serving: bool) -> dict[str, dict]:
             limit=collectives.EAGER_HOST_FIT_MAX_BYTES, n=len(rows),
             x86_gpu=collectives.EAGER_HOST_FIT_GPU))
     from perfmodel.ops.custom_allreduce import RELEASE_PEER_KEYS
+    by_id = {r["id"]: r for r in engine_rows}
     for major, key in RELEASE_PEER_KEYS.items():
-        value, rows = fit_release_peer_trips(major)
-        by_id = {r["id"]: r for r in engine_rows}
+        value, rows = fit_release_peer_trips(major, engine_rows)
         sizes = ", ".join(sorted({f"{by_id[i]['gpus']} GPUs x {by_id[i]['bytes'] / 2**10:g} KiB"
                                   for i in rows if i in by_id}))
         entries[key] = _entry(key, value, rows, collectives.RELEASE_RULE.format(

@@ -187,6 +187,12 @@ ACT_BYTES = 2.0
 ADAM_FLOP_PER_PARAM = 12  # two moment updates, bias correction, update (fp32)
 
 
+# The largest expert capacity factor taken (Workload.moe_capacity_factor): 64 times the
+# balanced rows an expert would pad to; any run's factor is near 1 (Megatron-Bridge's token
+# drop 1.0), so more is a mistyped input, not a recipe.
+MAX_CAPACITY_FACTOR = 64.0
+
+
 @dataclass(frozen=True)
 class Workload:
     phase: str
@@ -248,7 +254,8 @@ class Workload:
     # experts (vLLM's default for MXFP4 experts on Hopper, TensorRT-LLM's TRITON backend)
     moe_kernel: str = "grouped"
     # train, MoE: Megatron-Core's moe_expert_capacity_factor with
-    # moe_pad_expert_input_to_capacity (drop and pad, `_capacity_padding`); None: dropless
+    # moe_pad_expert_input_to_capacity (drop and pad, `_capacity_padding`), in (0,
+    # MAX_CAPACITY_FACTOR]; None: dropless
     moe_capacity_factor: float | None = None
 
     def check(self, model: ModelSpec, names: Mapping[str, str] | None = None) -> None:
@@ -400,8 +407,10 @@ class Workload:
         cf = self.moe_capacity_factor
         if cf is None:
             return []
-        if isinstance(cf, bool) or not isinstance(cf, (int, float)) or not 0 < cf <= 64:
-            return [("moe_capacity_factor", f"expected a number in (0, 64], got {show(cf)}")]
+        if isinstance(cf, bool) or not isinstance(cf, (int, float)) \
+                or not 0 < cf <= MAX_CAPACITY_FACTOR:
+            return [("moe_capacity_factor", f"expected a number in (0, {MAX_CAPACITY_FACTOR:g}], "
+                                            f"got {show(cf)}")]
         if self.phase != "train":
             return [("moe_capacity_factor", "Megatron-Core's token dropping applies to "
                                             "training steps")]
